@@ -1,0 +1,68 @@
+"""pglogq: an append-only log queue on PostgreSQL.
+
+Producers append events; a ticker records snapshots; each consumer reads the batch between two
+ticks with its own cursor, so fan-out shares one copy; old tables are emptied by TRUNCATE.
+"""
+
+from pglogq._aclient import AsyncBatch, AsyncClient
+from pglogq._client import Batch, Client
+from pglogq.errors import (
+    AlreadyExists,
+    BatchOpen,
+    InvalidArgument,
+    InvalidConfig,
+    InvalidDelay,
+    InvalidInput,
+    InvalidName,
+    InvalidPayload,
+    MessageNotInBatch,
+    NotFound,
+    PayloadTooLarge,
+    PglogqError,
+    QueueInUse,
+    SchemaMismatch,
+    SeekOutOfRange,
+    StaleBatch,
+    TickerMisuse,
+    TxidWentBackwards,
+    UnknownBatch,
+    UnknownConsumer,
+    UnknownDeadLetter,
+    UnknownQueue,
+)
+from pglogq.models import ConsumerInfo, DeadLetter, Message, QueueInfo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyExists",
+    "AsyncBatch",
+    "AsyncClient",
+    "Batch",
+    "BatchOpen",
+    "Client",
+    "ConsumerInfo",
+    "DeadLetter",
+    "InvalidArgument",
+    "InvalidConfig",
+    "InvalidDelay",
+    "InvalidInput",
+    "InvalidName",
+    "InvalidPayload",
+    "Message",
+    "MessageNotInBatch",
+    "NotFound",
+    "PayloadTooLarge",
+    "PglogqError",
+    "QueueInUse",
+    "QueueInfo",
+    "SchemaMismatch",
+    "SeekOutOfRange",
+    "StaleBatch",
+    "TickerMisuse",
+    "TxidWentBackwards",
+    "UnknownBatch",
+    "UnknownConsumer",
+    "UnknownDeadLetter",
+    "UnknownQueue",
+]

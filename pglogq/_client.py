@@ -1,0 +1,333 @@
+# Generated from pglogq/_aclient.py by `python -m pglogq._unasync`. Do not edit:
+# change the async source and regenerate.
+"""The asyncio client: the single source of truth of the client API.
+
+``pglogq/_client.py`` (the synchronous :class:`Client`) is generated from this file by
+``python -m pglogq._unasync``; a test fails when the two drift.  Write here, never there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+from typing_extensions import LiteralString, Self
+
+from pglogq import _queries as q
+from pglogq import schema
+from pglogq.dsn import resolve_dsn
+from pglogq.errors import translate
+from pglogq.models import ConsumerInfo, DeadLetter, Message, QueueInfo
+
+AnyConn = psycopg.Connection[Any]
+T = TypeVar("T")
+
+
+def _json(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
+def _info(cls: type[T], row: Sequence[Any]) -> T:
+    return cls(*row[: len(fields(cls))])  # type: ignore[arg-type]
+
+
+@dataclass
+class Batch:
+    """A page of a consumer's batch.  Iterate it, then ``ack()`` (and ``nack(msg)`` failures first)."""
+
+    id: int | None
+    queue: str
+    consumer: str
+    messages: list[Message]
+    client: Client = field(repr=False)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __bool__(self) -> bool:
+        return bool(self.messages)
+
+    def ack(self, *, conn: AnyConn | None = None) -> bool:
+        """Acknowledge this page (no-op for an empty batch)."""
+        if self.id is None:
+            return False
+        return self.client.ack(self.id, conn=conn)
+
+    def nack(
+        self,
+        msg: Message,
+        *,
+        retry_after: timedelta | None = None,
+        reason: str | None = None,
+        conn: AnyConn | None = None,
+    ) -> str:
+        """Fail one message: it comes back to this consumer after ``retry_after`` ('retry'),
+        or goes to the dead-letter queue after too many tries ('dead')."""
+        return self.client.nack(msg, retry_after=retry_after, reason=reason, conn=conn)
+
+
+class Client:
+    """pglogq client for asyncio.  ``Client(dsn)``; ``dsn=None`` follows the DSN rule.
+
+    Every call can take ``conn=``: the caller's connection, whose transaction the call then
+    joins (nothing is committed for the caller).  Otherwise a pooled autocommit connection runs
+    the call in its own transaction.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        pool: ConnectionPool[Any] | None = None,
+    ) -> None:
+        self.dsn = resolve_dsn(dsn) if pool is None else None
+        self._pool = pool
+        self._own_pool = pool is None
+        self._min_size = min_size
+        self._max_size = max_size
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None and self._own_pool:
+            self._pool.close()
+            self._pool = None
+
+    def _get_pool(self) -> ConnectionPool[Any]:
+        if self._pool is None:
+            pool: ConnectionPool[Any] = ConnectionPool(
+                self.dsn or "",
+                min_size=self._min_size,
+                max_size=self._max_size,
+                kwargs={"autocommit": True},
+                open=False,
+            )
+            pool.open()
+            self._pool = pool
+        return self._pool
+
+    @contextmanager
+    def connection(self, conn: AnyConn | None = None) -> Iterator[AnyConn]:
+        """The caller's connection if given, else a pooled autocommit one."""
+        if conn is not None:
+            yield conn
+            return
+        pool = self._get_pool()
+        with pool.connection() as c:
+            yield c
+
+    def _rows(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> list[TupleRow]:
+        try:
+            with self.connection(conn) as c:
+                cur = c.execute(sql, params)
+                return cur.fetchall()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def _value(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> Any:
+        rows = self._rows(sql, params, conn)
+        return rows[0][0] if rows else None
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def install_schema(self, *, conn: AnyConn | None = None) -> list[str]:
+        """Install or upgrade the schema (idempotent, under an advisory lock).
+
+        Returns the labels of the migrations applied (empty when already up to date)."""
+        applied: list[str] = []
+        try:
+            with self.connection(conn) as c, c.transaction():
+                c.execute(q.SCHEMA_LOCK)
+                cur = c.execute(q.SCHEMA_EXISTS)
+                row = cur.fetchone()
+                done: set[int] = set()
+                if row and row[0]:
+                    cur = c.execute(q.SCHEMA_VERSIONS)
+                    done = {r[0] for r in cur.fetchall()}
+                for label, sql in schema.plan(done):
+                    c.execute(sql.encode())
+                    if label.startswith("migration"):
+                        applied.append(label)
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        return applied
+
+    def schema_versions(self, *, conn: AnyConn | None = None) -> list[int]:
+        """Migrations applied to this database (empty when pglogq is not installed)."""
+        if not self._value(q.SCHEMA_EXISTS, (), conn):
+            return []
+        return [r[0] for r in self._rows(q.SCHEMA_VERSIONS, (), conn)]
+
+    # -- queues and consumers -------------------------------------------------------------
+
+    def create_queue(self, queue: str, *, conn: AnyConn | None = None) -> bool:
+        """Create a queue; False if it existed already."""
+        return bool(self._value(q.CREATE_QUEUE, (queue,), conn))
+
+    def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:
+        """Drop a queue and all its events; refuses while consumers exist unless ``force``."""
+        return bool(self._value(q.DROP_QUEUE, (queue, force), conn))
+
+    def set_queue_config(self, queue: str, param: str, value: object, *, conn: AnyConn | None = None) -> str:
+        """Change one queue setting (see ``pglogq.set_queue_config``); returns the new value."""
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        return str(self._value(q.SET_QUEUE_CONFIG, (queue, param, text), conn))
+
+    def subscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
+        """Register a consumer; it receives events ticked from now on.  False if it existed."""
+        return bool(self._value(q.SUBSCRIBE, (queue, consumer), conn))
+
+    def unsubscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
+        return bool(self._value(q.UNSUBSCRIBE, (queue, consumer), conn))
+
+    # -- producing ------------------------------------------------------------------------
+
+    def send(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        type: str | None = None,
+        headers: dict[str, Any] | None = None,
+        priority: int = 100,
+        idempotency_key: str | None = None,
+        deliver_at: datetime | None = None,
+        delay: timedelta | None = None,
+        conn: AnyConn | None = None,
+    ) -> int:
+        """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
+        return int(
+            self._value(
+                q.SEND,
+                (queue, Jsonb(payload), type, _json(headers), priority, idempotency_key, deliver_at, delay),
+                conn,
+            )
+        )
+
+    def send_batch(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        *,
+        type: str | None = None,
+        headers: dict[str, Any] | None = None,
+        priority: int = 100,
+        idempotency_keys: Sequence[str | None] | None = None,
+        deliver_at: datetime | None = None,
+        delay: timedelta | None = None,
+        conn: AnyConn | None = None,
+    ) -> list[int]:
+        """Append many events in one statement; returns their ids in order."""
+        keys = list(idempotency_keys) if idempotency_keys is not None else None
+        ids = self._value(
+            q.SEND_BATCH,
+            (queue, [Jsonb(p) for p in payloads], type, _json(headers), priority, keys, deliver_at, delay),
+            conn,
+        )
+        return [int(i) for i in ids or []]
+
+    def cancel(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> bool:
+        """Cancel an event no consumer has received yet; False if one already has."""
+        return bool(self._value(q.CANCEL, (queue, msg_id), conn))
+
+    # -- ticking and maintenance ----------------------------------------------------------
+
+    def tick(self, queue: str | None = None, *, force: bool = False, conn: AnyConn | None = None) -> int:
+        """Tick queues whose thresholds say so (``force``: tick ``queue`` now).  Returns ticks made."""
+        if force:
+            if queue is None:
+                raise ValueError("force=True needs a queue name")
+            self._value(q.FORCE_TICK, (queue,), conn)
+            return 1
+        return int(self._value(q.TICKER, (queue,), conn))
+
+    def maintain(self) -> dict[str, int]:
+        """Run every maintenance step that is due, each in its own transaction."""
+        done: dict[str, int] = {}
+        for op, queue in self._rows(q.MAINT_OPERATIONS, (), None):
+            result = int(self._value(q.MAINT_RUN, (op, queue), None) or 0)
+            key = f"{op}:{queue}" if queue else op
+            done[key] = result
+        return done
+
+    def rotate(self, queue: str, *, force: bool = True) -> bool:
+        """Rotation step 1 then step 2, in separate transactions.  True if tables rotated."""
+        rotated = bool(self._value(q.ROTATE_STEP1, (queue, force), None))
+        self._value(q.ROTATE_STEP2, (queue,), None)
+        return rotated
+
+    # -- consuming ------------------------------------------------------------------------
+
+    def receive(
+        self,
+        queue: str,
+        consumer: str,
+        *,
+        max_messages: int = 100,
+        worker: str | None = None,
+        conn: AnyConn | None = None,
+    ) -> Batch:
+        """The current page of the consumer's batch (the same page until it is acknowledged)."""
+        rows = self._rows(q.RECEIVE, (queue, consumer, max_messages, worker), conn)
+        msgs = [Message(*r) for r in rows]
+        return Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
+
+    def ack(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
+        """Acknowledge the page of ``batch_id`` that receive returned last."""
+        return bool(self._value(q.ACK, (batch_id,), conn))
+
+    def nack(
+        self,
+        msg: Message,
+        *,
+        retry_after: timedelta | None = None,
+        reason: str | None = None,
+        conn: AnyConn | None = None,
+    ) -> str:
+        """Fail one received message: 'retry' (it comes back to this consumer) or 'dead'."""
+        return str(self._value(q.NACK, (msg.batch_id, msg.msg_id, retry_after, reason, msg.txid), conn))
+
+    # -- dead letters ---------------------------------------------------------------------
+
+    def dlq_inspect(
+        self, queue: str, consumer: str | None = None, *, limit: int = 100, conn: AnyConn | None = None
+    ) -> list[DeadLetter]:
+        return [_info(DeadLetter, r) for r in self._rows(q.DLQ_INSPECT, (queue, consumer, limit), conn)]
+
+    def dlq_replay(self, dead_id: int, *, conn: AnyConn | None = None) -> int:
+        """Send a dead letter back to the consumer that dead-lettered it; returns its msg_id."""
+        return int(self._value(q.DLQ_REPLAY, (dead_id,), conn))
+
+    def dlq_replay_all(self, queue: str, consumer: str | None = None, *, conn: AnyConn | None = None) -> int:
+        return int(self._value(q.DLQ_REPLAY_ALL, (queue, consumer), conn))
+
+    def dlq_purge(
+        self, queue: str, older_than: timedelta | None = None, *, conn: AnyConn | None = None
+    ) -> int:
+        return int(self._value(q.DLQ_PURGE, (queue, older_than), conn))
+
+    # -- monitoring -----------------------------------------------------------------------
+
+    def queue_info(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[QueueInfo]:
+        return [_info(QueueInfo, r) for r in self._rows(q.QUEUE_INFO, (queue,), conn)]
+
+    def consumer_info(
+        self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
+    ) -> list[ConsumerInfo]:
+        return [_info(ConsumerInfo, r) for r in self._rows(q.CONSUMER_INFO, (queue, consumer), conn)]

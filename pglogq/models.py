@@ -1,0 +1,76 @@
+"""Plain data returned by the client: messages, queue and consumer information."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Message:
+    """One event as a consumer receives it."""
+
+    batch_id: int
+    msg_id: int
+    type: str | None
+    payload: Any
+    headers: dict[str, Any] | None
+    retry_count: int
+    created_at: datetime
+    priority: int
+    txid: str
+    """The inserting transaction's id (xid8, as text): lets nack find the event in O(1)."""
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    queue_name: str
+    paused: bool
+    last_tick_id: int | None
+    last_tick_time: datetime | None
+    last_tick_age: timedelta | None
+    ticker_lag: timedelta | None
+    events_per_second: float
+    pending_estimate: int
+    consumers: int
+    retry_depth: int
+    dead_letters: int
+    delayed: int
+    size_bytes: int
+    rotation_period: timedelta
+    last_rotation: datetime
+    rotation_blocked_by: str | None
+
+
+@dataclass(frozen=True)
+class ConsumerInfo:
+    queue_name: str
+    consumer_name: str
+    last_tick: int | None
+    lag: timedelta | None
+    lag_events: int | None
+    pending_events: int | None
+    last_seen: datetime | None
+    batch_id: int | None
+    batch_open_since: datetime | None
+    workers: int
+    open_batches: int
+    retry_depth: int
+    dead_letters: int
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    dead_id: int
+    queue_name: str
+    consumer_name: str
+    msg_id: int
+    type: str | None
+    payload: Any
+    headers: dict[str, Any] | None
+    retry_count: int
+    reason: str | None
+    created_at: datetime
+    first_failed_at: datetime
+    failed_at: datetime

@@ -1,0 +1,94 @@
+"""The SQL schema shipped with pglogq: where it is, what it holds, and the install plan.
+
+``sql/migrations/NNNN_name.sql`` change tables (applied once, recorded in
+``pglogq.schema_version``); ``sql/functions/*.sql`` hold one function each and are re-applied on
+every install or upgrade; ``sql/roles.sql`` creates the roles and grants.  The wheel carries the
+directory as ``pglogq/sql``; in a source checkout it is the top-level ``sql/``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+LOCK_KEY = "pglogq.schema"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def sql_dir() -> Traversable:
+    """The ``sql`` directory: inside the installed package, else the source checkout's."""
+    packaged = resources.files("pglogq") / "sql"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "sql"
+
+
+def migrations() -> list[Migration]:
+    out = []
+    for f in (sql_dir() / "migrations").iterdir():
+        m = re.fullmatch(r"(\d{4})_(\w+)\.sql", f.name)
+        if m:
+            out.append(Migration(int(m.group(1)), m.group(2), f.read_text(encoding="utf-8")))
+    return sorted(out, key=lambda m: m.version)
+
+
+def functions() -> list[tuple[str, str]]:
+    """(file name, SQL) of every function file, helpers (``_*``) first, then by name."""
+    files = [f for f in (sql_dir() / "functions").iterdir() if f.name.endswith(".sql")]
+    files.sort(key=lambda f: (not f.name.startswith("_"), f.name))
+    return [(f.name, f.read_text(encoding="utf-8")) for f in files]
+
+
+def roles_sql() -> str:
+    return (sql_dir() / "roles.sql").read_text(encoding="utf-8")
+
+
+def views_sql() -> str:
+    path = sql_dir() / "views.sql"
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def latest_version() -> int:
+    return migrations()[-1].version
+
+
+def record_sql(m: Migration) -> str:
+    return (
+        "INSERT INTO pglogq.schema_version (version, name) "
+        f"VALUES ({m.version}, '{m.name}') ON CONFLICT DO NOTHING;"
+    )
+
+
+def plan(applied: set[int]) -> list[tuple[str, str]]:
+    """The statements that bring a database with ``applied`` migrations to the latest schema."""
+    steps: list[tuple[str, str]] = []
+    for m in migrations():
+        if m.version not in applied:
+            steps.append((f"migration {m.version:04d}_{m.name}", m.sql))
+            steps.append((f"record {m.version}", record_sql(m)))
+    for name, sql in functions():
+        steps.append((f"function {name}", sql))
+    views = views_sql()
+    if views:
+        steps.append(("views", views))
+    steps.append(("roles", roles_sql()))
+    return steps
+
+
+def one_file_sql() -> str:
+    """The whole schema as one script for psql (a fresh install, in one transaction)."""
+    parts = ["-- pglogq schema, version %d: psql -v ON_ERROR_STOP=1 -f this.sql" % latest_version(),
+             "BEGIN;", f"SELECT pg_advisory_xact_lock(hashtext('{LOCK_KEY}'));"]
+    for label, sql in plan(set()):
+        parts.append(f"-- {label}\n{sql}")
+    parts.append("COMMIT;")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,57 @@
+-- pglogq._batch_page(...): one page of a batch, in delivery order, starting after a key.
+-- Parameters: queue_id; owner  the consumer's sub_id (retried/replayed events of others are skipped);
+--             prev_snap, cur_snap  the batch's tick snapshots; big  stream in (txid, id) order;
+--             after_prio, after_txid, after_id  the key of the last acknowledged event (NULL: start);
+--             lim  rows to return at most
+-- Returns:    setof pglogq.message (batch_id NULL), ordered by priority desc, txid, id
+--             (by txid, id when big).
+-- Tables:     event (read), cancelled (read).
+-- The events of a batch are those whose transaction is visible in cur_snap and not in prev_snap.
+-- The scan is bounded to [xmax(prev), xmax(cur)) plus the xids that were running at prev, and
+-- reads every child table of the queue, so a producer that wrote into an older child (an old
+-- REPEATABLE READ snapshot across a rotation) is still found.
+CREATE OR REPLACE FUNCTION pglogq._batch_page(
+    queue_id integer, owner integer, prev_snap pg_snapshot, cur_snap pg_snapshot, big boolean,
+    after_prio integer, after_txid xid8, after_id bigint, lim integer)
+RETURNS SETOF pglogq.message LANGUAGE plpgsql STABLE
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    lo xid8 := pg_snapshot_xmax(prev_snap);
+    hi xid8 := pg_snapshot_xmax(cur_snap);
+    xip_arr xid8[] := ARRAY(SELECT x FROM pg_snapshot_xip(prev_snap) x
+                             WHERE pg_visible_in_snapshot(x, cur_snap));
+    any_cancel boolean := EXISTS (SELECT 1 FROM pglogq.cancelled c WHERE c.queue_id = _batch_page.queue_id);
+BEGIN
+    IF big THEN
+        RETURN QUERY
+        SELECT NULL::bigint, e.ev_id, e.ev_type, e.ev_payload, e.ev_headers, e.ev_retry, e.ev_time,
+               e.ev_priority, e.ev_txid
+          FROM pglogq.event e
+         WHERE e.ev_queue = _batch_page.queue_id
+           AND e.ev_txid >= pg_snapshot_xmin(prev_snap) AND e.ev_txid < hi
+           AND (after_txid IS NULL OR (e.ev_txid, e.ev_id) > (after_txid, after_id))
+           AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
+           AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
+           AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+           AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
+                                              WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
+         ORDER BY e.ev_txid, e.ev_id
+         LIMIT lim;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT NULL::bigint, e.ev_id, e.ev_type, e.ev_payload, e.ev_headers, e.ev_retry, e.ev_time,
+           e.ev_priority, e.ev_txid
+      FROM pglogq.event e
+     WHERE e.ev_queue = _batch_page.queue_id
+       AND ((e.ev_txid >= lo AND e.ev_txid < hi) OR e.ev_txid = ANY (xip_arr))
+       AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
+       AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
+       AND (after_txid IS NULL
+            OR (-e.ev_priority::integer, e.ev_txid, e.ev_id) > (-after_prio, after_txid, after_id))
+       AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+       AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
+                                          WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
+     ORDER BY e.ev_priority DESC, e.ev_txid, e.ev_id
+     LIMIT lim;
+END $$;

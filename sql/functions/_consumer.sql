@@ -1,0 +1,20 @@
+-- pglogq._consumer(queue_id, queue_name, consumer_name): the consumer's subscription row.
+-- Parameters: queue_id, queue_name (for the message), consumer_name
+-- Returns:    pglogq.subscription row of the consumer (parent_id IS NULL).
+-- Raises:     PQ002 unknown consumer.
+-- Tables:     subscription (read).
+CREATE OR REPLACE FUNCTION pglogq._consumer(queue_id integer, queue_name text, consumer_name text)
+RETURNS pglogq.subscription LANGUAGE plpgsql STABLE
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    s pglogq.subscription;
+BEGIN
+    SELECT * INTO s FROM pglogq.subscription x
+     WHERE x.queue_id = _consumer.queue_id AND x.consumer_name = _consumer.consumer_name
+       AND x.parent_id IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown consumer "%" on queue "%"', left(consumer_name, 80), queue_name
+            USING ERRCODE = 'PQ002';
+    END IF;
+    RETURN s;
+END $$;

@@ -1,0 +1,89 @@
+-- pglogq._take_batch(q, consumer_id, h): give holder h a batch (h must have none).
+-- Parameters: q  the queue row; consumer_id  the consumer's sub_id; h  the holder row (the
+--             consumer itself, or one of its cooperating workers), locked by the caller
+-- Returns:    h with its batch fields set (not yet written), or h unchanged when no batch is ready.
+-- Tables:     subscription (lock and update of the consumer row; takeover of a silent worker's
+--             batch), tick (read).
+-- A cooperating worker first takes over the open batch of a worker silent for longer than the
+-- queue's dead_interval; otherwise the consumer's cursor moves past the new batch at once, and
+-- the open batch holds its place for rotation until it is acknowledged.  Ticks are merged into
+-- one batch up to about batch_max_events events.
+CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription)
+RETURNS pglogq.subscription LANGUAGE plpgsql
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    c pglogq.subscription;
+    d pglogq.subscription;
+    prev pglogq.tick;
+    cur_id bigint;
+    cur_seq bigint;
+BEGIN
+    IF h.parent_id IS NOT NULL THEN
+        SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
+        SELECT * INTO d FROM pglogq.subscription s
+         WHERE s.parent_id = consumer_id AND s.batch_id IS NOT NULL AND s.sub_id <> h.sub_id
+           AND s.heartbeat_at < clock_timestamp() - q.dead_interval
+         ORDER BY s.batch_id LIMIT 1
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            UPDATE pglogq.subscription s
+               SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
+                   batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
+                   page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL
+             WHERE s.sub_id = d.sub_id;
+            DELETE FROM pglogq.progress p WHERE p.sub_id = d.sub_id;
+            RAISE NOTICE 'worker "%" took over batch % of silent worker "%" (last heartbeat %)',
+                h.worker_name, d.batch_id, d.worker_name, d.heartbeat_at;
+            h.batch_id := (nextval('pglogq.batch_seq') * 1048576) + h.sub_id;
+            h.batch_prev_tick := d.batch_prev_tick;
+            h.batch_cur_tick := d.batch_cur_tick;
+            h.batch_big := d.batch_big;
+            h.batch_started_at := clock_timestamp();
+            h.page_prio := d.page_prio;
+            h.page_txid := d.page_txid;
+            h.page_id := d.page_id;
+            h.page_end_prio := NULL;
+            h.page_end_txid := NULL;
+            h.page_end_id := NULL;
+            h.page_more := NULL;
+            RETURN h;
+        END IF;
+    ELSE
+        c := h;
+    END IF;
+    SELECT * INTO prev FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = c.last_tick;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'tick % of consumer "%" is gone', c.last_tick, c.consumer_name
+            USING ERRCODE = 'PQ017', HINT = 'seek the consumer to a tick that still exists';
+    END IF;
+    SELECT t.tick_id INTO cur_id FROM pglogq.tick t
+     WHERE t.queue_id = q.queue_id AND t.tick_id > c.last_tick
+     ORDER BY t.tick_id LIMIT 1;
+    IF cur_id IS NULL THEN
+        RETURN h;
+    END IF;
+    -- merge further ticks while the batch stays under batch_max_events (estimated from ids)
+    SELECT max(t.tick_id) INTO cur_id FROM pglogq.tick t
+     WHERE t.queue_id = q.queue_id AND t.tick_id >= cur_id
+       AND (t.tick_id = cur_id OR t.tick_event_seq <= prev.tick_event_seq + q.batch_max_events);
+    SELECT t.tick_event_seq INTO cur_seq FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = cur_id;
+    IF h.parent_id IS NOT NULL THEN
+        UPDATE pglogq.subscription s SET last_tick = cur_id, last_seen = clock_timestamp()
+         WHERE s.sub_id = c.sub_id;
+    ELSE
+        h.last_tick := cur_id;
+    END IF;
+    h.batch_id := (nextval('pglogq.batch_seq') * 1048576) + h.sub_id;
+    h.batch_prev_tick := prev.tick_id;
+    h.batch_cur_tick := cur_id;
+    h.batch_big := cur_seq - prev.tick_event_seq > q.big_batch_events;
+    h.batch_started_at := clock_timestamp();
+    h.page_prio := NULL;
+    h.page_txid := NULL;
+    h.page_id := NULL;
+    h.page_end_prio := NULL;
+    h.page_end_txid := NULL;
+    h.page_end_id := NULL;
+    h.page_more := NULL;
+    RETURN h;
+END $$;

@@ -1,0 +1,40 @@
+-- pglogq.consumer_info(for_queue, for_consumer): one row per consumer for monitoring.
+-- Parameters: for_queue, for_consumer  names, NULL for all
+-- Returns:    queue_name, consumer_name, last_tick, lag (time since the oldest event it has not
+--             passed was ticked; 0 when caught up), lag_events (estimated events not yet passed),
+--             pending_events (estimate, including the open batch), last_seen, batch_id (of the
+--             consumer itself), batch_open_since, workers, open_batches, retry_depth, dead_letters.
+-- Tables:     subscription, tick, retry, dead_letter (read).
+CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
+RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
+               pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
+               workers integer, open_batches integer, retry_depth bigint, dead_letters bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+    SELECT q.queue_name, s.consumer_name, s.last_tick,
+           CASE WHEN lt.tick_id > pos.tick_id THEN clock_timestamp() - nxt.tick_time ELSE interval '0' END,
+           greatest(lt.tick_event_seq - cur.tick_event_seq, 0),
+           greatest(lt.tick_event_seq - pos.tick_event_seq, 0),
+           greatest(s.last_seen, (SELECT max(w.last_seen) FROM pglogq.subscription w WHERE w.parent_id = s.sub_id)),
+           s.batch_id, s.batch_started_at,
+           (SELECT count(*)::integer FROM pglogq.subscription w WHERE w.parent_id = s.sub_id),
+           (SELECT count(*)::integer FROM pglogq.subscription w
+             WHERE (w.parent_id = s.sub_id OR w.sub_id = s.sub_id) AND w.batch_id IS NOT NULL),
+           (SELECT count(*) FROM pglogq.retry r WHERE r.sub_id = s.sub_id),
+           (SELECT count(*) FROM pglogq.dead_letter d WHERE d.sub_id = s.sub_id)
+      FROM pglogq.subscription s
+      JOIN pglogq.queue q ON q.queue_id = s.queue_id
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = q.queue_id
+                          ORDER BY t.tick_id DESC LIMIT 1) lt ON true
+      LEFT JOIN pglogq.tick cur ON cur.queue_id = q.queue_id AND cur.tick_id = s.last_tick
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = q.queue_id
+                          AND t.tick_id = coalesce(
+                              (SELECT min(w.batch_prev_tick) FROM pglogq.subscription w
+                                WHERE w.parent_id = s.sub_id OR w.sub_id = s.sub_id), s.last_tick)) pos ON true
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = q.queue_id
+                          AND t.tick_id > pos.tick_id ORDER BY t.tick_id LIMIT 1) nxt ON true
+     WHERE s.parent_id IS NULL
+       AND (consumer_info.for_queue IS NULL OR q.queue_name = consumer_info.for_queue)
+       AND (consumer_info.for_consumer IS NULL OR s.consumer_name = consumer_info.for_consumer)
+     ORDER BY q.queue_name, s.consumer_name;
+$$;

@@ -1,0 +1,39 @@
+-- pglogq.create_queue(queue_name): create a queue with its rotated event tables.
+-- Parameters: queue_name  ASCII name, letters/digits/_.-, at most 48 bytes
+-- Returns:    true if created, false if it already existed (nothing changed).
+-- Raises:     PQ004 invalid name.
+-- Tables:     queue, tick, event partitions (created), a per-queue id sequence.
+-- Concurrency: racing creators of one name serialise on an advisory lock; one wins.
+CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    q pglogq.queue;
+    n integer;
+    qtab text;
+BEGIN
+    PERFORM pglogq._check_name(queue_name, 'queue', 48);
+    -- one registration at a time: no deadlock between racing creators
+    PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
+    IF EXISTS (SELECT 1 FROM pglogq.queue x WHERE x.queue_name = create_queue.queue_name) THEN
+        RETURN false;
+    END IF;
+    INSERT INTO pglogq.queue (queue_name) VALUES (create_queue.queue_name) RETURNING * INTO q;
+    qtab := 'event_' || q.queue_id;
+    EXECUTE format('CREATE SEQUENCE pglogq.%I', qtab || '_seq');
+    EXECUTE format('CREATE TABLE pglogq.%I PARTITION OF pglogq.event FOR VALUES IN (%s) PARTITION BY LIST (ev_slot)',
+                   qtab, q.queue_id);
+    FOR n IN 0 .. q.ntables - 1 LOOP
+        EXECUTE format('CREATE TABLE pglogq.%I PARTITION OF pglogq.%I FOR VALUES IN (%s)'
+                       ' WITH (autovacuum_enabled = false)',
+                       qtab || '_' || n, qtab, n);
+    END LOOP;
+    UPDATE pglogq.queue SET event_seq = format('pglogq.%I', qtab || '_seq')::regclass,
+                            switch_step1 = pg_current_xact_id(), switch_step2 = pg_current_xact_id()
+     WHERE queue_id = q.queue_id;
+    -- tick 1: the starting point of every consumer that subscribes before the first event
+    INSERT INTO pglogq.tick (queue_id, tick_id, tick_snapshot, tick_event_seq)
+    VALUES (q.queue_id, 1, pg_current_snapshot(), 0);
+    UPDATE pglogq.queue SET retain_tick = 1 WHERE queue_id = q.queue_id;
+    RETURN true;
+END $$;

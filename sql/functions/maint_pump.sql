@@ -1,0 +1,31 @@
+-- pglogq.maint_pump(): move every due retry and delayed event into its queue's current table.
+-- Parameters: none.
+-- Returns:    the number of events moved.
+-- Tables:     retry, delayed (delete of due rows), event (insert).
+-- Set-based: all due rows in one statement each.  Concurrent pumps move each row once (the
+-- DELETE ... RETURNING locks it).  A retried event keeps its msg_id and goes to its consumer only.
+CREATE OR REPLACE FUNCTION pglogq.maint_pump()
+RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    n1 integer;
+    n2 integer;
+BEGIN
+    WITH due AS (
+        DELETE FROM pglogq.retry r WHERE r.due_at <= clock_timestamp() RETURNING r.*
+    )
+    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers,
+                              ev_priority, ev_retry, ev_owner, ev_failed_at)
+    SELECT d.queue_id, q.cur_table, d.msg_id, d.ev_time, d.ev_type, d.ev_payload, d.ev_headers,
+           d.ev_priority, d.retry_count, d.sub_id, d.first_failed_at
+      FROM due d JOIN pglogq.queue q ON q.queue_id = d.queue_id;
+    GET DIAGNOSTICS n1 = ROW_COUNT;
+    WITH due AS (
+        DELETE FROM pglogq.delayed r WHERE r.deliver_at <= clock_timestamp() RETURNING r.*
+    )
+    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers, ev_priority)
+    SELECT d.queue_id, q.cur_table, d.msg_id, d.ev_time, d.ev_type, d.ev_payload, d.ev_headers, d.ev_priority
+      FROM due d JOIN pglogq.queue q ON q.queue_id = d.queue_id;
+    GET DIAGNOSTICS n2 = ROW_COUNT;
+    RETURN n1 + n2;
+END $$;

@@ -1,0 +1,19 @@
+-- pglogq.maint_run(op, queue_name): run one maintenance step named by maint_operations().
+-- Parameters: op  pump | rotate_step1 | rotate_step2 | prune; queue_name (NULL for pump)
+-- Returns:    what the step returns, as an integer (booleans as 0/1).
+-- Raises:     PQ019 unknown op; PQ001 unknown queue.
+-- Tables:     as the step.  Only these fixed functions can run; no name is ever looked up.
+CREATE OR REPLACE FUNCTION pglogq.maint_run(op text, queue_name text DEFAULT NULL)
+RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+BEGIN
+    CASE op
+        WHEN 'pump' THEN RETURN pglogq.maint_pump();
+        WHEN 'rotate_step1' THEN RETURN pglogq.maint_rotate_step1(queue_name)::integer;
+        WHEN 'rotate_step2' THEN RETURN pglogq.maint_rotate_step2(queue_name)::integer;
+        WHEN 'prune' THEN RETURN pglogq.maint_prune(queue_name);
+        ELSE
+            RAISE EXCEPTION 'unknown maintenance operation "%"', left(coalesce(op, 'NULL'), 80)
+                USING ERRCODE = 'PQ019';
+    END CASE;
+END $$;

@@ -1,0 +1,69 @@
+-- pglogq.nack(batch_id, msg_id, retry_after, reason, msg_txid): this consumer failed an event.
+-- Parameters: batch_id; msg_id  an event of the page receive returned last;
+--             retry_after  when to deliver it again, 0..1 year (default: the queue's retry_delay);
+--             reason  free text kept with the event (last 2000 bytes);
+--             msg_txid  the message's txid from receive: makes the lookup O(1) (optional)
+-- Returns:    'retry' (it comes back to this consumer only, with retry_count + 1 and the same
+--             msg_id), or 'dead' (it had been redelivered max_retries times: moved to the
+--             dead-letter queue).  Acknowledge the batch afterwards as usual.
+-- Raises:     PQ008/PQ009 unknown or stale batch; PQ010 the event is not in the returned page;
+--             PQ011 invalid retry_after.
+-- Tables:     event (read), retry or dead_letter (insert).  Nacking one event twice in a page is a no-op.
+CREATE OR REPLACE FUNCTION pglogq.nack(
+    batch_id bigint, msg_id bigint, retry_after interval DEFAULT NULL, reason text DEFAULT NULL,
+    msg_txid xid8 DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    h pglogq.subscription;
+    q pglogq.queue;
+    owner integer;
+    prev_snap pg_snapshot;
+    cur_snap pg_snapshot;
+    e pglogq.event;
+    delay interval;
+BEGIN
+    h := pglogq._holder(batch_id);
+    SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = h.queue_id;
+    delay := coalesce(retry_after, q.retry_delay);
+    IF delay < interval '0' OR delay > interval '1 year' THEN
+        RAISE EXCEPTION 'invalid retry_after %: use 0 .. 1 year', delay USING ERRCODE = 'PQ011';
+    END IF;
+    owner := coalesce(h.parent_id, h.sub_id);
+    SELECT t.tick_snapshot INTO prev_snap FROM pglogq.tick t
+     WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_prev_tick;
+    SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
+     WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_cur_tick;
+    SELECT * INTO e FROM pglogq.event x
+     WHERE x.ev_queue = q.queue_id AND x.ev_id = nack.msg_id
+       AND (nack.msg_txid IS NULL OR x.ev_txid = nack.msg_txid)
+       AND x.ev_txid >= pg_snapshot_xmin(prev_snap) AND x.ev_txid < pg_snapshot_xmax(cur_snap)
+       AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
+       AND (x.ev_owner IS NULL OR x.ev_owner = owner)
+       AND h.page_end_txid IS NOT NULL
+       AND (h.page_txid IS NULL OR
+            CASE WHEN h.batch_big THEN (x.ev_txid, x.ev_id) > (h.page_txid, h.page_id)
+                 ELSE (-x.ev_priority::integer, x.ev_txid, x.ev_id) > (-h.page_prio, h.page_txid, h.page_id) END)
+       AND CASE WHEN h.batch_big THEN (x.ev_txid, x.ev_id) <= (h.page_end_txid, h.page_end_id)
+                ELSE (-x.ev_priority::integer, x.ev_txid, x.ev_id) <= (-h.page_end_prio, h.page_end_txid, h.page_end_id) END
+     LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'message % is not in the page of batch % that receive returned', msg_id, batch_id
+            USING ERRCODE = 'PQ010';
+    END IF;
+    reason := right(reason, 2000);
+    IF e.ev_retry >= q.max_retries THEN
+        INSERT INTO pglogq.dead_letter (queue_id, sub_id, msg_id, ev_time, ev_type, ev_payload, ev_headers,
+                                        ev_priority, retry_count, reason, first_failed_at)
+        VALUES (q.queue_id, owner, e.ev_id, e.ev_time, e.ev_type, e.ev_payload, e.ev_headers,
+                e.ev_priority, e.ev_retry, reason, coalesce(e.ev_failed_at, clock_timestamp()))
+        ON CONFLICT (sub_id, msg_id) DO NOTHING;
+        RETURN 'dead';
+    END IF;
+    INSERT INTO pglogq.retry (queue_id, sub_id, msg_id, due_at, retry_count, ev_time, ev_type, ev_payload,
+                              ev_headers, ev_priority, reason, first_failed_at)
+    VALUES (q.queue_id, owner, e.ev_id, clock_timestamp() + delay, e.ev_retry + 1, e.ev_time, e.ev_type,
+            e.ev_payload, e.ev_headers, e.ev_priority, reason, coalesce(e.ev_failed_at, clock_timestamp()))
+    ON CONFLICT (sub_id, msg_id) DO NOTHING;
+    RETURN 'retry';
+END $$;

@@ -1,0 +1,75 @@
+-- pglogq.queue_info(for_queue): one row per queue (or one queue) for monitoring.
+-- Parameters: for_queue  a queue name, NULL for all queues
+-- Returns:    queue_name, paused, last_tick_id, last_tick_time, last_tick_age, ticker_lag
+--             (age of the oldest committed event not yet ticked: 0 when none), events_per_second
+--             (over the last minute of ticks), pending_estimate (events sent since the last tick),
+--             consumers, retry_depth, dead_letters, delayed, size_bytes, rotation_period,
+--             last_rotation, rotation_blocked_by (the consumer holding rotation back, if any).
+-- Tables:     queue, tick, subscription, retry, dead_letter, delayed, event (read).
+CREATE OR REPLACE FUNCTION pglogq.queue_info(for_queue text DEFAULT NULL)
+RETURNS TABLE (queue_name text, paused boolean, last_tick_id bigint, last_tick_time timestamptz,
+               last_tick_age interval, ticker_lag interval, events_per_second double precision,
+               pending_estimate bigint, consumers integer, retry_depth bigint, dead_letters bigint,
+               delayed bigint, size_bytes bigint, rotation_period interval, last_rotation timestamptz,
+               rotation_blocked_by text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    q pglogq.queue;
+    lt pglogq.tick;
+    old pglogq.tick;
+    slow bigint;
+BEGIN
+    IF queue_info.for_queue IS NOT NULL THEN
+        PERFORM pglogq._queue(queue_info.for_queue);
+    END IF;
+    FOR q IN SELECT * FROM pglogq.queue x
+              WHERE queue_info.for_queue IS NULL OR x.queue_name = queue_info.for_queue
+              ORDER BY x.queue_name LOOP
+        SELECT * INTO lt FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
+        SELECT * INTO old FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_time >= lt.tick_time - interval '1 minute'
+         ORDER BY t.tick_id LIMIT 1;
+        queue_name := q.queue_name;
+        paused := q.paused;
+        last_tick_id := lt.tick_id;
+        last_tick_time := lt.tick_time;
+        last_tick_age := clock_timestamp() - lt.tick_time;
+        SELECT clock_timestamp() - min(e.ev_time) INTO ticker_lag FROM pglogq.event e
+         WHERE e.ev_queue = q.queue_id AND e.ev_txid >= pg_snapshot_xmax(lt.tick_snapshot);
+        ticker_lag := coalesce(ticker_lag, interval '0');
+        events_per_second := CASE WHEN lt.tick_time > old.tick_time
+            THEN (lt.tick_event_seq - old.tick_event_seq)
+                 / extract(epoch FROM lt.tick_time - old.tick_time)::double precision
+            ELSE 0 END;
+        pending_estimate := greatest(coalesce(pg_sequence_last_value(q.event_seq), 0) - lt.tick_event_seq, 0);
+        SELECT count(*) INTO consumers FROM pglogq.subscription s WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL;
+        SELECT count(*) INTO retry_depth FROM pglogq.retry r WHERE r.queue_id = q.queue_id;
+        SELECT count(*) INTO dead_letters FROM pglogq.dead_letter d WHERE d.queue_id = q.queue_id;
+        SELECT count(*) INTO delayed FROM pglogq.delayed d WHERE d.queue_id = q.queue_id;
+        SELECT coalesce(sum(pg_total_relation_size(i.inhrelid)), 0) INTO size_bytes
+          FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+         WHERE p.relname = 'event_' || q.queue_id AND p.relnamespace = 'pglogq'::regnamespace;
+        rotation_period := q.rotation_period;
+        last_rotation := q.switch_time;
+        rotation_blocked_by := NULL;
+        slow := pglogq._slowest_tick(q.queue_id);
+        IF slow IS NOT NULL AND clock_timestamp() - q.switch_time > q.rotation_period * 2 THEN
+            SELECT format('consumer %s (at tick %s, %s behind)', s.consumer_name, slow,
+                          date_trunc('second', clock_timestamp() - t.tick_time))
+              INTO rotation_blocked_by
+              FROM pglogq.subscription s JOIN pglogq.tick t ON t.queue_id = s.queue_id AND t.tick_id = slow
+             WHERE s.queue_id = q.queue_id AND least(s.last_tick, s.batch_prev_tick) = slow
+             LIMIT 1;
+            IF rotation_blocked_by IS NULL OR clock_timestamp() - (SELECT t.tick_time FROM pglogq.tick t
+                    WHERE t.queue_id = q.queue_id AND t.tick_id = slow) < q.rotation_period THEN
+                rotation_blocked_by := coalesce(
+                    (SELECT format('transaction of pid %s open since %s', a.pid, date_trunc('second', a.xact_start))
+                       FROM pg_stat_activity a WHERE a.backend_xmin IS NOT NULL
+                      ORDER BY a.xact_start LIMIT 1),
+                    rotation_blocked_by);
+            END IF;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END $$;

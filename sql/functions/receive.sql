@@ -1,0 +1,106 @@
+-- pglogq.receive(queue_name, consumer_name, max_messages, worker_name): the consumer's current
+-- batch, one page at a time.
+-- Parameters: queue_name; consumer_name; max_messages  page size, 1..100000 (default 100);
+--             worker_name  set it to run as one of several cooperating workers of the consumer
+--             (each worker gets different batches; a silent worker's batch is taken over)
+-- Returns:    setof pglogq.message, in delivery order: priority desc, then transaction order.
+--             Empty when no new tick has been made since the last batch.
+-- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ004 invalid worker name;
+--             PQ019 max_messages out of range.
+-- Tables:     subscription (lock and one update), tick (read), event (read).
+-- Until ack(batch_id), calling receive again returns the same page (a crash before ack
+-- redelivers).  ack acknowledges exactly the returned page; the next receive returns the rest
+-- of the batch; the consumer passes the batch when all of it is acknowledged.  Two concurrent
+-- calls for the same consumer (or worker) serialise on its row and get the same page.
+CREATE OR REPLACE FUNCTION pglogq.receive(
+    queue_name text, consumer_name text, max_messages integer DEFAULT 100, worker_name text DEFAULT NULL)
+RETURNS SETOF pglogq.message LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    q pglogq.queue;
+    c pglogq.subscription;
+    h pglogq.subscription;
+    prev_snap pg_snapshot;
+    cur_snap pg_snapshot;
+    page pglogq.message[];
+    n integer;
+    last_row pglogq.message;
+    empty_batches integer := 0;
+BEGIN
+    IF max_messages IS NULL OR max_messages < 1 OR max_messages > 100000 THEN
+        RAISE EXCEPTION 'invalid max_messages %: use 1..100000', coalesce(max_messages::text, 'NULL')
+            USING ERRCODE = 'PQ019';
+    END IF;
+    q := pglogq._queue(queue_name);
+    c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
+    IF worker_name IS NULL THEN
+        SELECT * INTO h FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR NO KEY UPDATE;
+    ELSE
+        IF worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
+            RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
+                USING ERRCODE = 'PQ004';
+        END IF;
+        SELECT * INTO h FROM pglogq.subscription s
+         WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            INSERT INTO pglogq.subscription (queue_id, consumer_name, parent_id, worker_name, heartbeat_at, last_seen)
+            VALUES (q.queue_id, c.consumer_name, c.sub_id, receive.worker_name, clock_timestamp(), clock_timestamp())
+            ON CONFLICT DO NOTHING;
+            SELECT * INTO h FROM pglogq.subscription s
+             WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
+        END IF;
+    END IF;
+    LOOP
+        IF h.batch_id IS NULL THEN
+            h := pglogq._take_batch(q, c.sub_id, h);
+            IF h.batch_id IS NULL THEN
+                IF h.last_seen IS NULL OR h.last_seen < clock_timestamp() - interval '1 second'
+                   OR h.last_tick IS DISTINCT FROM c.last_tick THEN
+                    UPDATE pglogq.subscription s
+                       SET last_seen = clock_timestamp(), heartbeat_at = clock_timestamp()
+                     WHERE s.sub_id = h.sub_id;
+                END IF;
+                RETURN;
+            END IF;
+        END IF;
+        SELECT t.tick_snapshot INTO prev_snap FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_prev_tick;
+        SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_cur_tick;
+        page := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
+                                                        prev_snap, cur_snap, h.batch_big,
+                                                        h.page_prio, h.page_txid, h.page_id,
+                                                        max_messages + 1) m);
+        n := cardinality(page);
+        EXIT WHEN n > 0 OR empty_batches >= 100;
+        -- nothing (left) in this batch for us: pass it and look at the next one
+        empty_batches := empty_batches + 1;
+        h.batch_id := NULL;
+        h.batch_prev_tick := NULL;
+        h.batch_cur_tick := NULL;
+        h.batch_big := NULL;
+        h.page_prio := NULL;
+        h.page_txid := NULL;
+        h.page_id := NULL;
+    END LOOP;
+    IF n > max_messages THEN
+        last_row := page[max_messages];
+    ELSIF n > 0 THEN
+        last_row := page[n];
+    END IF;
+    UPDATE pglogq.subscription s
+       SET last_tick = h.last_tick, batch_id = h.batch_id, batch_prev_tick = h.batch_prev_tick,
+           batch_cur_tick = h.batch_cur_tick, batch_big = h.batch_big,
+           batch_started_at = h.batch_started_at,
+           page_prio = h.page_prio, page_txid = h.page_txid, page_id = h.page_id,
+           page_end_prio = last_row.priority, page_end_txid = last_row.txid, page_end_id = last_row.msg_id,
+           page_more = (n > max_messages),
+           heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
+     WHERE s.sub_id = h.sub_id;
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT h.batch_id, m.msg_id, m.type, m.payload, m.headers, m.retry_count, m.created_at, m.priority, m.txid
+      FROM unnest(page[1:max_messages]) m;
+END $$;

@@ -1,0 +1,62 @@
+-- pglogq.send(queue_name, payload, ...): append one event to a queue.
+-- Parameters: queue_name; payload  any JSON value (not SQL NULL), at most max_payload_bytes
+--             type  free text, at most 255 bytes; headers  a JSON object or NULL
+--             priority  0..32767, higher first when a backlog exists (default 100)
+--             idempotency_key  same key in the same queue within idempotency_window → same id, no new event
+--             deliver_at / delay  deliver no earlier than this (one of them, not both)
+-- Returns:    the message id.
+-- Raises:     PQ001 unknown queue; PQ006 payload too large; PQ007 invalid payload or headers;
+--             PQ011 invalid delay; PQ019 invalid argument.
+-- Tables:     event (insert into the current child), delayed, idempotency_key.
+-- Runs in the caller's transaction: the event is delivered only if that transaction commits.
+CREATE OR REPLACE FUNCTION pglogq.send(
+    queue_name text, payload jsonb, type text DEFAULT NULL, headers jsonb DEFAULT NULL,
+    priority integer DEFAULT 100, idempotency_key text DEFAULT NULL,
+    deliver_at timestamptz DEFAULT NULL, delay interval DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    qid integer;
+    slot smallint;
+    seq regclass;
+    maxbytes integer;
+    win interval;
+    mid bigint;
+    got bigint;
+    due timestamptz;
+BEGIN
+    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window
+      INTO qid, slot, seq, maxbytes, win
+      FROM pglogq.queue q WHERE q.queue_name = send.queue_name;
+    IF NOT FOUND THEN
+        PERFORM pglogq._queue(queue_name);  -- raises PQ001 with a hint
+    END IF;
+    PERFORM pglogq._check_event(payload, type, headers, priority, maxbytes, NULL);
+    due := pglogq._due_time(deliver_at, delay);
+    IF idempotency_key IS NOT NULL THEN
+        IF idempotency_key = '' OR octet_length(idempotency_key) > 255 THEN
+            RAISE EXCEPTION 'invalid idempotency key: must be 1 to 255 bytes' USING ERRCODE = 'PQ019';
+        END IF;
+        mid := nextval(seq);
+        INSERT INTO pglogq.idempotency_key AS k (queue_id, idem_key, msg_id)
+        VALUES (qid, idempotency_key, mid)
+        ON CONFLICT (queue_id, idem_key) DO UPDATE SET msg_id = EXCLUDED.msg_id, created_at = now()
+              WHERE k.created_at < now() - win
+        RETURNING k.msg_id INTO got;
+        IF got IS NULL THEN
+            SELECT k.msg_id INTO got FROM pglogq.idempotency_key k
+             WHERE k.queue_id = qid AND k.idem_key = send.idempotency_key;
+            RETURN got;
+        END IF;
+    END IF;
+    IF due IS NOT NULL THEN
+        INSERT INTO pglogq.delayed (queue_id, msg_id, deliver_at, ev_type, ev_payload, ev_headers, ev_priority)
+        VALUES (qid, coalesce(mid, nextval(seq)), due, type, payload, headers, priority)
+        RETURNING msg_id INTO mid;
+        RETURN mid;
+    END IF;
+    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
+    VALUES (qid, slot, coalesce(mid, nextval(seq)), type, payload, headers, priority)
+    RETURNING ev_id INTO mid;
+    RETURN mid;
+END $$;

@@ -1,0 +1,26 @@
+-- pglogq.subscribe(queue_name, consumer_name): register a consumer; it gets events sent from now on.
+-- Parameters: queue_name; consumer_name  ASCII name, at most 63 bytes
+-- Returns:    true if subscribed, false if it already was (nothing changed).
+-- Raises:     PQ001 unknown queue; PQ004 invalid name.
+-- Tables:     subscription (insert), tick (read).
+-- Concurrency: racing subscribers of one name serialise on an advisory lock; one wins.
+CREATE OR REPLACE FUNCTION pglogq.subscribe(queue_name text, consumer_name text)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    q pglogq.queue;
+    last bigint;
+BEGIN
+    PERFORM pglogq._check_name(consumer_name, 'consumer', 63);
+    q := pglogq._queue(queue_name);
+    PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
+    IF EXISTS (SELECT 1 FROM pglogq.subscription s
+                WHERE s.queue_id = q.queue_id AND s.consumer_name = subscribe.consumer_name
+                  AND s.parent_id IS NULL) THEN
+        RETURN false;
+    END IF;
+    SELECT max(tick_id) INTO last FROM pglogq.tick t WHERE t.queue_id = q.queue_id;
+    INSERT INTO pglogq.subscription (queue_id, consumer_name, last_tick, last_seen)
+    VALUES (q.queue_id, subscribe.consumer_name, last, now());
+    RETURN true;
+END $$;

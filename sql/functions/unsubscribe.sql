@@ -1,0 +1,18 @@
+-- pglogq.unsubscribe(queue_name, consumer_name): remove a consumer, its workers, retries and dead letters.
+-- Parameters: queue_name; consumer_name
+-- Returns:    true if removed, false if it was not subscribed.
+-- Raises:     PQ001 unknown queue; PQ004 invalid name.
+-- Tables:     subscription (delete, cascades to retry, dead_letter, progress).
+CREATE OR REPLACE FUNCTION pglogq.unsubscribe(queue_name text, consumer_name text)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    q pglogq.queue;
+BEGIN
+    PERFORM pglogq._check_name(consumer_name, 'consumer', 63);
+    q := pglogq._queue(queue_name);
+    PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
+    DELETE FROM pglogq.subscription s
+     WHERE s.queue_id = q.queue_id AND s.consumer_name = unsubscribe.consumer_name;
+    RETURN FOUND;
+END $$;
