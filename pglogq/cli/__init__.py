@@ -1,0 +1,5 @@
+"""The ``pglogq`` command line (click)."""
+
+from pglogq.cli.main import main
+
+__all__ = ["main"]
