@@ -54,10 +54,12 @@ BEGIN
         IF h.batch_id IS NULL THEN
             h := pglogq._take_batch(q, c.sub_id, h);
             IF h.batch_id IS NULL THEN
+                -- persist a cursor moved past empty batches; note the visit at most once a second
                 IF h.last_seen IS NULL OR h.last_seen < clock_timestamp() - interval '1 second'
-                   OR h.last_tick IS DISTINCT FROM c.last_tick THEN
+                   OR (h.parent_id IS NULL AND h.last_tick IS DISTINCT FROM c.last_tick) THEN
                     UPDATE pglogq.subscription s
-                       SET last_seen = clock_timestamp(), heartbeat_at = clock_timestamp()
+                       SET last_seen = clock_timestamp(), heartbeat_at = clock_timestamp(),
+                           last_tick = h.last_tick
                      WHERE s.sub_id = h.sub_id;
                 END IF;
                 RETURN;
