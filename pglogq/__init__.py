@@ -30,7 +30,7 @@ from pglogq.errors import (
     UnknownDeadLetter,
     UnknownQueue,
 )
-from pglogq.models import ConsumerInfo, DeadLetter, Message, QueueInfo
+from pglogq.models import ConsumerInfo, DeadLetter, Message, QueueInfo, SeekPlan
 
 __version__ = "0.1.0"
 
@@ -58,6 +58,7 @@ __all__ = [
     "QueueInfo",
     "SchemaMismatch",
     "SeekOutOfRange",
+    "SeekPlan",
     "StaleBatch",
     "TickerMisuse",
     "TxidWentBackwards",

@@ -24,7 +24,7 @@ from pglogq import _queries as q
 from pglogq import schema
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import translate
-from pglogq.models import ConsumerInfo, DeadLetter, Message, QueueInfo
+from pglogq.models import ConsumerInfo, DeadLetter, Message, QueueInfo, SeekPlan
 
 AnyConn = psycopg.Connection[Any]
 T = TypeVar("T")
@@ -36,6 +36,14 @@ def _json(value: Any) -> Jsonb | None:
 
 def _info(cls: type[T], row: Sequence[Any]) -> T:
     return cls(*row[: len(fields(cls))])  # type: ignore[arg-type]
+
+
+def _position(to: str | int | datetime | None) -> str | None:
+    if to is None or isinstance(to, str):
+        return to
+    if isinstance(to, datetime):
+        return to.isoformat()
+    return str(int(to))
 
 
 @dataclass
@@ -302,6 +310,40 @@ class Client:
     ) -> str:
         """Fail one received message: 'retry' (it comes back to this consumer) or 'dead'."""
         return str(self._value(q.NACK, (msg.batch_id, msg.msg_id, retry_after, reason, msg.txid), conn))
+
+    # -- seeking --------------------------------------------------------------------------
+
+    def seek_plan(
+        self,
+        queue: str,
+        consumer: str,
+        *,
+        to: str | int | datetime | None = None,
+        by_events: int | None = None,
+        conn: AnyConn | None = None,
+    ) -> SeekPlan:
+        """Where a seek would move the consumer, changing nothing.
+
+        ``to``: 'earliest', 'latest', a tick id, a timestamp (or text such as '10 minutes ago');
+        or ``by_events``: about this many events back (negative) or forward."""
+        rows = self._rows(q.SEEK_PLAN, (queue, consumer, _position(to), by_events), conn)
+        return _info(SeekPlan, rows[0])
+
+    def seek(
+        self,
+        queue: str,
+        consumer: str,
+        *,
+        to: str | int | datetime | None = None,
+        by_events: int | None = None,
+        force: bool = False,
+        conn: AnyConn | None = None,
+    ) -> SeekPlan:
+        """Move the consumer's cursor (see :meth:`seek_plan`); returns the plan applied.
+
+        Refuses while a batch of the consumer or its workers is open unless ``force``."""
+        rows = self._rows(q.SEEK, (queue, consumer, _position(to), by_events, force), conn)
+        return _info(SeekPlan, rows[0])
 
     # -- dead letters ---------------------------------------------------------------------
 

@@ -74,3 +74,20 @@ class DeadLetter:
     created_at: datetime
     first_failed_at: datetime
     failed_at: datetime
+
+
+@dataclass(frozen=True)
+class SeekPlan:
+    """Where a consumer is and where a seek moves it (see ``pglogq.seek_plan``)."""
+
+    current_tick: int | None
+    current_tick_time: datetime | None
+    target_tick: int
+    target_tick_time: datetime
+    delta_events: int | None
+    """Estimated events: negative = delivered again (replayed), positive = skipped."""
+    earliest_tick: int
+    earliest_tick_time: datetime
+    latest_tick: int
+    latest_tick_time: datetime
+    open_batches: int

@@ -1,0 +1,131 @@
+-- pglogq.seek_plan(queue_name, consumer_name, to_position, by_events): where a seek would move a consumer.
+-- Parameters: queue_name; consumer_name;
+--             to_position  'earliest' (the oldest tick whose later events are all still stored),
+--                          'latest' (the newest tick: skip everything ticked so far),
+--                          a tick id (digits; that tick must still be kept), or a timestamp
+--                          (the last kept tick at or before it: events ticked after it replay)
+--                          such as '2026-05-01 12:00+00' or '15 minutes ago' (before the oldest
+--                          kept tick: an error, unless no event was ever sent before that tick);
+--             by_events    instead of to_position: move by about this many events (negative:
+--                          back, to replay; positive: forward, to skip), to the kept tick whose
+--                          tick_event_seq is closest to the current one's plus by_events.
+--             Give exactly one of to_position and by_events.
+-- Returns:    one row: current_tick (the consumer's position: its
+--             cursor, or the start of its oldest open batch), current_tick_time, target_tick,
+--             target_tick_time, delta_events (estimated from the ticks' event sequence values:
+--             negative = that many events are delivered again, positive = that many are
+--             skipped), earliest_tick, earliest_tick_time, latest_tick, latest_tick_time,
+--             open_batches (of the consumer and its workers; seek refuses while > 0 unless forced).
+-- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ017 target outside what the queue
+--             still keeps (rotation truncated it, or the tick was pruned); PQ019 invalid position
+--             or not exactly one of to_position / by_events.
+-- Tables:     queue, subscription, tick (read).  Changes nothing: see pglogq.seek to apply.
+-- Ticks older than the slowest consumer are thinned to about one a minute by maint_prune, so
+-- a timestamp or by_events target lands on the nearest tick that is still kept.
+CREATE OR REPLACE FUNCTION pglogq.seek_plan(
+    queue_name text, consumer_name text, to_position text DEFAULT NULL, by_events bigint DEFAULT NULL)
+RETURNS TABLE (current_tick bigint, current_tick_time timestamptz,
+               target_tick bigint, target_tick_time timestamptz, delta_events bigint,
+               earliest_tick bigint, earliest_tick_time timestamptz, latest_tick bigint,
+               latest_tick_time timestamptz, open_batches integer)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    q pglogq.queue;
+    c pglogq.subscription;
+    cur pglogq.tick;
+    tgt pglogq.tick;
+    lo pglogq.tick;
+    hi pglogq.tick;
+    pos text := lower(btrim(to_position));
+    at timestamptz;
+    want bigint;
+    tid bigint;
+BEGIN
+    IF (to_position IS NULL) = (by_events IS NULL) THEN
+        RAISE EXCEPTION 'give exactly one of to_position and by_events'
+            USING ERRCODE = 'PQ019';
+    END IF;
+    q := pglogq._queue(queue_name);
+    c := pglogq._consumer(q.queue_id, q.queue_name, consumer_name);
+    SELECT * INTO hi FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
+    SELECT * INTO lo FROM pglogq.tick t
+     WHERE t.queue_id = q.queue_id AND t.tick_id >= coalesce(q.retain_tick, 0)
+     ORDER BY t.tick_id LIMIT 1;
+    SELECT * INTO cur FROM pglogq.tick t
+     WHERE t.queue_id = q.queue_id
+       AND t.tick_id = coalesce((SELECT min(s.batch_prev_tick) FROM pglogq.subscription s
+                                  WHERE s.sub_id = c.sub_id OR s.parent_id = c.sub_id), c.last_tick);
+    IF by_events IS NOT NULL THEN
+        IF cur.tick_id IS NULL THEN
+            RAISE EXCEPTION 'consumer "%" is at tick %, which is no longer kept: seek it to a position instead',
+                c.consumer_name, c.last_tick
+                USING ERRCODE = 'PQ017', HINT = 'use to_position => ''earliest'' or ''latest''';
+        END IF;
+        want := cur.tick_event_seq + by_events;
+        IF want < lo.tick_event_seq OR want > hi.tick_event_seq THEN
+            RAISE EXCEPTION 'cannot move consumer "%" by % events: the queue keeps % to % events around it',
+                c.consumer_name, by_events, lo.tick_event_seq - cur.tick_event_seq,
+                '+' || (hi.tick_event_seq - cur.tick_event_seq)
+                USING ERRCODE = 'PQ017',
+                      HINT = format('use a value between %s and %s, or to_position => ''earliest''',
+                                    lo.tick_event_seq - cur.tick_event_seq, hi.tick_event_seq - cur.tick_event_seq);
+        END IF;
+        SELECT * INTO tgt FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id
+         ORDER BY abs(t.tick_event_seq - want), t.tick_id DESC LIMIT 1;
+    ELSIF pos = 'earliest' THEN
+        tgt := lo;
+    ELSIF pos = 'latest' THEN
+        tgt := hi;
+    ELSIF pos ~ '^[0-9]{1,18}$' THEN
+        tid := pos::bigint;
+        SELECT * INTO tgt FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = tid;
+        IF tgt.tick_id IS NULL OR tid < lo.tick_id THEN
+            RAISE EXCEPTION 'tick % of queue "%" is not kept', tid, q.queue_name
+                USING ERRCODE = 'PQ017',
+                      HINT = format('kept ticks run from %s (%s) to %s; older ones are thinned to about one a minute: %s',
+                                    lo.tick_id, date_trunc('second', lo.tick_time), hi.tick_id,
+                                    coalesce((SELECT string_agg(x.tick_id::text, ', ' ORDER BY x.tick_id)
+                                                FROM (SELECT t.tick_id FROM pglogq.tick t
+                                                       WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id
+                                                       ORDER BY abs(t.tick_id - tid), t.tick_id LIMIT 2) x),
+                                             'none'));
+        END IF;
+    ELSE
+        BEGIN
+            IF pos ~ '\sago$' THEN
+                at := clock_timestamp() + pos::interval;   -- '10 minutes ago' is a negative interval
+            ELSE
+                at := to_position::timestamptz;
+            END IF;
+        EXCEPTION WHEN data_exception THEN
+            RAISE EXCEPTION 'invalid seek position "%"', left(to_position, 80)
+                USING ERRCODE = 'PQ019',
+                      HINT = 'use earliest, latest, a tick id or a timestamp such as ''2026-05-01 12:00:00+00''';
+        END;
+        IF at < lo.tick_time AND lo.tick_event_seq > 0 THEN
+            RAISE EXCEPTION 'the queue "%" keeps events from % on, not from %', q.queue_name,
+                date_trunc('second', lo.tick_time), at
+                USING ERRCODE = 'PQ017', HINT = 'use to_position => ''earliest'' for the oldest kept position';
+        END IF;
+        SELECT * INTO tgt FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id AND t.tick_time <= at
+         ORDER BY t.tick_id DESC LIMIT 1;
+        IF tgt.tick_id IS NULL THEN
+            tgt := lo;   -- before the oldest kept tick, but no event was ever sent before it
+        END IF;
+    END IF;
+    current_tick := coalesce(cur.tick_id, c.last_tick);
+    current_tick_time := cur.tick_time;
+    target_tick := tgt.tick_id;
+    target_tick_time := tgt.tick_time;
+    delta_events := tgt.tick_event_seq - cur.tick_event_seq;
+    earliest_tick := lo.tick_id;
+    earliest_tick_time := lo.tick_time;
+    latest_tick := hi.tick_id;
+    latest_tick_time := hi.tick_time;
+    SELECT count(*)::integer INTO open_batches FROM pglogq.subscription s
+     WHERE (s.sub_id = c.sub_id OR s.parent_id = c.sub_id) AND s.batch_id IS NOT NULL;
+    RETURN NEXT;
+END $$;
