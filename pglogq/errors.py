@@ -25,6 +25,7 @@ Exception tree::
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
     ├── TxidWentBackwards           PQ015
+    │   └── RestoreDetected         PQ040  (ticker_check: restored into a cluster behind)
     ├── BatchOpen                   PQ016
     ├── SeekOutOfRange              PQ017
     ├── SchemaMismatch              PQ020
@@ -120,6 +121,12 @@ class TickerMisuse(PglogqError):
 
 class TxidWentBackwards(PglogqError):
     sqlstate = "PQ015"
+
+
+class RestoreDetected(TxidWentBackwards):
+    """The database has seen higher txids than its cluster now gives: restored into another one."""
+
+    sqlstate = "PQ040"
 
 
 class BatchOpen(PglogqError):
