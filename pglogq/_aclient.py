@@ -243,7 +243,7 @@ class AsyncClient:
         keys = list(idempotency_keys) if idempotency_keys is not None else None
         ids = await self._value(
             q.SEND_BATCH,
-            (queue, [Jsonb(p) for p in payloads], type, _json(headers), priority, keys, deliver_at, delay),
+            (queue, Jsonb(list(payloads)), type, _json(headers), priority, keys, deliver_at, delay),
             conn,
         )
         return [int(i) for i in ids or []]

@@ -245,7 +245,7 @@ class Client:
         keys = list(idempotency_keys) if idempotency_keys is not None else None
         ids = self._value(
             q.SEND_BATCH,
-            (queue, [Jsonb(p) for p in payloads], type, _json(headers), priority, keys, deliver_at, delay),
+            (queue, Jsonb(list(payloads)), type, _json(headers), priority, keys, deliver_at, delay),
             conn,
         )
         return [int(i) for i in ids or []]

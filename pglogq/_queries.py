@@ -14,7 +14,7 @@ SEND: LiteralString = (
     " idempotency_key => %s, deliver_at => %s, delay => %s)"
 )
 SEND_BATCH: LiteralString = (
-    "SELECT pglogq.send_batch(%s, %s::jsonb[], type => %s, headers => %s, priority => %s,"
+    "SELECT pglogq.send_batch_json(%s, %s, type => %s, headers => %s, priority => %s,"
     " idempotency_keys => %s, deliver_at => %s, delay => %s)"
 )
 TICKER: LiteralString = "SELECT pglogq.ticker(%s)"
