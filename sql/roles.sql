@@ -30,7 +30,7 @@ DO $$
 DECLARE
     r record;
     roles_of jsonb := '{
-        "send": ["pglogq_writer"], "send_batch": ["pglogq_writer"], "cancel": ["pglogq_writer"],
+        "send": ["pglogq_writer"], "send_batch": ["pglogq_writer"], "send_batch_json": ["pglogq_writer"], "cancel": ["pglogq_writer"],
         "queue_info": ["pglogq_writer", "pglogq_reader"],
         "receive": ["pglogq_reader"], "ack": ["pglogq_reader"], "nack": ["pglogq_reader"],
         "heartbeat": ["pglogq_reader"], "report_progress": ["pglogq_reader"],
