@@ -58,6 +58,8 @@ class ConsumerInfo:
     open_batches: int
     retry_depth: int
     dead_letters: int
+    skipped_events: int = 0
+    skipped_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,14 @@
 -- Returns:    queue_name, consumer_name, last_tick, lag (time since the oldest event it has not
 --             passed was ticked; 0 when caught up), lag_events (estimated events not yet passed),
 --             pending_events (estimate, including the open batch), last_seen, batch_id (of the
---             consumer itself), batch_open_since, workers, open_batches, retry_depth, dead_letters.
+--             consumer itself), batch_open_since, workers, open_batches, retry_depth, dead_letters,
+--             skipped_events / skipped_at (what the retention limit made it skip, see maint_retention).
 -- Tables:     subscription, tick, retry, dead_letter (read).
 CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
-               workers integer, open_batches integer, retry_depth bigint, dead_letters bigint)
+               workers integer, open_batches integer, retry_depth bigint, dead_letters bigint,
+               skipped_events bigint, skipped_at timestamptz)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT q.queue_name, s.consumer_name, s.last_tick,
@@ -21,7 +23,8 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
            (SELECT count(*)::integer FROM pglogq.subscription w
              WHERE (w.parent_id = s.sub_id OR w.sub_id = s.sub_id) AND w.batch_id IS NOT NULL),
            (SELECT count(*) FROM pglogq.retry r WHERE r.sub_id = s.sub_id),
-           (SELECT count(*) FROM pglogq.dead_letter d WHERE d.sub_id = s.sub_id)
+           (SELECT count(*) FROM pglogq.dead_letter d WHERE d.sub_id = s.sub_id),
+           s.skipped_events, s.skipped_at
       FROM pglogq.subscription s
       JOIN pglogq.queue q ON q.queue_id = s.queue_id
       LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = q.queue_id

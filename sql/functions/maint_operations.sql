@@ -1,6 +1,6 @@
 -- pglogq.maint_operations(): the maintenance steps due now, for a ticker daemon to run.
 -- Parameters: none.
--- Returns:    rows (op, queue_name): op is one of pump, rotate_step1, rotate_step2, prune;
+-- Returns:    rows (op, queue_name): op is one of pump, retention, rotate_step1, rotate_step2, prune;
 --             run each with pglogq.maint_run(op, queue_name), each in its own transaction.
 -- Tables:     queue, retry, delayed (read).
 -- The policy lives here, with the schema, so the daemon (or pg_cron) stays dumb.
@@ -10,6 +10,8 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT 'pump', NULL::text
      WHERE EXISTS (SELECT 1 FROM pglogq.retry r WHERE r.due_at <= clock_timestamp())
         OR EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.deliver_at <= clock_timestamp())
+    UNION ALL
+    SELECT 'retention', q.queue_name FROM pglogq.queue q WHERE q.max_consumer_lag > interval '0'
     UNION ALL
     SELECT 'rotate_step2', q.queue_name FROM pglogq.queue q WHERE q.switch_step2 IS NULL
     UNION ALL

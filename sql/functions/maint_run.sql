@@ -1,5 +1,5 @@
 -- pglogq.maint_run(op, queue_name): run one maintenance step named by maint_operations().
--- Parameters: op  pump | rotate_step1 | rotate_step2 | prune; queue_name (NULL for pump)
+-- Parameters: op  pump | retention | rotate_step1 | rotate_step2 | prune; queue_name (NULL for pump)
 -- Returns:    what the step returns, as an integer (booleans as 0/1).
 -- Raises:     PQ019 unknown op; PQ001 unknown queue.
 -- Tables:     as the step.  Only these fixed functions can run; no name is ever looked up.
@@ -9,6 +9,7 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
 BEGIN
     CASE op
         WHEN 'pump' THEN RETURN pglogq.maint_pump();
+        WHEN 'retention' THEN RETURN pglogq.maint_retention(queue_name);
         WHEN 'rotate_step1' THEN RETURN pglogq.maint_rotate_step1(queue_name)::integer;
         WHEN 'rotate_step2' THEN RETURN pglogq.maint_rotate_step2(queue_name)::integer;
         WHEN 'prune' THEN RETURN pglogq.maint_prune(queue_name);
