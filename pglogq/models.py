@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
     """One event as a consumer receives it."""
 
@@ -93,3 +93,21 @@ class SeekPlan:
     latest_tick: int
     latest_tick_time: datetime
     open_batches: int
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """One event being handled right now (a row of the view ``pglogq.in_flight``)."""
+
+    queue_name: str
+    consumer_name: str
+    worker: str | None
+    batch_id: int
+    msg_id: int
+    started_at: datetime
+    last_heartbeat: datetime
+    running_for: timedelta
+    silent_for: timedelta
+    percent: float | None
+    stage: str | None
+    counters: dict[str, Any] | None

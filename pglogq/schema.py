@@ -9,10 +9,15 @@ directory as ``pglogq/sql``; in a source checkout it is the top-level ``sql/``.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    from importlib.resources.abc import Traversable
+else:  # pragma: no cover - Python 3.10
+    from importlib.abc import Traversable
 
 LOCK_KEY = "pglogq.schema"
 
@@ -54,7 +59,7 @@ def roles_sql() -> str:
 
 def views_sql() -> str:
     path = sql_dir() / "views.sql"
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
+    return str(path.read_text(encoding="utf-8")) if path.is_file() else ""
 
 
 def latest_version() -> int:
@@ -86,7 +91,7 @@ def plan(applied: set[int]) -> list[tuple[str, str]]:
 
 def one_file_sql() -> str:
     """The whole schema as one script for psql (a fresh install, in one transaction)."""
-    parts = ["-- pglogq schema, version %d: psql -v ON_ERROR_STOP=1 -f this.sql" % latest_version(),
+    parts = [f"-- pglogq schema, version {latest_version()}: psql -v ON_ERROR_STOP=1 -f this.sql",
              "BEGIN;", f"SELECT pg_advisory_xact_lock(hashtext('{LOCK_KEY}'));"]
     for label, sql in plan(set()):
         parts.append(f"-- {label}\n{sql}")

@@ -9,6 +9,7 @@ Each test gets a fresh database cloned from a template with the schema installed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import shutil
@@ -76,10 +77,8 @@ def _restart_embedded(pgdata: Path) -> None:
 
 
 def _stop_embedded(pgdata: Path) -> None:
-    try:
+    with contextlib.suppress(Exception):  # best effort at teardown
         _pg_ctl(pgdata, "-w", "-m", "fast", "stop")
-    except Exception:  # pragma: no cover - best effort at teardown
-        pass
 
 
 def with_db(dsn: str, dbname: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -105,7 +106,7 @@ def test_concurrent_tickers_keep_snapshots_monotonic(client: pglogq.Client, dsn:
             " pg_snapshot_xmax(tick_snapshot)::text::bigint FROM pglogq.tick ORDER BY tick_id"
         ).fetchall()
     assert len(snaps) > 10
-    for (_, xmin1, xmax1), (_, xmin2, xmax2) in zip(snaps, snaps[1:]):
+    for (_, xmin1, xmax1), (_, xmin2, xmax2) in itertools.pairwise(snaps):
         assert xmin2 >= xmin1 and xmax2 >= xmax1
     got: list[int] = []
     while True:

@@ -77,7 +77,7 @@ def test_prepared_transaction_event_arrives_after_commit_prepared(
             pytest.skip("max_prepared_transactions = 0 on this server (the embedded test server enables it)")
     gids = [f"pglogq-{uuid.uuid4()}" for _ in range(2)]
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for gid, n in zip(gids, (1, 2)):
+        for gid, n in zip(gids, (1, 2), strict=True):
             conn.execute("BEGIN")
             client.send(q, {"prepared": n}, conn=conn)
             conn.execute(f"PREPARE TRANSACTION '{gid}'")
