@@ -28,9 +28,11 @@ from pglogq.errors import (
     UnknownBatch,
     UnknownConsumer,
     UnknownDeadLetter,
+    UnknownMessage,
     UnknownQueue,
 )
 from pglogq.models import ConsumerInfo, DeadLetter, Message, QueueInfo, SeekPlan
+from pglogq.retry import RetryPolicy
 
 __version__ = "0.1.0"
 
@@ -56,6 +58,7 @@ __all__ = [
     "PglogqError",
     "QueueInUse",
     "QueueInfo",
+    "RetryPolicy",
     "SchemaMismatch",
     "SeekOutOfRange",
     "SeekPlan",
@@ -65,5 +68,6 @@ __all__ = [
     "UnknownBatch",
     "UnknownConsumer",
     "UnknownDeadLetter",
+    "UnknownMessage",
     "UnknownQueue",
 ]

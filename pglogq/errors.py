@@ -12,7 +12,8 @@ Exception tree::
     │   ├── UnknownConsumer         PQ002
     │   ├── UnknownBatch            PQ008
     │   ├── MessageNotInBatch       PQ010
-    │   └── UnknownDeadLetter       PQ012
+    │   ├── UnknownDeadLetter       PQ012
+    │   └── UnknownMessage          PQ021
     ├── AlreadyExists               PQ003
     ├── InvalidInput
     │   ├── InvalidName             PQ004
@@ -109,6 +110,12 @@ class InvalidDelay(InvalidInput):
 
 class UnknownDeadLetter(NotFound):
     sqlstate = "PQ012"
+
+
+class UnknownMessage(NotFound):
+    """A message id the queue never issued (cancel)."""
+
+    sqlstate = "PQ021"
 
 
 class QueueInUse(PglogqError):

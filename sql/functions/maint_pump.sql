@@ -10,9 +10,10 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     n1 integer;
     n2 integer;
+    now_ts timestamptz := clock_timestamp();  -- a plain value: the due_at/deliver_at indexes apply
 BEGIN
     WITH due AS (
-        DELETE FROM pglogq.retry r WHERE r.due_at <= clock_timestamp() RETURNING r.*
+        DELETE FROM pglogq.retry r WHERE r.due_at <= now_ts RETURNING r.*
     )
     INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers,
                               ev_priority, ev_retry, ev_owner, ev_failed_at)
@@ -21,7 +22,7 @@ BEGIN
       FROM due d JOIN pglogq.queue q ON q.queue_id = d.queue_id;
     GET DIAGNOSTICS n1 = ROW_COUNT;
     WITH due AS (
-        DELETE FROM pglogq.delayed r WHERE r.deliver_at <= clock_timestamp() RETURNING r.*
+        DELETE FROM pglogq.delayed r WHERE r.deliver_at <= now_ts RETURNING r.*
     )
     INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers, ev_priority)
     SELECT d.queue_id, q.cur_table, d.msg_id, d.ev_time, d.ev_type, d.ev_payload, d.ev_headers, d.ev_priority

@@ -1,6 +1,6 @@
 -- pglogq.nack(batch_id, msg_id, retry_after, reason, msg_txid): this consumer failed an event.
 -- Parameters: batch_id; msg_id  an event of the page receive returned last;
---             retry_after  when to deliver it again, 0..1 year (default: the queue's retry_delay);
+--             retry_after  when to deliver it again, 0 .. 366 days (default: the queue's retry_delay);
 --             reason  free text kept with the event (last 2000 bytes);
 --             msg_txid  the message's txid from receive: makes the lookup O(1) (optional)
 -- Returns:    'retry' (it comes back to this consumer only, with retry_count + 1 and the same
@@ -14,6 +14,7 @@ CREATE OR REPLACE FUNCTION pglogq.nack(
     msg_txid xid8 DEFAULT NULL)
 RETURNS text LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
 DECLARE
     h pglogq.subscription;
     q pglogq.queue;
@@ -26,8 +27,8 @@ BEGIN
     h := pglogq._holder(batch_id);
     SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = h.queue_id;
     delay := coalesce(retry_after, q.retry_delay);
-    IF delay < interval '0' OR delay > interval '1 year' THEN
-        RAISE EXCEPTION 'invalid retry_after %: use 0 .. 1 year', delay USING ERRCODE = 'PQ011';
+    IF delay < interval '0' OR delay > interval '366 days' THEN
+        RAISE EXCEPTION 'invalid retry_after %: use 0 .. 366 days', delay USING ERRCODE = 'PQ011';
     END IF;
     owner := coalesce(h.parent_id, h.sub_id);
     SELECT t.tick_snapshot INTO prev_snap FROM pglogq.tick t
