@@ -1,0 +1,47 @@
+"""Every SQL statement the ticker issues, in one place."""
+
+from __future__ import annotations
+
+from typing_extensions import LiteralString
+
+# One active ticker per database: a session-level advisory lock on the ticking connection.
+# A bigint key (shows in pg_locks as classid = high half, objid = low half, objsubid = 1).
+LOCK_KEY = 0x70676C6F67710001
+LOCK_CLASSID = LOCK_KEY >> 32
+LOCK_OBJID = LOCK_KEY & 0xFFFFFFFF
+
+TRY_LOCK: LiteralString = "SELECT pg_try_advisory_lock(%s)"
+LOCK_HOLDER: LiteralString = (
+    "SELECT a.pid, a.application_name, coalesce(host(a.client_addr), 'local'), a.backend_start"
+    "  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s"
+    "   AND l.objsubid = 1"
+    "   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+SCHEMA_READY: LiteralString = (
+    "SELECT to_regprocedure('pglogq.ticker(text)') IS NOT NULL,"
+    " to_regprocedure('pglogq.ticker_check(boolean)') IS NOT NULL"
+)
+SESSION_TIMEOUTS: LiteralString = (
+    "SELECT set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false)"
+)
+TICKER: LiteralString = "SELECT pglogq.ticker()"
+TICKER_CHECK: LiteralString = (
+    "SELECT system_id::text, previous_system_id::text, current_txid::text, max_txid_seen::text, status"
+    " FROM pglogq.ticker_check(%s)"
+)
+MAINT_OPERATIONS: LiteralString = "SELECT op, queue_name FROM pglogq.maint_operations()"
+MAINT_RUN: LiteralString = "SELECT pglogq.maint_run(%s, %s)"
+QUEUE_INFO: LiteralString = (
+    "SELECT queue_name, paused, last_tick_id, extract(epoch FROM last_tick_age)::float8,"
+    " extract(epoch FROM ticker_lag)::float8, events_per_second, pending_estimate, consumers,"
+    " retry_depth, dead_letters, delayed, size_bytes,"
+    " extract(epoch FROM clock_timestamp() - last_rotation)::float8, rotation_blocked_by"
+    " FROM pglogq.queue_info(NULL)"
+)
+CONSUMER_INFO: LiteralString = (
+    "SELECT queue_name, consumer_name, extract(epoch FROM lag)::float8, lag_events, pending_events,"
+    " extract(epoch FROM clock_timestamp() - last_seen)::float8, workers, open_batches,"
+    " retry_depth, dead_letters"
+    " FROM pglogq.consumer_info(NULL, NULL)"
+)
