@@ -33,6 +33,7 @@ from pglogq.errors import (
 )
 from pglogq.models import ConsumerInfo, DeadLetter, Message, QueueInfo, SeekPlan
 from pglogq.retry import RetryPolicy
+from pglogq.ticker.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,7 @@ __all__ = [
     "AlreadyExists",
     "AsyncBatch",
     "AsyncClient",
+    "AsyncTickerHandle",
     "Batch",
     "BatchOpen",
     "Client",
@@ -63,6 +65,7 @@ __all__ = [
     "SeekOutOfRange",
     "SeekPlan",
     "StaleBatch",
+    "TickerHandle",
     "TickerMisuse",
     "TxidWentBackwards",
     "UnknownBatch",
@@ -70,4 +73,6 @@ __all__ = [
     "UnknownDeadLetter",
     "UnknownMessage",
     "UnknownQueue",
+    "start_async_ticker",
+    "start_ticker",
 ]
