@@ -13,8 +13,18 @@ import pglogq
 
 T = TypeVar("T")
 
-SIDE_TABLES = ("event", "retry", "delayed", "dead_letter", "idempotency_key", "cancelled",
-               "subscription", "queue", "tick", "progress")
+SIDE_TABLES = (
+    "event",
+    "retry",
+    "delayed",
+    "dead_letter",
+    "idempotency_key",
+    "cancelled",
+    "subscription",
+    "queue",
+    "tick",
+    "progress",
+)
 
 
 def state(dsn: str) -> dict[str, list[str]]:
@@ -100,9 +110,7 @@ def wait_blocked(dsn: str, pid: int) -> None:
 
     def blocked() -> bool:
         with psycopg.connect(dsn) as conn:
-            row = conn.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
-            ).fetchone()
+            row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
             return bool(row and row[0] == "Lock")
 
     poll(blocked, deadline=60.0, pause=0.02)

@@ -199,9 +199,7 @@ def open_page(client: pglogq.Client, dsn: str) -> tuple[pglogq.Client, Any, list
     return client, page, ids
 
 
-@pytest.mark.parametrize(
-    "retry_after", [timedelta(seconds=-1), timedelta(days=400), timedelta(days=-30)]
-)
+@pytest.mark.parametrize("retry_after", [timedelta(seconds=-1), timedelta(days=400), timedelta(days=-30)])
 def test_nack_refuses_bad_retry_after(open_page: Any, dsn: str, retry_after: timedelta) -> None:
     _client, page, _ = open_page
     before = state(dsn)
@@ -264,8 +262,7 @@ def test_nack_after_takeover_is_stale(client: pglogq.Client, dsn: str) -> None:
     client.tick("q", force=True)
     mine = client.receive("q", "a", worker="w1")
     with psycopg.connect(dsn) as conn:  # w1 falls silent for longer than dead_interval
-        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = now() - interval '1 hour'"
-                     " WHERE worker_name = 'w1'")
+        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = now() - interval '1 hour' WHERE worker_name = 'w1'")
         conn.commit()
     theirs = client.receive("q", "a", worker="w2")
     assert [m.msg_id for m in theirs] == [m.msg_id for m in mine]

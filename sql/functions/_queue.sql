@@ -18,7 +18,8 @@ BEGIN
          ORDER BY x.queue_name LIMIT 1;
         RAISE EXCEPTION 'unknown queue "%"', left(queue_name, 80)
             USING ERRCODE = 'PQ001',
-                  HINT = CASE WHEN near IS NOT NULL THEN format('did you mean "%s"?', near) END;
+                  HINT = CASE WHEN near IS NOT NULL THEN format('did you mean "%s"?', near)
+                              ELSE 'pglogq.queue_info() lists the queues' END;
     END IF;
     RETURN q;
 END $$;
