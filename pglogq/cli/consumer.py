@@ -1,0 +1,157 @@
+"""``pglogq consumer``: subscribe, unsubscribe, list and seek consumers."""
+
+from __future__ import annotations
+
+import click
+
+from pglogq.cli.app import App, common_options, json_option, pass_app
+from pglogq.cli.confirm import confirm, yes_option
+from pglogq.cli.errors import CliError, Exit
+from pglogq.cli.output import ago, duration, emit_json, fmt, print_table
+from pglogq.errors import BatchOpen
+from pglogq.models import SeekPlan
+
+
+@click.group()
+@common_options
+def consumer() -> None:
+    """Subscribe, unsubscribe, list and seek consumers."""
+
+
+@consumer.command()
+@click.argument("queue")
+@click.argument("name")
+@common_options
+@json_option
+@pass_app
+def subscribe(app: App, queue: str, name: str) -> None:
+    """Subscribe consumer NAME to QUEUE: it gets the events ticked from now on.
+
+    JSON: {"queue": str, "consumer": str, "subscribed": bool}
+    """
+    done = app.client.subscribe(queue, name, conn=app.conn)
+    if app.json:
+        emit_json({"queue": queue, "consumer": name, "subscribed": done})
+    else:
+        click.echo(f"consumer {name!r} subscribed to {queue!r}" if done
+                   else f"consumer {name!r} was subscribed to {queue!r} already (nothing changed)")
+
+
+@consumer.command()
+@click.argument("queue")
+@click.argument("name")
+@yes_option
+@common_options
+@json_option
+@pass_app
+def unsubscribe(app: App, queue: str, name: str, yes: bool) -> None:
+    """Remove consumer NAME from QUEUE, with its workers, retries and dead letters (asks first).
+
+    JSON: {"queue": str, "consumer": str, "unsubscribed": bool}
+    """
+    infos = app.client.consumer_info(queue, name, conn=app.conn)
+    if infos:
+        i = infos[0]
+        confirm(f"Unsubscribe {name!r} from {queue!r} ({i.lag_events or 0} unread event(s), "
+                f"{i.retry_depth} retrying, {i.dead_letters} dead letter(s) are dropped)?", yes=yes)
+    done = app.client.unsubscribe(queue, name, conn=app.conn)
+    if app.json:
+        emit_json({"queue": queue, "consumer": name, "unsubscribed": done})
+    else:
+        click.echo(f"consumer {name!r} unsubscribed from {queue!r}" if done
+                   else f"consumer {name!r} is not subscribed to {queue!r}")
+
+
+@consumer.command("list")
+@click.argument("queue", required=False)
+@common_options
+@json_option
+@pass_app
+def list_(app: App, queue: str | None) -> None:
+    """List consumers (of QUEUE, or of every queue) with their lag.
+
+    JSON: [{"queue_name", "consumer_name", "last_tick", "lag" (s), "lag_events",
+    "pending_events", "last_seen", "batch_id", "batch_open_since", "workers", "open_batches",
+    "retry_depth", "dead_letters"}]
+    """
+    rows = app.client.consumer_info(queue, conn=app.conn)
+    if app.json:
+        emit_json(rows)
+        return
+    print_table(
+        ["queue", "consumer", "lag", "lag events", "pending", "last seen", "open", "dead"],
+        [[r.queue_name, r.consumer_name, duration(r.lag), r.lag_events, r.pending_events,
+          ago(r.last_seen), r.open_batches, r.dead_letters] for r in rows],
+        right=["lag", "lag events", "pending", "open", "dead"],
+        empty="no consumers",
+    )
+
+
+def describe_plan(queue: str, name: str, plan: SeekPlan) -> list[str]:
+    delta = plan.delta_events
+    if delta is None:
+        effect = "an unknown number of events (the current tick is gone)"
+    elif delta < 0:
+        effect = f"replays about {-delta:,} event(s)"
+    elif delta > 0:
+        effect = f"skips about {delta:,} event(s)"
+    else:
+        effect = "changes nothing (already there)"
+    lines = [
+        f"consumer {name!r} on queue {queue!r}",
+        f"  now at     tick {plan.current_tick} ({fmt(plan.current_tick_time)})",
+        f"  would go   tick {plan.target_tick} ({fmt(plan.target_tick_time)})",
+        f"  effect     {effect}",
+        f"  kept       ticks {plan.earliest_tick} ({fmt(plan.earliest_tick_time)})"
+        f" to {plan.latest_tick} ({fmt(plan.latest_tick_time)})",
+    ]
+    if plan.open_batches:
+        lines.append(f"  open       {plan.open_batches} batch(es) open: seek needs --force to drop them")
+    return lines
+
+
+@consumer.command()
+@click.argument("queue")
+@click.argument("name")
+@click.option("--to", "to", metavar="POSITION",
+              help="earliest | latest | a tick id | a timestamp ('2026-05-01 12:00+00', '15 minutes ago').")
+@click.option("--by", "by", type=int, metavar="[-+]N",
+              help="Move by about N events: -N replays, +N skips.")
+@click.option("--execute", is_flag=True, help="Apply the plan (without it, only print it).")
+@click.option("--force", is_flag=True, help="Also when a batch is open: drop the open batch(es).")
+@common_options
+@json_option
+@pass_app
+def seek(app: App, queue: str, name: str, to: str | None, by: int | None, execute: bool, force: bool) -> None:
+    """Move consumer NAME's cursor to replay or skip events.
+
+    Prints the plan (where the consumer is, where it would go, about how many events that
+    replays or skips); applies it only with --execute.  The target must lie within what the
+    queue still keeps (rotation truncates older events).  Refused while a batch is open unless
+    --force.  Example: pglogq consumer seek orders billing --by -1000 --execute
+
+    JSON: {"queue", "consumer", "executed": bool, "current_tick", "current_tick_time",
+    "target_tick", "target_tick_time", "delta_events" (negative: replayed, positive: skipped),
+    "earliest_tick", "earliest_tick_time", "latest_tick", "latest_tick_time", "open_batches"}
+    """
+    if (to is None) == (by is None):
+        raise click.UsageError("give exactly one of --to and --by")
+    if execute:
+        try:
+            plan = app.client.seek(queue, name, to=to, by_events=by, force=force, conn=app.conn)
+        except BatchOpen as exc:
+            raise CliError(exc.message, Exit.CONFLICT,
+                           hint="let its workers ack, or pass --force to drop the open batch(es)") from exc
+    else:
+        plan = app.client.seek_plan(queue, name, to=to, by_events=by, conn=app.conn)
+    if app.json:
+        from pglogq.cli.output import jsonable
+
+        emit_json({"queue": queue, "consumer": name, "executed": execute, **jsonable(plan)})
+        return
+    for line in describe_plan(queue, name, plan):
+        click.echo(line)
+    if execute:
+        click.echo(f"done: consumer {name!r} now continues after tick {plan.target_tick}")
+    else:
+        click.echo("plan only: add --execute to apply it")

@@ -1,0 +1,134 @@
+"""Exit codes of the ``pglogq`` command and the translation of errors into one line of stderr.
+
+| code | meaning |
+| ---- | ------- |
+| 0    | success |
+| 1    | any other error (an unexpected server error, a bug: rerun with ``--debug``) |
+| 2    | usage error: unknown command or option, missing argument (click) |
+| 3    | not found: unknown queue, consumer, batch or dead letter |
+| 4    | invalid input: bad name, config value, payload, seek position out of range |
+| 5    | conflict: already exists, queue in use, batch open, batch no longer current |
+| 6    | cannot connect to the database (or no DSN and no embedded PostgreSQL) |
+| 7    | pglogq is not installed in that database, or its schema is of another version |
+| 8    | permission denied (the role lacks a pglogq grant) |
+| 9    | command not available in this installation (a hosted command's module is missing) |
+| 10   | not confirmed: a destructive or bulk action declined, or refused without ``--yes`` |
+| 11   | ``status --check`` found a problem (ticker stalled, rotation blocked, ...) |
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import IO, Any
+
+import click
+import psycopg
+
+from pglogq import errors as pe
+
+
+class Exit(IntEnum):
+    OK = 0
+    OTHER = 1
+    USAGE = 2
+    NOT_FOUND = 3
+    INVALID = 4
+    CONFLICT = 5
+    CONNECTION = 6
+    SCHEMA = 7
+    PERMISSION = 8
+    NOT_AVAILABLE = 9
+    NOT_CONFIRMED = 10
+    CHECK_FAILED = 11
+
+
+EXIT_TABLE: list[tuple[int, str]] = [
+    (Exit.OK, "success"),
+    (Exit.OTHER, "any other error (an unexpected server error; rerun with --debug)"),
+    (Exit.USAGE, "usage error: unknown command or option, missing argument"),
+    (Exit.NOT_FOUND, "not found: unknown queue, consumer, batch or dead letter"),
+    (Exit.INVALID, "invalid input: bad name, config value, payload, seek position out of range"),
+    (Exit.CONFLICT, "conflict: already exists, queue in use, batch open, batch no longer current"),
+    (Exit.CONNECTION, "cannot connect to the database (or no DSN and no embedded PostgreSQL)"),
+    (Exit.SCHEMA, "pglogq is not installed in that database, or its schema is of another version"),
+    (Exit.PERMISSION, "permission denied (the role lacks a pglogq grant)"),
+    (Exit.NOT_AVAILABLE, "command not available in this installation"),
+    (Exit.NOT_CONFIRMED, "not confirmed: declined, or refused without --yes on a non-terminal"),
+    (Exit.CHECK_FAILED, "status --check found a problem"),
+]
+"""The documented table (rendered into docs/reference/cli.md)."""
+
+
+class CliError(click.ClickException):
+    """An error reported as one line on stderr with its own exit code."""
+
+    def __init__(self, message: str, code: int = Exit.OTHER, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        object.__setattr__(self, "exit_code", int(code))
+        self.hint = hint
+
+    def format_message(self) -> str:
+        if self.hint:
+            return f"{self.message}; {self.hint}"
+        return self.message
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"pglogq: error: {self.format_message()}", file=file, err=True)
+
+
+_CLASS_CODES: list[tuple[type[BaseException], Exit]] = [
+    (pe.NotFound, Exit.NOT_FOUND),
+    (pe.InvalidInput, Exit.INVALID),
+    (pe.SeekOutOfRange, Exit.INVALID),
+    (pe.AlreadyExists, Exit.CONFLICT),
+    (pe.QueueInUse, Exit.CONFLICT),
+    (pe.BatchOpen, Exit.CONFLICT),
+    (pe.StaleBatch, Exit.CONFLICT),
+    (pe.SchemaMismatch, Exit.SCHEMA),
+    (pe.EmbeddedUnavailable, Exit.CONNECTION),
+]
+
+
+def exit_code_for(exc: BaseException) -> Exit:
+    """The exit code of an exception raised while running a command."""
+    for cls, code in _CLASS_CODES:
+        if isinstance(exc, cls):
+            return code
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.QueryCanceled):
+        return Exit.CONNECTION
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return Exit.PERMISSION
+    if _schema_missing(exc):
+        return Exit.SCHEMA
+    return Exit.OTHER
+
+
+def _schema_missing(exc: BaseException) -> bool:
+    if isinstance(exc, psycopg.errors.InvalidSchemaName):
+        return True
+    if isinstance(exc, (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable)):
+        return "pglogq." in str(exc) or "pglogq" in (exc.diag.message_primary or "")
+    return False
+
+
+def to_cli_error(exc: BaseException) -> CliError:
+    """One line in the user's terms, with the exit code of the error's class."""
+    if isinstance(exc, CliError):
+        return exc
+    code = exit_code_for(exc)
+    if isinstance(exc, pe.PglogqError):
+        return CliError(exc.message, code, hint=exc.hint)
+    if code == Exit.SCHEMA and isinstance(exc, psycopg.Error):
+        return CliError(
+            "pglogq is not installed in this database (or is an older version)",
+            code,
+            hint="run `pglogq schema install` (or `pglogq schema upgrade`)",
+        )
+    if code == Exit.CONNECTION:
+        text = str(exc).strip().splitlines()
+        return CliError(f"cannot connect to the database: {text[0] if text else type(exc).__name__}", code)
+    if isinstance(exc, psycopg.Error):
+        diag = exc.diag
+        msg = diag.message_primary or str(exc).strip().splitlines()[0]
+        return CliError(msg, code, hint=diag.message_hint)
+    return CliError(f"{type(exc).__name__}: {exc}", code, hint="rerun with --debug for the traceback")

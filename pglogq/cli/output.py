@@ -1,0 +1,149 @@
+"""Output of the ``pglogq`` command: human tables (rich) by default, JSON with ``--json``.
+
+JSON conventions (stable): keys are snake_case; timestamps are ISO 8601 strings with a time
+zone; durations are numbers of seconds (float); sizes are bytes (integer); absent values are
+``null``.  List commands print a JSON array of objects, one per row; others print one object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+
+def jsonable(value: Any) -> Any:
+    """A value as the JSON conventions above want it."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return round(value.total_seconds(), 6)
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(jsonable(value), indent=2, sort_keys=False))
+
+
+def emit_json_line(value: Any) -> None:
+    click.echo(json.dumps(jsonable(value), separators=(",", ":")))
+
+
+def console(stderr: bool = False) -> Console:
+    """A console on the current stdout (or stderr); 80 columns when not a terminal."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(file=stream, highlight=False, soft_wrap=False)
+
+
+def table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    title: str | None = None,
+    right: Iterable[str] = (),
+    empty: str | None = None,
+) -> Table | None:
+    """A compact rich table (or None, after printing ``empty``, when there are no rows)."""
+    data = [[fmt(v) for v in r] for r in rows]
+    if not data and empty is not None:
+        click.echo(empty)
+        return None
+    align = set(right)
+    t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left",
+              title_style="bold", expand=False)
+    for c in columns:
+        t.add_column(c, justify="right" if c in align else "left", overflow="fold")
+    for r in data:
+        t.add_row(*r)
+    return t
+
+
+def print_table(*args: Any, **kwargs: Any) -> None:
+    t = table(*args, **kwargs)
+    if t is not None:
+        console().print(t)
+
+
+def fmt(value: Any) -> str:
+    """A cell value for humans."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, timedelta):
+        return duration(value)
+    if isinstance(value, datetime):
+        return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def duration(value: timedelta | float | None) -> str:
+    """``1.2s``, ``3m05s``, ``2h10m``, ``4d3h``."""
+    if value is None:
+        return "-"
+    secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    sign = "-" if secs < 0 else ""
+    secs = abs(secs)
+    if secs < 10:
+        return f"{sign}{secs:.1f}s"
+    s = int(secs)
+    if s < 60:
+        return f"{sign}{s}s"
+    if s < 3600:
+        return f"{sign}{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{sign}{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{sign}{s // 86400}d{s % 86400 // 3600}h"
+
+
+def size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1024 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def ago(when: datetime | None, now: datetime | None = None) -> str:
+    if when is None:
+        return "never"
+    now = now or datetime.now(when.tzinfo)
+    return duration(now - when) + " ago"
+
+
+def short(text: Any, width: int = 40) -> str:
+    s = text if isinstance(text, str) else json.dumps(text, separators=(",", ":"))
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def info(message: str) -> None:
+    """A human message on stderr (kept off stdout, which may be JSON)."""
+    click.echo(message, err=True)

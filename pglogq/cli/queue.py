@@ -1,0 +1,190 @@
+"""``pglogq queue``: create, drop, list, configure, pause and resume queues."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from pglogq.cli import queries as cq
+from pglogq.cli.app import App, common_options, json_option, pass_app
+from pglogq.cli.confirm import confirm, yes_option
+from pglogq.cli.errors import CliError, Exit
+from pglogq.cli.output import duration, emit_json, fmt, print_table, size
+from pglogq.errors import QueueInUse
+
+CONFIG_PARAMS = [
+    "paused", "rotation_period", "ticker_max_count", "ticker_max_lag", "ticker_idle_period",
+    "batch_max_events", "big_batch_events", "max_retries", "retry_delay", "max_payload_bytes",
+    "idempotency_window", "dead_interval", "max_consumer_lag",
+]
+
+
+def parse_setting(text: str) -> tuple[str, str]:
+    """``param=value`` → (param, value)."""
+    param, sep, value = text.partition("=")
+    if not sep or not param.strip():
+        raise click.BadParameter(f"expected PARAM=VALUE, got {text!r}")
+    return param.strip(), value.strip()
+
+
+def queue_config(app: App, name: str) -> dict[str, Any]:
+    app.client.queue_info(name, conn=app.conn)  # unknown queue → PQ001 with a hint
+    cur = app.conn.execute(cq.QUEUE_CONFIG, (name,))
+    row = cur.fetchone()
+    assert row is not None and cur.description is not None
+    return {d.name: v for d, v in zip(cur.description, row, strict=True)}
+
+
+@click.group()
+@common_options
+def queue() -> None:
+    """Create, drop, list and configure queues."""
+
+
+@queue.command()
+@click.argument("name")
+@click.option("--set", "settings", multiple=True, metavar="PARAM=VALUE",
+              help="A setting to apply after creating (repeatable), e.g. --set ticker_max_lag=100ms.")
+@common_options
+@json_option
+@pass_app
+def create(app: App, name: str, settings: tuple[str, ...]) -> None:
+    """Create queue NAME (nothing changes if it exists already).
+
+    JSON: {"queue": str, "created": bool, "config": {param: value}}
+    """
+    pairs = [parse_setting(s) for s in settings]
+    created = app.client.create_queue(name, conn=app.conn)
+    applied = {p: app.client.set_queue_config(name, p, v, conn=app.conn) for p, v in pairs}
+    if app.json:
+        emit_json({"queue": name, "created": created, "config": applied})
+        return
+    click.echo(f"queue {name!r} created" if created else f"queue {name!r} exists already (nothing created)")
+    for p, v in applied.items():
+        click.echo(f"  {p} = {v}")
+
+
+@queue.command()
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Drop even while consumers are subscribed.")
+@yes_option
+@common_options
+@json_option
+@pass_app
+def drop(app: App, name: str, force: bool, yes: bool) -> None:
+    """Drop queue NAME with all its events, consumers and dead letters (asks first).
+
+    JSON: {"queue": str, "dropped": bool, "events": int}
+    """
+    infos = app.client.queue_info(name, conn=app.conn)
+    row = app.conn.execute(cq.STORED_EVENTS, (name,)).fetchone()
+    events = int(row[0]) if row else 0
+    consumers = infos[0].consumers if infos else 0
+    confirm(f"Drop queue {name!r} with {events} stored event(s) and {consumers} consumer(s)?", yes=yes)
+    try:
+        dropped = app.client.drop_queue(name, force=force, conn=app.conn)
+    except QueueInUse as exc:
+        raise CliError(exc.message, Exit.CONFLICT, hint="unsubscribe them first, or pass --force") from exc
+    if app.json:
+        emit_json({"queue": name, "dropped": dropped, "events": events})
+    else:
+        click.echo(f"queue {name!r} dropped ({events} event(s))" if dropped else f"no queue {name!r}")
+
+
+@queue.command("list")
+@common_options
+@json_option
+@pass_app
+def list_(app: App) -> None:
+    """List queues with their rate, last tick age, backlog and size.
+
+    JSON: [{"queue_name", "paused", "last_tick_id", "last_tick_time", "last_tick_age",
+    "ticker_lag", "events_per_second", "pending_estimate", "consumers", "retry_depth",
+    "dead_letters", "delayed", "size_bytes", "rotation_period", "last_rotation",
+    "rotation_blocked_by"}]
+    """
+    rows = app.client.queue_info(conn=app.conn)
+    if app.json:
+        emit_json(rows)
+        return
+    print_table(
+        ["queue", "paused", "consumers", "ev/s", "last tick", "unticked", "dead", "size"],
+        [[r.queue_name, r.paused, r.consumers, r.events_per_second, duration(r.last_tick_age),
+          r.pending_estimate, r.dead_letters, size(r.size_bytes)] for r in rows],
+        right=["consumers", "ev/s", "last tick", "unticked", "dead", "size"],
+        empty="no queues (create one with `pglogq queue create NAME`)",
+    )
+
+
+@queue.command()
+@click.argument("name")
+@click.argument("param", required=False)
+@click.argument("value", required=False)
+@common_options
+@json_option
+@pass_app
+def config(app: App, name: str, param: str | None, value: str | None) -> None:
+    """Show every setting of queue NAME, show one (PARAM), or change one (PARAM VALUE).
+
+    \b
+    Settings: paused, rotation_period, ticker_max_count, ticker_max_lag, ticker_idle_period,
+    batch_max_events, big_batch_events, max_retries, retry_delay, max_payload_bytes,
+    idempotency_window, dead_interval, max_consumer_lag.
+
+    JSON: {"queue": str, "config": {param: value}} (intervals in seconds); after a change
+    {"queue": str, "param": str, "value": str}
+    """
+    if param is not None and value is not None:
+        new = app.client.set_queue_config(name, param, value, conn=app.conn)
+        if app.json:
+            emit_json({"queue": name, "param": param, "value": new})
+        else:
+            click.echo(f"{name}: {param} = {new}")
+        return
+    cfg = queue_config(app, name)
+    if param is not None:
+        if param not in cfg:
+            raise CliError(f"unknown queue parameter {param!r}", Exit.INVALID,
+                           hint="one of " + ", ".join(CONFIG_PARAMS))
+        cfg = {param: cfg[param]}
+    if app.json:
+        emit_json({"queue": name, "config": cfg})
+        return
+    print_table(["parameter", "value"], [[k, fmt(v)] for k, v in cfg.items()])
+
+
+def _pause(app: App, name: str, paused: bool) -> None:
+    app.client.set_queue_config(name, "paused", paused, conn=app.conn)
+    if app.json:
+        emit_json({"queue": name, "paused": paused})
+    elif paused:
+        click.echo(f"queue {name!r} paused: sends still append, no ticks until `pglogq queue resume {name}`")
+    else:
+        click.echo(f"queue {name!r} resumed")
+
+
+@queue.command()
+@click.argument("name")
+@common_options
+@json_option
+@pass_app
+def pause(app: App, name: str) -> None:
+    """Stop ticking queue NAME (producers keep appending; consumers get nothing new).
+
+    JSON: {"queue": str, "paused": true}
+    """
+    _pause(app, name, True)
+
+
+@queue.command()
+@click.argument("name")
+@common_options
+@json_option
+@pass_app
+def resume(app: App, name: str) -> None:
+    """Tick queue NAME again after `pglogq queue pause`.
+
+    JSON: {"queue": str, "paused": false}
+    """
+    _pause(app, name, False)

@@ -1,0 +1,168 @@
+"""``pglogq status``: queues, consumers, in-flight work and what needs attention."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+from rich.console import Group
+from rich.text import Text
+
+from pglogq.cli import queries as cq
+from pglogq.cli.app import App, common_options, json_option, pass_app
+from pglogq.cli.errors import CliError, Exit
+from pglogq.cli.output import ago, console, duration, emit_json, emit_json_line, fmt, jsonable, size, table
+from pglogq.cli.params import duration_callback
+from pglogq.models import ConsumerInfo, QueueInfo
+
+
+def collect(app: App, queue: str | None, stall_after: timedelta, stale_after: timedelta) -> dict[str, Any]:
+    """Everything status shows, as plain data (the --json document)."""
+    client, conn = app.client, app.conn
+    queues = client.queue_info(queue, conn=conn)
+    consumers = client.consumer_info(queue, conn=conn)
+    in_flight: list[dict[str, Any]] | None = None
+    row = conn.execute(cq.IN_FLIGHT_EXISTS).fetchone()
+    if row and row[0]:
+        cur = conn.execute(cq.IN_FLIGHT)
+        assert cur.description is not None
+        names = [d.name for d in cur.description]
+        in_flight = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        if queue is not None:
+            in_flight = [r for r in in_flight if r.get("queue", r.get("queue_name", queue)) == queue]
+    trow = conn.execute(cq.TICKER_STATE).fetchone()
+    ticker_last_run: datetime | None = trow[0] if trow else None
+    return {
+        "queues": queues,
+        "consumers": consumers,
+        "in_flight": in_flight,
+        "ticker_last_run": ticker_last_run,
+        "warnings": warnings(queues, consumers, stall_after, stale_after),
+    }
+
+
+def warnings(queues: list[QueueInfo], consumers: list[ConsumerInfo], stall_after: timedelta,
+             stale_after: timedelta) -> list[dict[str, Any]]:
+    """Problems an operator should look at: a stalled ticker, blocked rotation, stuck consumers."""
+    out: list[dict[str, Any]] = []
+    for q in queues:
+        if q.paused:
+            out.append({"kind": "paused", "queue": q.queue_name, "consumer": None,
+                        "message": f"queue {q.queue_name} is paused: no ticks until `pglogq queue resume`"})
+        elif q.ticker_lag is not None and q.ticker_lag > stall_after:
+            out.append({"kind": "ticker_stalled", "queue": q.queue_name, "consumer": None,
+                        "message": f"queue {q.queue_name}: events have waited {duration(q.ticker_lag)} for a tick"
+                                   f" (last tick {duration(q.last_tick_age)} ago); is a ticker running?"
+                                   " (`pglogq ticker run`)"})
+        if q.rotation_blocked_by:
+            out.append({"kind": "rotation_blocked", "queue": q.queue_name, "consumer": None,
+                        "message": f"queue {q.queue_name}: rotation blocked by {q.rotation_blocked_by}"})
+    now = datetime.now().astimezone()
+    for c in consumers:
+        behind = (c.lag_events or 0) > 0 or c.open_batches > 0
+        if behind and c.last_seen is not None and now - c.last_seen > stale_after:
+            out.append({"kind": "consumer_stale", "queue": c.queue_name, "consumer": c.consumer_name,
+                        "message": f"consumer {c.consumer_name} on {c.queue_name}: {c.lag_events or 0} event(s)"
+                                   f" behind, last seen {ago(c.last_seen)}"
+                                   + (f", {c.open_batches} batch(es) open" if c.open_batches else "")})
+    return out
+
+
+def render(data: dict[str, Any]) -> Group:
+    parts: list[Any] = []
+    q_tab = table(
+        ["queue", "ev/s", "last tick", "unticked", "size", "dead", "retry"],
+        [[q.queue_name + (" (paused)" if q.paused else ""), q.events_per_second, duration(q.last_tick_age),
+          q.pending_estimate, size(q.size_bytes), q.dead_letters, q.retry_depth] for q in data["queues"]],
+        title="Queues", right=["ev/s", "last tick", "unticked", "size", "dead", "retry"],
+    )
+    parts.append(q_tab if data["queues"] else Text("no queues"))
+    if data["consumers"]:
+        parts.append(table(
+            ["queue", "consumer", "lag", "events", "pending", "seen", "open"],
+            [[c.queue_name, c.consumer_name, duration(c.lag), c.lag_events, c.pending_events,
+              ago(c.last_seen), c.open_batches] for c in data["consumers"]],
+            title="Consumers", right=["lag", "events", "pending", "seen", "open"],
+        ))
+    if data["in_flight"]:
+        cols = list(data["in_flight"][0].keys())
+        parts.append(table(cols, [[fmt(r[c]) for c in cols] for r in data["in_flight"]], title="In flight"))
+    if data["warnings"]:
+        for w in data["warnings"]:
+            parts.append(Text(("! " if w["kind"] != "paused" else "- ") + w["message"],
+                              style="bold yellow" if w["kind"] != "paused" else ""))
+    else:
+        parts.append(Text("ok: ticker keeping up, rotation not blocked, no stale consumer"))
+    spaced: list[Any] = []
+    for p in parts:
+        if p is not None:
+            spaced += [p, Text("")]
+    return Group(*spaced[:-1])
+
+
+def to_json(data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "queues": [jsonable(asdict(q)) for q in data["queues"]],
+        "consumers": [jsonable(asdict(c)) for c in data["consumers"]],
+        "in_flight": jsonable(data["in_flight"]),
+        "ticker_last_run": jsonable(data["ticker_last_run"]),
+        "warnings": data["warnings"],
+    }
+
+
+@click.command()
+@click.argument("queue", required=False)
+@click.option("--watch", type=float, is_flag=False, flag_value=2.0, default=None, metavar="SECONDS",
+              help="Refresh every SECONDS (2 if not given) until Ctrl-C.")
+@click.option("--count", type=click.IntRange(1), help="With --watch: stop after this many refreshes.")
+@click.option("--stall-after", callback=duration_callback, default="10s", show_default=True, metavar="DURATION",
+              help="Warn when committed events have waited this long for a tick.")
+@click.option("--stale-after", callback=duration_callback, default="5m", show_default=True, metavar="DURATION",
+              help="Warn when a consumer that is behind has not been seen for this long.")
+@click.option("--check", is_flag=True, help="Exit 11 when there is a warning (for monitoring scripts).")
+@common_options
+@json_option
+@pass_app
+def status(app: App, queue: str | None, watch: float | None, count: int | None, stall_after: timedelta,
+           stale_after: timedelta, check: bool) -> None:
+    """Show queues, consumers, in-flight events, ticker health and blocked rotation.
+
+    Queues: event rate, age of the last tick, events not ticked yet, size on disk, dead
+    letters.  Consumers: lag (time and events), pending events, last seen, open batches.
+    In flight (when the pglogq.in_flight view exists): each running event with its worker
+    and progress.  Warnings: no tick while events wait (is a ticker running?), rotation
+    blocked and by what, consumers behind and silent.
+
+    JSON: {"queues": [queue list objects], "consumers": [consumer list objects],
+    "in_flight": [objects]|null, "ticker_last_run": str|null,
+    "warnings": [{"kind", "queue", "consumer", "message"}]}; with --watch one compact
+    document per line.  Warning kinds: ticker_stalled, rotation_blocked, consumer_stale, paused.
+    """
+    n = 0
+    data: dict[str, Any] = {}
+    try:
+        while True:
+            data = collect(app, queue, stall_after, stale_after)
+            n += 1
+            if app.json:
+                (emit_json_line if watch else emit_json)(to_json(data))
+            else:
+                out = console()
+                if watch and out.is_terminal:
+                    out.clear()
+                if watch:
+                    out.print(Text(f"pglogq status — {datetime.now():%H:%M:%S} (every {watch:g}s, Ctrl-C to stop)"))
+                out.print(render(data))
+            if not watch or (count is not None and n >= count):
+                break
+            time.sleep(watch)
+    except KeyboardInterrupt:
+        pass
+    if check:
+        problems = [w for w in data.get("warnings", []) if w["kind"] != "paused"]
+        if problems:
+            raise CliError(f"{len(problems)} problem(s): " + "; ".join(w["message"] for w in problems),
+                           Exit.CHECK_FAILED)
