@@ -409,47 +409,27 @@ def queue_parameters() -> str:
 # -- metrics -----------------------------------------------------------------------------------------
 
 
-def metrics_table() -> str:
-    """Every Prometheus metric the project defines, found in modules that declare them."""
-    from prometheus_client.metrics import MetricWrapperBase
+def metric_families() -> list[Any]:
+    """The metric families the ticker daemon exposes (names, types, help, labels), collected
+    without any database: the collector yields every family even when it has no samples."""
+    try:
+        from pglogq.ticker.metrics import TickerCollector
+    except ImportError:
+        return []
+    return list(TickerCollector(lambda: []).collect())
 
-    found: dict[str, tuple[str, str, str, str]] = {}
-    for path in sorted((REPO / "pglogq").rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        if "prometheus_client" not in text or path.name == "_docgen.py":
-            continue
-        modname = ".".join(path.relative_to(REPO).with_suffix("").parts)
-        if modname.endswith(".__main__"):
-            continue
-        try:
-            mod = importlib.import_module(modname)
-        except Exception:  # pragma: no cover - a module that cannot import has no metrics to list
-            continue
-        for obj in _metric_objects(mod, MetricWrapperBase):
-            kind = type(obj).__name__.lower()
-            labels = ", ".join(f"`{label}`" for label in getattr(obj, "_labelnames", ()))
-            full = obj._name + ("_total" if kind == "counter" else "")
-            found[full] = (kind, labels, _md_escape(obj._documentation), modname)
-    if not found:
-        return "*(No metric is defined yet.)*\n"
+
+def metrics_table() -> str:
+    families = metric_families()
+    if not families:
+        return "*(The ticker defines no metric yet.)*\n"
     out = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
-    for name, (kind, labels, doc, _mod) in sorted(found.items()):
-        out.append(f"| `{name}` | {kind} | {labels} | {doc} |")
+    for fam in families:
+        name = fam.name + ("_total" if fam.type == "counter" else "")
+        labels = ", ".join(f"`{label}`" for label in getattr(fam, "_labelnames", ()))
+        out.append(f"| `{name}` | {fam.type} | {labels} | {_md_escape(fam.documentation)} |")
     out.append("")
     return "\n".join(out)
-
-
-def _metric_objects(mod: Any, base: type) -> list[Any]:
-    out = []
-    for value in vars(mod).values():
-        if isinstance(value, base):
-            out.append(value)
-        elif inspect.isclass(value) and value.__module__ == mod.__name__:
-            out.extend(v for v in vars(value).values() if isinstance(v, base))
-    describe = getattr(mod, "describe_metrics", None)
-    if callable(describe):
-        out.extend(describe())
-    return out
 
 
 # -- regions -----------------------------------------------------------------------------------------
