@@ -5,9 +5,13 @@ ticks with its own cursor, so fan-out shares one copy; old tables are emptied by
 """
 
 from pglogq._aclient import AsyncBatch, AsyncClient
+from pglogq._aconsumer import AsyncConsumer, AsyncDelivery
 from pglogq._client import Batch, Client
+from pglogq._consumer import Consumer, Delivery
+from pglogq._runtime import RunStats
 from pglogq.errors import (
     AlreadyExists,
+    BatchLost,
     BatchOpen,
     InvalidArgument,
     InvalidConfig,
@@ -15,6 +19,7 @@ from pglogq.errors import (
     InvalidInput,
     InvalidName,
     InvalidPayload,
+    InvalidProgress,
     MessageNotInBatch,
     NotFound,
     PayloadTooLarge,
@@ -31,7 +36,7 @@ from pglogq.errors import (
     UnknownMessage,
     UnknownQueue,
 )
-from pglogq.models import ConsumerInfo, DeadLetter, Message, QueueInfo, SeekPlan
+from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan
 from pglogq.retry import RetryPolicy
 from pglogq.ticker.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
 
@@ -41,18 +46,25 @@ __all__ = [
     "AlreadyExists",
     "AsyncBatch",
     "AsyncClient",
+    "AsyncConsumer",
+    "AsyncDelivery",
     "AsyncTickerHandle",
     "Batch",
+    "BatchLost",
     "BatchOpen",
     "Client",
+    "Consumer",
     "ConsumerInfo",
     "DeadLetter",
+    "Delivery",
+    "InFlight",
     "InvalidArgument",
     "InvalidConfig",
     "InvalidDelay",
     "InvalidInput",
     "InvalidName",
     "InvalidPayload",
+    "InvalidProgress",
     "Message",
     "MessageNotInBatch",
     "NotFound",
@@ -61,6 +73,7 @@ __all__ = [
     "QueueInUse",
     "QueueInfo",
     "RetryPolicy",
+    "RunStats",
     "SchemaMismatch",
     "SeekOutOfRange",
     "SeekPlan",

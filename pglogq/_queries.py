@@ -38,6 +38,16 @@ QUEUE_INFO: LiteralString = "SELECT * FROM pglogq.queue_info(%s)"
 SEEK_PLAN: LiteralString = "SELECT * FROM pglogq.seek_plan(%s, %s, %s, %s)"
 SEEK: LiteralString = "SELECT * FROM pglogq.seek(%s, %s, %s, %s, %s)"
 CONSUMER_INFO: LiteralString = "SELECT * FROM pglogq.consumer_info(%s, %s)"
+HEARTBEAT: LiteralString = "SELECT pglogq.heartbeat(%s)"
+REPORT_PROGRESS: LiteralString = (
+    "SELECT pglogq.report_progress(%s, %s, %s, %s, %s, %s, %s)"
+)
+IN_FLIGHT: LiteralString = (
+    "SELECT queue_name, consumer_name, worker, batch_id, msg_id, started_at, last_heartbeat,"
+    " running_for, silent_for, percent::float8, stage, counters FROM pglogq.in_flight"
+    " WHERE (%s::text IS NULL OR queue_name = %s) AND (%s::text IS NULL OR consumer_name = %s)"
+    " ORDER BY started_at, msg_id"
+)
 SCHEMA_LOCK: LiteralString = "SELECT pg_advisory_xact_lock(hashtext('pglogq.schema'))"
 SCHEMA_EXISTS: LiteralString = "SELECT to_regclass('pglogq.schema_version') IS NOT NULL"
 SCHEMA_VERSIONS: LiteralString = "SELECT version FROM pglogq.schema_version ORDER BY version"

@@ -23,6 +23,8 @@ WORDS: dict[str, str] = {
     "AsyncClient": "Client",
     "AsyncBatch": "Batch",
     "AsyncConsumer": "Consumer",
+    "AsyncDelivery": "Delivery",
+    "AsyncWakeup": "Wakeup",
     "AsyncConnectionPool": "ConnectionPool",
     "AsyncConnection": "Connection",
     "AsyncIterator": "Iterator",

