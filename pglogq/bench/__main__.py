@@ -1,0 +1,3 @@
+from pglogq.bench.cli import command
+
+command(prog_name="python -m pglogq.bench")

@@ -1,0 +1,49 @@
+"""Scenario 2, consume: drain a preloaded backlog by one consumer (pglogq at SQL level and
+through the Python consumer with a no-op handler) and by four cooperating workers."""
+
+from __future__ import annotations
+
+from pglogq.bench.context import BenchContext
+from pglogq.bench.results import Measure
+from pglogq.bench.systems import Pglogq, PgQueuer, Procrastinate, RawPostgres, System
+
+SCENARIO = "consume"
+
+
+def backlog_for(ctx: BenchContext, system: System) -> int:
+    """The backlog each system drains: smaller for the slow job queues, so the run ends."""
+    n = ctx.settings.backlog
+    if isinstance(system, Procrastinate):
+        return min(n, 500 if ctx.settings.quick else 10_000)
+    if isinstance(system, PgQueuer):
+        return min(n, 2_000 if ctx.settings.quick else 50_000)
+    return n
+
+
+def run(ctx: BenchContext, systems: list[System]) -> None:
+    for workers in (1, 4):
+        case = "drain, 1 consumer" if workers == 1 else "drain, 4 cooperating workers"
+        for system in systems:
+            if not system.supports("drain"):
+                continue
+            n = backlog_for(ctx, system)
+            system.preload(n)
+            count, seconds = system.drain(n, workers)
+            name = "plain SELECT" if isinstance(system, RawPostgres) else system.name
+            if isinstance(system, Pglogq):
+                name = "pglogq (SQL receive/ack)"
+            ctx.results.add(Measure(SCENARIO, case, name, count / seconds, "events/s",
+                                    ceiling=isinstance(system, RawPostgres),
+                                    extra={"backlog": n, "drained": count, "seconds": seconds}))
+            if count != n:
+                ctx.results.note(SCENARIO, f"{name} drained {count} of {n} events ({case})")
+            if isinstance(system, Pglogq) and workers == 1:
+                system.preload(n)
+                got = system.drain_python_consumer()
+                if isinstance(got, str):
+                    ctx.results.skip(SCENARIO, "pglogq (Python Consumer)", got)
+                else:
+                    count, seconds = got
+                    ctx.results.add(Measure(SCENARIO, case, "pglogq (Python Consumer, no-op)",
+                                            count / seconds, "events/s",
+                                            extra={"backlog": n, "drained": count, "seconds": seconds}))

@@ -1,0 +1,79 @@
+"""Scenario 3, end to end: latency from the producer's commit to the start of the handler, at
+offered rates of 100, 1,000 and 10,000 events/s.  pglogq runs with default queue settings, the
+ticker running, and a consumer woken by LISTEN on "pglogq.<queue>" (pglogq.Consumer)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from pglogq.bench.context import BenchContext
+from pglogq.bench.results import Measure, Series
+from pglogq.bench.stats import percentile
+from pglogq.bench.systems import Pglogq, System
+from pglogq.bench.ticking import ticker_running
+
+SCENARIO = "latency"
+GRACE = 10.0  # seconds a consumer may lag behind the producer before the run is cut
+
+
+def run(ctx: BenchContext, systems: list[System]) -> None:
+    s = ctx.settings
+    with ticker_running(ctx.dsn) as how:
+        ctx.results.note(SCENARIO, f"pglogq ticker: {how}")
+        for system in systems:
+            if not system.supports("latency_consumer") or system.latency_producer is None:
+                continue
+            rates = s.latency_rates if isinstance(system, Pglogq) else s.baseline_latency_rates
+            for rate in rates:
+                measure(ctx, system, rate)
+
+
+def measure(ctx: BenchContext, system: System, rate: int) -> None:
+    s = ctx.settings
+    expected = int(rate * s.latency_seconds)
+    system.latency_setup(rate)
+    seen: dict[int, float] = {}
+    lock = threading.Lock()
+
+    def record(seq: int, ts: float) -> None:
+        with lock:
+            seen.setdefault(seq, ts)
+
+    ready = threading.Event()
+    grace = GRACE if not s.quick else 3.0
+    deadline = time.time() + s.latency_seconds + grace + 5
+    consumer = threading.Thread(target=system.latency_consumer, args=(expected, deadline, record, ready),
+                                daemon=True)
+    consumer.start()
+    pool = ctx.pool()
+    ready.wait(10)
+    time.sleep(0.2)
+    start_at = time.time() + 0.3
+    assert system.latency_producer is not None
+    sent = pool.submit(system.latency_producer, system.latency_conf(), rate, s.latency_seconds,
+                             start_at).result()
+    produced_s = time.time() - start_at
+    consumer.join(max(0.0, deadline - time.time()) + 5)
+    with lock:
+        lat = sorted((seen[q] - t) * 1000 for q, t in sent if q in seen)
+    got = len(lat)
+    case = f"{rate:,} events/s offered"
+    extra = {"offered_rate": rate, "sent": len(sent), "received": got, "producer_seconds": round(produced_s, 2)}
+    if not got:
+        ctx.results.skip(SCENARIO, system.name, f"no event arrived at {rate} ev/s within the run")
+        return
+    for p in (50, 95, 99):
+        ctx.results.add(Measure(SCENARIO, f"{case}: p{p}", system.name, percentile(lat, p), "ms",
+                                higher_is_better=False, extra=extra))
+    ctx.results.add(Measure(SCENARIO, f"{case}: max", system.name, lat[-1], "ms", higher_is_better=False,
+                            extra=extra))
+    if got < len(sent):
+        ctx.results.note(SCENARIO, f"{system.name} at {rate:,} ev/s: only {got:,} of {len(sent):,} events "
+                                   f"arrived within {grace:.0f} s after the producer stopped (it cannot keep up); "
+                                   "percentiles are over those that arrived")
+    if rate == 1000 or len(ctx.settings.latency_rates) == 1:
+        step = max(1, len(lat) // 200)
+        ctx.results.series.append(Series(SCENARIO, f"{system.name} @ {rate:,} ev/s",
+                                         [100 * i / len(lat) for i in range(0, len(lat), step)],
+                                         lat[::step], "percentile", "latency (ms)"))

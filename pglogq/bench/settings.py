@@ -1,0 +1,71 @@
+"""How long and how big each scenario runs: the full run and the ``--quick`` smoke run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Settings:
+    quick: bool
+    point_seconds: float  # duration of one throughput point (one system, one case)
+    clients: tuple[int, ...]  # producer client counts
+    batch_sizes: tuple[int, ...]  # send_batch sizes
+    backlog: int  # events preloaded for the drain scenario
+    backlog_tick_every: int  # events between two ticks while preloading
+    page_size: int  # max_messages of the SQL-level drain
+    latency_seconds: float  # offered-load duration per rate
+    latency_rates: tuple[int, ...]
+    baseline_latency_rates: tuple[int, ...]
+    fanout_subscribers: tuple[int, ...]
+    fanout_events: int
+    held_seconds: float  # per phase (without / with the held snapshot)
+    held_rate: int  # offered load of the held-xmin scenario, events/s
+    held_rotation_seconds: int  # rotation_period during that scenario
+    held_bucket_seconds: float  # throughput-over-time resolution
+    large_batch_events: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+FULL = Settings(
+    quick=False,
+    point_seconds=5.0,
+    clients=(1, 4, 16),
+    batch_sizes=(100, 1000),
+    backlog=200_000,
+    backlog_tick_every=5_000,
+    page_size=10_000,
+    latency_seconds=15.0,
+    latency_rates=(100, 1_000, 10_000),
+    baseline_latency_rates=(100, 1_000, 10_000),
+    fanout_subscribers=(1, 3, 10),
+    fanout_events=100_000,
+    held_seconds=300.0,
+    held_rate=2_000,
+    held_rotation_seconds=30,
+    held_bucket_seconds=10.0,
+    large_batch_events=1_000_000,
+)
+
+QUICK = Settings(
+    quick=True,
+    point_seconds=0.5,
+    clients=(1, 4),
+    batch_sizes=(1000,),
+    backlog=5_000,
+    backlog_tick_every=1_000,
+    page_size=10_000,
+    latency_seconds=1.0,
+    latency_rates=(100, 1_000, 10_000),
+    baseline_latency_rates=(100,),
+    fanout_subscribers=(1, 3, 10),
+    fanout_events=3_000,
+    held_seconds=5.0,
+    held_rate=1_000,
+    held_rotation_seconds=2,
+    held_bucket_seconds=1.0,
+    large_batch_events=100_000,
+)
