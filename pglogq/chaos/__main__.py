@@ -1,0 +1,31 @@
+"""``python -m pglogq.chaos --seed N --duration SECONDS [--out report.json] [--keep]``.
+
+Exit status 0 when every subscriber has lost = 0 and unexpected = 0 (and the drain finished),
+1 otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from pglogq.chaos.harness import Harness, write_report
+
+
+@click.command()
+@click.option("--seed", type=int, default=1, show_default=True, help="Seeds the fault schedule.")
+@click.option("--duration", type=float, default=60.0, show_default=True, help="Seconds of faults.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
+@click.option("--keep", is_flag=True, help="Keep the server and history directory afterwards.")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+def main(seed: int, duration: float, out: Path | None, keep: bool, quiet: bool) -> None:
+    """Run the total-queue chaos check on a throw-away PostgreSQL."""
+    report = Harness(seed=seed, duration=duration, keep=keep, verbose=not quiet).run()
+    write_report(report, out)
+    sys.exit(0 if report["passed"] else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Faults the harness injects itself, on a schedule derived from the seed.
+
+Process faults (SIGKILL of consumers, producers, the ticker) and the server crash are run by
+:mod:`.harness`; this module holds the schedule and the database-side faults: forced rotation,
+a held REPEATABLE READ snapshot and prepared transactions that send events and are committed
+(or rolled back) seconds later, possibly across a server crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pglogq.chaos._proc import close_quietly, definite_failure
+from pglogq.chaos.history import Recorder
+
+# mean seconds between two faults of each kind
+MEAN_INTERVAL: dict[str, float] = {
+    "kill_consumer": 4.0,
+    "kill_producer": 6.0,
+    "kill_ticker": 10.0,
+    "server_crash": 20.0,
+    "forced_rotation": 3.0,
+    "held_rr_snapshot": 12.0,
+    "prepared_transaction": 7.0,
+    "proxy_partition": 15.0,
+}
+
+
+def schedule(seed: int, duration: float) -> list[tuple[float, str]]:
+    """(time, kind) of every fault, sorted.  Each kind happens at least once, in the first 60 %
+    of the run, so that even a short run exercises all of them."""
+    rng = random.Random(seed)
+    out: list[tuple[float, str]] = []
+    for kind, mean in MEAN_INTERVAL.items():
+        t = rng.uniform(2.0, max(3.0, duration * 0.6))
+        out.append((t, kind))
+        while True:
+            t += rng.expovariate(1.0 / mean)
+            if t >= duration:
+                break
+            out.append((t, kind))
+    return sorted(out)
+
+
+def rotate(dsn: str, queue: str) -> bool:
+    """Forced rotation: step 1 (force) and step 2, each in its own transaction."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pglogq.maint_rotate_step1(%s, true)", (queue,)).fetchone()
+        conn.execute("SELECT pglogq.maint_rotate_step2(%s)", (queue,))
+    return bool(row and row[0])
+
+
+@dataclass
+class HeldSnapshot:
+    """A REPEATABLE READ transaction holding its snapshot (and the xmin horizon) for a while."""
+
+    conn: psycopg.Connection[Any]
+    until: float
+
+
+@dataclass
+class Prepared:
+    gid: str
+    ids: list[str]
+    commit: bool
+    due: float
+
+
+@dataclass
+class Nemesis:
+    dsn: str
+    queue: str
+    rng: random.Random
+    twopc: Recorder
+    held: list[HeldSnapshot] = field(default_factory=list)
+    prepared: list[Prepared] = field(default_factory=list)
+    seq: int = 0
+
+    def hold_snapshot(self, now: float) -> None:
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        conn.execute("SELECT count(*) FROM pglogq.tick")
+        self.held.append(HeldSnapshot(conn, now + self.rng.uniform(3, 10)))
+
+    def prepare(self, now: float) -> None:
+        """BEGIN; send 1-3 events; PREPARE TRANSACTION; decided later (80 % commit)."""
+        self.seq += 1
+        gid = f"chaos-{self.seq}"
+        ids = [f"2pc:{self.seq}.{i}" for i in range(self.rng.randint(1, 3))]
+        commit = self.rng.random() < 0.8
+        self.twopc.write_many([("invoke", i) for i in ids])
+        try:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.execute("BEGIN")
+                for i in ids:
+                    conn.execute("SELECT pglogq.send(%s, %s)", (self.queue, Jsonb({"id": i, "poison": False})))
+                conn.execute(f"PREPARE TRANSACTION '{gid}'".encode())
+        except psycopg.Error:
+            # the harness never crashes the server while it prepares: the transaction is gone
+            self.twopc.write_many([("fail", i) for i in ids])
+            return
+        self.prepared.append(Prepared(gid, ids, commit, now + self.rng.uniform(2, 10)))
+
+    def settle(self, now: float, *, everything: bool = False) -> None:
+        """Release snapshots and finish prepared transactions whose time has come."""
+        for h in list(self.held):
+            if everything or now >= h.until:
+                with contextlib.suppress(psycopg.Error):
+                    h.conn.execute("COMMIT")
+                close_quietly(h.conn)
+                self.held.remove(h)
+        for p in list(self.prepared):
+            if everything or now >= p.due:
+                self._finish(p)
+
+    def _finish(self, p: Prepared) -> None:
+        verb = "COMMIT PREPARED" if p.commit else "ROLLBACK PREPARED"
+        try:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.execute(f"{verb} '{p.gid}'".encode())
+        except psycopg.Error as exc:
+            if not definite_failure(exc):
+                return  # server down: try again later (the prepared transaction survives)
+            raise
+        self.twopc.write_many([("ok" if p.commit else "fail", i) for i in p.ids])
+        self.prepared.remove(p)
+
+    def drop_connections(self) -> None:
+        """After a server crash: the held snapshots are gone (prepared transactions are not)."""
+        for h in self.held:
+            close_quietly(h.conn)
+        self.held.clear()
+
+
+def wait_until(pred: Any, timeout: float, step: float = 0.2) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return False
