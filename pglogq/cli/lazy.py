@@ -30,6 +30,22 @@ class LazyGroup(click.Group):
             return self._load(cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Like click's, but lazy commands show their registered text and are not imported."""
+        rows: list[tuple[str, str]] = []
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max((len(n) for n in names), default=0)
+        for name in names:
+            if name in self.lazy:
+                rows.append((name, self.lazy[name][1]))
+                continue
+            cmd = super().get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def _load(self, name: str) -> click.Command:
         target, short_help = self.lazy[name]
         module_name, _, attr = target.partition(":")
