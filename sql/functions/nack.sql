@@ -23,6 +23,8 @@ DECLARE
     cur_snap pg_snapshot;
     e pglogq.event;
     delay interval;
+    lo xid8;
+    hi xid8;
 BEGIN
     h := pglogq._holder(batch_id);
     SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = h.queue_id;
@@ -35,10 +37,17 @@ BEGIN
      WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_prev_tick;
     SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
      WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_cur_tick;
+    -- the batch's txid range, or just the message's txid when the caller gave it: plain bounds,
+    -- so that even a cached generic plan looks the event up in the (ev_txid, ev_id) index
+    lo := pg_snapshot_xmin(prev_snap);
+    hi := pg_snapshot_xmax(cur_snap);
+    IF msg_txid IS NOT NULL THEN
+        lo := greatest(lo, msg_txid);
+        hi := least(hi, msg_txid);
+    END IF;
     SELECT * INTO e FROM pglogq.event x
      WHERE x.ev_queue = q.queue_id AND x.ev_id = nack.msg_id
-       AND (nack.msg_txid IS NULL OR x.ev_txid = nack.msg_txid)
-       AND x.ev_txid >= pg_snapshot_xmin(prev_snap) AND x.ev_txid < pg_snapshot_xmax(cur_snap)
+       AND x.ev_txid >= lo AND x.ev_txid <= hi
        AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
        AND (x.ev_owner IS NULL OR x.ev_owner = owner)
        AND h.page_end_txid IS NOT NULL
