@@ -1,0 +1,125 @@
+"""Helpers for the ticker tests: run the real daemon as a subprocess, poll with deadlines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+
+from pglogq.ticker import queries as tq
+
+T = TypeVar("T")
+
+
+def wait_for(pred: Callable[[], T], what: str, timeout: float = 60.0, interval: float = 0.05) -> T:
+    """Poll ``pred`` until it returns something truthy (generous deadline, no timing claim)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+class Daemon:
+    """A ``python -m pglogq.ticker`` subprocess whose JSON log goes to a file."""
+
+    def __init__(self, log_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pglogq.ticker", "--log-format", "json", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            env={**os.environ, **(env or {})},
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+    def logged(self, event: str) -> bool:
+        return any(e.get("event") == event for e in self.events())
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(60)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+        self._log.close()
+
+
+def lock_holder_pids(dsn: str) -> list[int]:
+    """Operating-system pids of the ticker processes holding the database's ticker lock."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(tq.LOCK_HOLDER, (tq.LOCK_CLASSID, tq.LOCK_OBJID)).fetchall()
+    return [int(r[1].rsplit(":", 1)[1]) for r in rows if r[1] and ":" in r[1]]
+
+
+def ticker_backends(dsn: str, pid: int) -> int:
+    """How many connections the ticker process ``pid`` holds to the database."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name LIKE %s",
+            (f"pglogq-ticker % %:{pid}",),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ticks(dsn: str, queue: str) -> list[tuple[int, int]]:
+    """(tick_id, snapshot xmax) of a queue's stored ticks, in tick order."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT t.tick_id, pg_snapshot_xmax(t.tick_snapshot)::text::bigint FROM pglogq.tick t"
+            " JOIN pglogq.queue q USING (queue_id) WHERE q.queue_name = %s ORDER BY t.tick_id",
+            (queue,),
+        ).fetchall()
+    return [(int(a), int(b)) for a, b in rows]
+
+
+def drain(client: Any, queue: str, consumer: str) -> Iterator[Any]:
+    """Receive and acknowledge whatever is ready now."""
+    while True:
+        batch = client.receive(queue, consumer, max_messages=500)
+        if not batch:
+            return
+        yield from batch
+        batch.ack()
