@@ -128,9 +128,10 @@ def config(app: App, name: str, param: str | None, value: str | None) -> None:
     """Show every setting of queue NAME, show one (PARAM), or change one (PARAM VALUE).
 
     \b
-    Settings: paused, rotation_period, ticker_max_count, ticker_max_lag, ticker_idle_period,
-    batch_max_events, big_batch_events, max_retries, retry_delay, max_payload_bytes,
-    idempotency_window, dead_interval, max_consumer_lag.
+    Settings: paused, rotation_period, ticker_max_count, ticker_max_lag,
+    ticker_idle_period, batch_max_events, big_batch_events, max_retries,
+    retry_delay, max_payload_bytes, idempotency_window, dead_interval,
+    max_consumer_lag (see the configuration reference for each).
 
     JSON: {"queue": str, "config": {param: value}} (intervals in seconds); after a change
     {"queue": str, "param": str, "value": str}
