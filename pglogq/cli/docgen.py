@@ -53,7 +53,8 @@ def _walk(cmd: click.Command, path: list[str], parent: click.Context | None) -> 
     name = path[-1]
     settings = {**cmd.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
     ctx = click.Context(cmd, info_name=name, parent=parent, **settings)
-    out = [f"{'#' * (3 if len(path) <= 2 else 4)} `{' '.join(path)}`", "", "```text", cmd.get_help(ctx).rstrip(), "```", ""]
+    heading = f"{'#' * (3 if len(path) <= 2 else 4)} `{' '.join(path)}`"
+    out = [heading, "", "```text", cmd.get_help(ctx).rstrip(), "```", ""]
     if isinstance(cmd, click.Group):
         lazy = getattr(cmd, "lazy", {})
         for sub in cmd.list_commands(ctx):
