@@ -86,6 +86,7 @@ class Runner:
                     out[i] = (OK, None)
                 except Exception as exc:
                     out[i] = (ERROR, exc)
+                await asyncio.sleep(0)  # let stop() and signal handlers run between handlers
             return [o if o is not None else (ABANDONED, None) for o in out]
         sem = asyncio.Semaphore(self.concurrency)
 

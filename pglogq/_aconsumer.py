@@ -539,6 +539,12 @@ class AsyncConsumer:
 
     def _thunk(self, unit: Unit[AsyncDelivery], conn: AnyConn | None = None) -> _acompat.Thunk:
         async def call() -> None:
+            page = unit.items[0]._page
+            if time.monotonic() - page.last_beat >= self.heartbeat_interval:
+                # never start a message on a batch whose lease was not confirmed lately
+                await self._beat(page, force=True)
+            if page.lost:
+                raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
             started = datetime.now(timezone.utc)
             t0 = time.monotonic()
             for d in unit.items:
@@ -620,10 +626,11 @@ class AsyncConsumer:
     async def _beat(self, page: _Page, *, force: bool = False) -> None:
         now = time.monotonic()
         if force or now - page.last_beat >= self.heartbeat_interval:
-            page.last_beat = now
+            # the lease counts from when a heartbeat was sent, and only once it is confirmed
             if not await self.client.heartbeat(page.batch_id):
                 page.mark_lost("heartbeat refused")
                 return
+            page.last_beat = max(page.last_beat, now)
         for d in list(page.deliveries):
             if not d.running or page.lost:
                 continue

@@ -541,6 +541,12 @@ class Consumer:
 
     def _thunk(self, unit: Unit[Delivery], conn: AnyConn | None = None) -> _compat.Thunk:
         def call() -> None:
+            page = unit.items[0]._page
+            if time.monotonic() - page.last_beat >= self.heartbeat_interval:
+                # never start a message on a batch whose lease was not confirmed lately
+                self._beat(page, force=True)
+            if page.lost:
+                raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
             started = datetime.now(timezone.utc)
             t0 = time.monotonic()
             for d in unit.items:
@@ -622,10 +628,11 @@ class Consumer:
     def _beat(self, page: _Page, *, force: bool = False) -> None:
         now = time.monotonic()
         if force or now - page.last_beat >= self.heartbeat_interval:
-            page.last_beat = now
+            # the lease counts from when a heartbeat was sent, and only once it is confirmed
             if not self.client.heartbeat(page.batch_id):
                 page.mark_lost("heartbeat refused")
                 return
+            page.last_beat = max(page.last_beat, now)
         for d in list(page.deliveries):
             if not d.running or page.lost:
                 continue
