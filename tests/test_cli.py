@@ -224,9 +224,11 @@ def test_human_receive_output(dsn: str) -> None:
     ok(dsn, "queue", "create", "orders")
     ok(dsn, "consumer", "subscribe", "orders", "billing")
     ok(dsn, "send", "orders", '{"id": 7}', "--type", "order.created")
+    ok(dsn, "send", "orders", '"[bold]x[/bold]"', "--type", "[red]")
     pglogq.Client(dsn).tick("orders", force=True)
     out = ok(dsn, "receive", "orders", "billing").stdout
-    assert "order.created" in out and '{"id":7}' in out and "1 event(s) received and acknowledged" in out
+    assert "order.created" in out and '{"id":7}' in out and "2 event(s) received and acknowledged" in out
+    assert "[bold]x[/bold]" in out and "[red]" in out  # data is printed as is, never as markup
 
 
 def test_tail_follows_new_events_with_a_throwaway_subscription(dsn: str) -> None:

@@ -83,9 +83,10 @@ def demo(app: App, queue: str, events: int) -> None:
                   right=["received", "acked batches"])
         if t is not None:
             out.print(t)
-        out.print(f"stored rows: {stored} — one copy of each event, read by {len(CONSUMERS)} consumers "
-                  "with their own cursors")
-        out.print(f"done in {seconds:.2f}s.  Next: `pglogq status`, `pglogq tail {queue} --tick` "
-                  f"and `pglogq send {queue} '{{\"order\": 99}}'` in another terminal")
+        out.print(f"stored rows: {stored} (one copy of each event, read by {len(CONSUMERS)} consumers)")
+        out.print(f"done in {seconds:.2f}s.  Next, try:")
+        out.print("  pglogq status")
+        out.print(f"  pglogq tail {queue} --tick        (and in another terminal:)")
+        out.print(f"  pglogq send {queue} '{{\"order\": 99}}'")
     if not ok:
         raise CliError("the demo did not deliver every event exactly once to each consumer", Exit.OTHER)

@@ -19,6 +19,7 @@ import click
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def jsonable(value: Any) -> Any:
@@ -73,7 +74,7 @@ def table(
     for c in columns:
         t.add_column(c, justify="right" if c in align else "left", overflow="fold")
     for r in data:
-        t.add_row(*r)
+        t.add_row(*[Text(c) for c in r])  # cells are data, never rich markup
     return t
 
 
