@@ -113,8 +113,11 @@ def redelivery_delay(dsn: str, events: int = 300, rate: float = 30.0) -> dict[st
     }
 
 
-def consume(client: pglogq.Client, queue: str, consumer: str, nack_every: int, expected: int) -> tuple[float, int, int]:
-    """Consume until ``expected`` first deliveries (and all their retries) are acknowledged."""
+def consume(
+    client: pglogq.Client, queue: str, consumer: str, nack_every: int, expected: int, *, one_tx: bool = False
+) -> tuple[float, int, int]:
+    """Consume until ``expected`` first deliveries (and all their retries) are acknowledged.
+    ``one_tx``: the page's nacks and its ack run in one transaction (one commit per page)."""
     firsts = retries_pending = handled = nacks = 0
     start = time.monotonic()
     while firsts < expected or retries_pending:
@@ -122,24 +125,33 @@ def consume(client: pglogq.Client, queue: str, consumer: str, nack_every: int, e
         if not batch:
             time.sleep(0.001)
             continue
+        failed = []
         for m in batch:
             handled += 1
             if m.retry_count == 0:
                 firsts += 1
                 if nack_every and m.msg_id % nack_every == 0:
-                    batch.nack(m, retry_after=timedelta(0))
-                    nacks += 1
-                    retries_pending += 1
+                    failed.append(m)
             else:
                 retries_pending -= 1
-        batch.ack()
+        nacks += len(failed)
+        retries_pending += len(failed)
+        if one_tx:
+            with client.connection() as conn, conn.transaction():
+                for m in failed:
+                    batch.nack(m, retry_after=timedelta(0), conn=conn)
+                batch.ack(conn=conn)
+        else:
+            for m in failed:
+                batch.nack(m, retry_after=timedelta(0))
+            batch.ack()
     return time.monotonic() - start, handled, nacks
 
 
 def nack_throughput(dsn: str, backlog: int) -> dict[str, float]:
     client = pglogq.Client(dsn)
     client.create_queue("through")
-    for c in ("all_ok", "nack10"):
+    for c in ("all_ok", "nack10", "nack10_tx"):
         client.subscribe("through", c)
     for i in range(0, backlog, 1000):
         client.send_batch("through", [{"n": n, "pad": "x" * 100} for n in range(i, min(backlog, i + 1000))])
@@ -148,6 +160,7 @@ def nack_throughput(dsn: str, backlog: int) -> dict[str, float]:
     loop.start()
     t_ok, handled_ok, _ = consume(client, "through", "all_ok", 0, backlog)
     t_nack, handled_nack, nacks = consume(client, "through", "nack10", 10, backlog)
+    t_tx, handled_tx, _ = consume(client, "through", "nack10_tx", 10, backlog, one_tx=True)
     loop.stop.set()
     loop.join()
     client.close()
@@ -156,6 +169,8 @@ def nack_throughput(dsn: str, backlog: int) -> dict[str, float]:
         "baseline_events_per_s": handled_ok / t_ok,
         "nack10_events_per_s": handled_nack / t_nack,
         "nack10_originals_per_s": backlog / t_nack,
+        "nack10_tx_events_per_s": handled_tx / t_tx,
+        "nack10_tx_originals_per_s": backlog / t_tx,
         "nacks": nacks,
         "nack10_deliveries": handled_nack,
     }
@@ -195,6 +210,8 @@ def sustained(dsn: str, seconds: float) -> dict[str, Any]:
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     handled = nacks = dead = 0
+    seen: set[tuple[int, int]] = set()
+    duplicates: list[tuple[int, int]] = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         batch = client.receive("mixed", "c", max_messages=500)
@@ -203,6 +220,10 @@ def sustained(dsn: str, seconds: float) -> dict[str, Any]:
             continue
         for m in batch:
             handled += 1
+            key = (m.msg_id, m.retry_count)
+            if key in seen:
+                duplicates.append(key)
+            seen.add(key)
             if m.msg_id % 1000 == 0 or (m.retry_count == 0 and m.msg_id % 10 == 0):
                 nacks += 1
                 dead += batch.nack(m, retry_after=timedelta(milliseconds=200)) == "dead"
@@ -212,21 +233,26 @@ def sustained(dsn: str, seconds: float) -> dict[str, Any]:
     loop.stop.set()
     loop.join()
     client.maintain()
-    time.sleep(1.5)  # let the statistics collector catch up
+    client.close()  # backends flush their table statistics when they end
+    time.sleep(1.5)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_stat_clear_snapshot()")
         rows = conn.execute(
             "SELECT relname, n_live_tup, n_dead_tup, pg_total_relation_size(relid),"
             " autovacuum_count, n_tup_ins, n_tup_del"
             " FROM pg_stat_user_tables WHERE schemaname = 'pglogq' AND relname = ANY(%s) ORDER BY relname",
             (list(SIDE_TABLES),),
         ).fetchall()
-    client.close()
+        exact = {}
+        for r in rows:  # the statistics' n_live_tup is an estimate: count
+            n = conn.execute(f"SELECT count(*) FROM pglogq.{r[0]}").fetchone()
+            exact[r[0]] = n[0] if n else 0
+        rows = [(r[0], exact[r[0]], *r[2:]) for r in rows]
     return {
         "seconds": seconds,
         "consumer_deliveries_per_s": handled / seconds,
         "nacks": nacks,
         "dead_lettered": dead,
+        "duplicates": duplicates,
         **counts,
         "tables": [
             {
@@ -271,11 +297,16 @@ def main(argv: list[str] | None = None) -> int:
             f"   nack 10 %:        {t['nack10_events_per_s']:,.0f} deliveries/s"
             f" ({t['nack10_originals_per_s']:,.0f} original events/s; {t['nacks']} nacks)"
         )
+        print(
+            f"   nack 10 %, nacks + ack in one transaction: {t['nack10_tx_events_per_s']:,.0f} deliveries/s"
+            f" ({t['nack10_tx_originals_per_s']:,.0f} original events/s)"
+        )
         s = sustained(dsn, args.seconds)
         print(
             f"3. sustained mixed run, {s['seconds']:.0f} s: {s['consumer_deliveries_per_s']:,.0f} deliveries/s,"
             f" {s['sent']} sent (+{s['duplicate_sends']} duplicate idempotent sends), {s['delayed']} delayed,"
-            f" {s['cancelled']} cancelled, {s['nacks']} nacks, {s['dead_lettered']} dead-lettered"
+            f" {s['cancelled']} cancelled, {s['nacks']} nacks, {s['dead_lettered']} dead-lettered;"
+            f" duplicate deliveries: {s['duplicates'] or 'none'}"
         )
         print(
             f"   {'table':<16} {'live':>8} {'dead tup':>9} {'size':>10} {'autovac':>8} {'inserted':>9} {'deleted':>9}"
