@@ -73,6 +73,26 @@ def record_sql(m: Migration) -> str:
     )
 
 
+# Functions and views are re-created from the files on every install: dropping them first means
+# a changed return type, a renamed parameter or a removed overload never blocks or lingers.
+DROP_CODE_SQL = """
+DO $drop$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT c.oid::regclass AS name FROM pg_class c
+              WHERE c.relnamespace = 'pglogq'::regnamespace AND c.relkind IN ('v', 'm') LOOP
+        EXECUTE format('DROP VIEW IF EXISTS %s CASCADE', r.name);
+    END LOOP;
+    FOR r IN SELECT p.oid::regprocedure AS sig FROM pg_proc p
+              WHERE p.pronamespace = 'pglogq'::regnamespace LOOP
+        EXECUTE format('DROP FUNCTION IF EXISTS %s CASCADE', r.sig);
+    END LOOP;
+END
+$drop$;
+"""
+
+
 def plan(applied: set[int]) -> list[tuple[str, str]]:
     """The statements that bring a database with ``applied`` migrations to the latest schema."""
     steps: list[tuple[str, str]] = []
@@ -80,6 +100,7 @@ def plan(applied: set[int]) -> list[tuple[str, str]]:
         if m.version not in applied:
             steps.append((f"migration {m.version:04d}_{m.name}", m.sql))
             steps.append((f"record {m.version}", record_sql(m)))
+    steps.append(("drop functions and views", DROP_CODE_SQL))
     for name, sql in functions():
         steps.append((f"function {name}", sql))
     views = views_sql()

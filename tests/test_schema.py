@@ -14,7 +14,7 @@ from pglogq import schema
 def test_install_is_idempotent(dsn: str) -> None:
     client = pglogq.Client(dsn)
     assert client.install_schema() == []  # the template had it
-    assert client.schema_versions() == [schema.latest_version()]
+    assert client.schema_versions() == [m.version for m in schema.migrations()]
     client.close()
 
 
@@ -58,3 +58,20 @@ def test_every_function_file_has_a_header_and_one_function() -> None:
     for name, sql in schema.functions():
         assert sql.startswith("-- pglogq."), name
         assert sql.count("CREATE OR REPLACE FUNCTION") == 1, name
+
+
+def test_upgrade_replaces_changed_and_stale_functions(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION pglogq.consumer_info(text, text)")
+        conn.execute(
+            "CREATE FUNCTION pglogq.consumer_info(for_queue text, for_consumer text) RETURNS integer"
+            " LANGUAGE sql AS 'SELECT 1'"
+        )
+        conn.execute("CREATE FUNCTION pglogq.stale_leftover(x integer) RETURNS integer LANGUAGE sql AS 'SELECT x'")
+    client = pglogq.Client(dsn)
+    assert client.install_schema() == []
+    assert client.consumer_info() == []
+    client.close()
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT to_regprocedure('pglogq.stale_leftover(integer)')").fetchone()
+        assert row is not None and row[0] is None
