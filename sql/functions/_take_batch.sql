@@ -7,7 +7,8 @@
 -- A cooperating worker first takes over the open batch of a worker silent for longer than the
 -- queue's dead_interval; otherwise the consumer's cursor moves past the new batch at once, and
 -- the open batch holds its place for rotation until it is acknowledged.  Ticks are merged into
--- one batch up to about batch_max_events events.
+-- one batch up to about batch_max_events events, but never across a tick that a producer
+-- transaction of the queue was open across (see docs/how-to/priority.md).
 CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription)
 RETURNS pglogq.subscription LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -16,6 +17,8 @@ DECLARE
     d pglogq.subscription;
     prev pglogq.tick;
     cur_id bigint;
+    first_id bigint;
+    cut_id bigint;
     cur_seq bigint;
 BEGIN
     IF h.parent_id IS NOT NULL THEN
@@ -62,10 +65,23 @@ BEGIN
     IF cur_id IS NULL THEN
         RETURN h;
     END IF;
+    first_id := cur_id;
     -- merge further ticks while the batch stays under batch_max_events (estimated from ids)
     SELECT max(t.tick_id) INTO cur_id FROM pglogq.tick t
      WHERE t.queue_id = q.queue_id AND t.tick_id >= cur_id
        AND (t.tick_id = cur_id OR t.tick_event_seq <= prev.tick_event_seq + q.batch_max_events);
+    -- ...but end the batch at a tick that a producer transaction of this queue was open across:
+    -- its events commit after that tick with a lower txid than events before it, and the
+    -- (priority, txid) order inside one batch would put them first.  Cutting there keeps
+    -- commit order at tick granularity within a priority.
+    IF cur_id > first_id THEN
+        SELECT min(t.tick_id) INTO cut_id FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_id >= first_id AND t.tick_id < cur_id
+           AND EXISTS (SELECT 1 FROM pglogq.event e
+                        WHERE e.ev_queue = q.queue_id
+                          AND e.ev_txid = ANY (ARRAY(SELECT pg_snapshot_xip(t.tick_snapshot))));
+        cur_id := coalesce(cut_id, cur_id);
+    END IF;
     SELECT t.tick_event_seq INTO cur_seq FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = cur_id;
     IF h.parent_id IS NOT NULL THEN
         UPDATE pglogq.subscription s SET last_tick = cur_id, last_seen = clock_timestamp()
