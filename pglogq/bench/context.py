@@ -69,6 +69,18 @@ def _warm(_: int) -> int:
     return os.getpid()
 
 
+APP_DDL = b"""
+CREATE TABLE bench_app_order (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    customer int NOT NULL,
+    amount numeric NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+"""An application's own table: written in the same transaction as a send, read by the
+session that holds a snapshot in the held-xmin scenario."""
+
+
 @contextmanager
 def bench_database(admin_dsn: str) -> Iterator[str]:
     """A fresh database on the server with the pglogq schema installed; dropped afterwards."""
@@ -80,6 +92,8 @@ def bench_database(admin_dsn: str) -> Iterator[str]:
     try:
         with pglogq.Client(dsn) as client:
             client.install_schema()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(APP_DDL)
         yield dsn
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as conn:

@@ -8,14 +8,6 @@ from pglogq.bench.results import Measure
 from pglogq.bench.systems import RawPostgres, System
 
 SCENARIO = "produce"
-APP_DDL = """
-CREATE TABLE IF NOT EXISTS bench_app_order (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    customer int NOT NULL,
-    amount numeric NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
-)
-"""
 
 
 def display(system: System, mode: str) -> tuple[str, bool]:
@@ -27,7 +19,6 @@ def display(system: System, mode: str) -> tuple[str, bool]:
 
 def run(ctx: BenchContext, systems: list[System]) -> None:
     s = ctx.settings
-    ctx.sql(APP_DDL)
     points: list[tuple[str, str, int, int]] = []  # case, mode, batch, clients
     for n in s.clients:
         points.append((f"1 event/txn, {n} client{'s' if n > 1 else ''}", "single", 1, n))

@@ -10,11 +10,20 @@
 -- The scan is bounded to [xmax(prev), xmax(cur)) plus the xids that were running at prev, and
 -- reads every child table of the queue, so a producer that wrote into an older child (an old
 -- REPEATABLE READ snapshot across a rotation) is still found.
+-- Plan of the big (streamed) path: the children are often not analysed yet (new, or just
+-- truncated by rotation), so the planner guesses a few rows and picks bitmap scan + sort, which
+-- reads the whole rest of the batch for every page (quadratic in the batch size).  enable_sort
+-- is off inside this function (and only here), which leaves the ordered (ev_txid, ev_id) index
+-- scans: each page reads only its own rows.  The other path must sort whatever the setting
+-- (no index has its order), so its plan does not change; jit is off because the sort penalty
+-- would otherwise push that plan's cost past jit_above_cost (JIT costs far more than the query).
 CREATE OR REPLACE FUNCTION pglogq._batch_page(
     queue_id integer, owner integer, prev_snap pg_snapshot, cur_snap pg_snapshot, big boolean,
     after_prio integer, after_txid xid8, after_id bigint, lim integer)
 RETURNS SETOF pglogq.message LANGUAGE plpgsql STABLE
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET enable_sort = off
+SET jit = off AS $$
 DECLARE
     lo xid8 := pg_snapshot_xmax(prev_snap);
     hi xid8 := pg_snapshot_xmax(cur_snap);

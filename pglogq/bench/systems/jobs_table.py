@@ -59,7 +59,7 @@ $$;
 """
 INSERT_ONE = "INSERT INTO bench_jobs (job_type, data) VALUES ('bench', %s)"
 INSERT_MANY = "INSERT INTO bench_jobs (job_type, data) SELECT 'bench', unnest(%s::jsonb[])"
-CLAIM = "SELECT id, data FROM bench_claim_jobs(%s, ARRAY['bench'], %s)"
+CLAIM = "SELECT id, data FROM bench_claim_jobs(%s, ARRAY[%s], %s)"
 COMPLETE = "UPDATE bench_jobs SET status = 'completed', completed_at = now() WHERE id = ANY (%s)"
 CLAIM_BATCH = 100
 
@@ -93,14 +93,14 @@ def insert_paced(conf: dict[str, Any], rate: int, seconds: float, start_at: floa
 
 def claim_loop(dsn: str, worker: str, start_at: float, stop_when_empty: bool = True,
                stop: threading.Event | None = None, record: Record | None = None,
-               poll: float = 0.01) -> tuple[int, float, float]:
+               poll: float = 0.01, job_type: str = "bench") -> tuple[int, float, float]:
     """Claim a batch (one transaction), handle it, complete it (another transaction)."""
     n = 0
     with psycopg.connect(dsn, autocommit=True) as conn:
         wait_until(start_at)
         start = time.time()
         while True:
-            rows = conn.execute(CLAIM, (worker, CLAIM_BATCH)).fetchall()
+            rows = conn.execute(CLAIM, (worker, job_type, CLAIM_BATCH)).fetchall()
             if not rows:
                 if stop_when_empty or (stop is not None and stop.is_set()):
                     break

@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS bench_read (
 INSERT_ONE = "INSERT INTO bench_raw (payload) VALUES (%s)"
 INSERT_MANY = "INSERT INTO bench_raw (payload) SELECT unnest(%s::jsonb[])"
 APP_INSERT = "INSERT INTO bench_app_order (customer, amount) VALUES (%s, %s)"
-READ_PAGE = "SELECT id, payload FROM bench_read WHERE id > %s AND id <= %s ORDER BY id LIMIT %s"
+READ_PAGE = "SELECT id, payload FROM {table} WHERE id > %s AND id <= %s ORDER BY id LIMIT %s"
 
 
 def produce(conf: dict[str, Any], mode: str, batch: int, idx: int, start_at: float, stop_at: float) -> int:
@@ -59,14 +59,15 @@ def produce(conf: dict[str, Any], mode: str, batch: int, idx: int, start_at: flo
     return n
 
 
-def read_range(dsn: str, lo: int, hi: int, page: int, start_at: float) -> tuple[int, float, float]:
+def read_range(dsn: str, lo: int, hi: int, page: int, start_at: float, table: str = "bench_read",
+               ) -> tuple[int, float, float]:
     n = 0
     with psycopg.connect(dsn, autocommit=True) as conn:
         wait_until(start_at)
         start = time.time()
         last = lo
         while True:
-            rows = conn.execute(READ_PAGE, (last, hi, page)).fetchall()
+            rows = conn.execute(READ_PAGE.format(table=table).encode(), (last, hi, page)).fetchall()
             if not rows:
                 break
             n += len(rows)

@@ -1,0 +1,48 @@
+"""Child process of the large-batch scenario: drain one consumer and report the process's own
+peak memory (``ru_maxrss``) as JSON on stdout.
+
+``python -m pglogq.bench.large_batch_child DSN QUEUE CONSUMER MODE PAGE``; MODE is ``consumer``
+(pglogq.Consumer with a no-op handler) or ``client`` (Client.receive / ack loop)."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+
+import pglogq
+from pglogq.bench.consumer_adapter import run_consumer
+
+
+def rss_kb() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def main(argv: list[str]) -> int:
+    dsn, queue, consumer, mode, page = argv[0], argv[1], argv[2], argv[3], int(argv[4])
+    with pglogq.Client(dsn) as client:
+        client.queue_info(queue)  # connect before measuring
+        start_rss = rss_kb()
+        if mode == "consumer":
+            got = run_consumer(dsn, queue, consumer, max_messages=page)
+            if isinstance(got, str):
+                print(json.dumps({"skip": got}))
+                return 0
+            count, seconds = got
+        else:
+            count = 0
+            t0 = time.time()
+            while True:
+                batch = client.receive(queue, consumer, max_messages=page)
+                if not batch:
+                    break
+                count += len(batch)
+                batch.ack()
+            seconds = time.time() - t0
+    print(json.dumps({"count": count, "seconds": seconds, "rss_start_kb": start_rss, "rss_peak_kb": rss_kb()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
