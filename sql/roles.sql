@@ -34,7 +34,7 @@ DECLARE
         "queue_info": ["pglogq_writer", "pglogq_reader"],
         "receive": ["pglogq_reader"], "ack": ["pglogq_reader"], "nack": ["pglogq_reader"],
         "heartbeat": ["pglogq_reader"], "report_progress": ["pglogq_reader"],
-        "consumer_info": ["pglogq_reader"], "schema_version": ["pglogq_writer", "pglogq_reader"]
+        "consumer_info": ["pglogq_reader"]
     }';
     who text;
 BEGIN
@@ -49,6 +49,8 @@ BEGIN
     END LOOP;
 END $$;
 GRANT SELECT ON ALL TABLES IN SCHEMA pglogq TO pglogq_admin;
+-- every client checks the schema version (Client.schema_versions)
+GRANT SELECT ON pglogq.schema_version TO pglogq_writer, pglogq_reader;
 -- consumers may watch their own work in flight (views.sql)
 DO $$
 BEGIN
