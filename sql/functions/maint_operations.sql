@@ -8,8 +8,8 @@ CREATE OR REPLACE FUNCTION pglogq.maint_operations()
 RETURNS TABLE (op text, queue_name text) LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT 'pump', NULL::text
-     WHERE EXISTS (SELECT 1 FROM pglogq.retry r WHERE r.due_at <= clock_timestamp())
-        OR EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.deliver_at <= clock_timestamp())
+     WHERE EXISTS (SELECT 1 FROM pglogq.retry r WHERE r.due_at <= (SELECT clock_timestamp()))
+        OR EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.deliver_at <= (SELECT clock_timestamp()))
     UNION ALL
     SELECT 'retention', q.queue_name FROM pglogq.queue q WHERE q.max_consumer_lag > interval '0'
     UNION ALL
