@@ -29,6 +29,8 @@ class Spec:
     consumer: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     handlers: list[tuple[str, tuple[str | None, ...], Callable[..., Any]]] = field(default_factory=list)
+    post_build: Callable[[Any], None] | None = None
+    """Called with the consumer once it is built (tests that need to reach inside)."""
 
     def handler(self, *types: str | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -58,6 +60,8 @@ def build_thread(spec: Spec) -> pglogq.Consumer:
     c = pglogq.Consumer(spec.dsn, spec.queue, spec.consumer, **spec.kwargs)
     for kind, types, fn in spec.handlers:
         getattr(c, kind)(*types)(fn)
+    if spec.post_build is not None:
+        spec.post_build(c)
     return c
 
 
@@ -65,6 +69,8 @@ def build_async(spec: Spec) -> pglogq.AsyncConsumer:
     c = pglogq.AsyncConsumer(spec.dsn, spec.queue, spec.consumer, **spec.kwargs)
     for kind, types, fn in spec.handlers:
         getattr(c, kind)(*types)(_wrap_async(fn))
+    if spec.post_build is not None:
+        spec.post_build(c)
     return c
 
 

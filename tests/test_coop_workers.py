@@ -215,3 +215,35 @@ def test_dropped_listener_connection_still_drains_by_polling(
     w.signal(signal.SIGTERM)
     assert w.wait() == 0
     assert "listener connection of pglogq.q broke" in w.log, w.log
+
+
+def test_takeover_in_sql(client: pglogq.Client, dsn: str) -> None:
+    """A silent worker's batch goes to the next worker that asks; the silent one can no longer
+    heartbeat, report progress, nack or ack it, and its progress rows are gone."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    client.set_queue_config("q", "dead_interval", "1 second")
+    ids = client.send_batch("q", [{"n": i} for i in range(4)])
+    client.tick("q", force=True)
+    a = client.receive("q", "c", worker="A", max_messages=2)
+    assert a.id is not None and [m.msg_id for m in a] == ids[:2]
+    a.ack()  # first page done: the takeover resumes after it
+    a = client.receive("q", "c", worker="A", max_messages=2)
+    assert client.report_progress(a.id, ids[2], percent=50) is True
+    # B asks while A is still alive: nothing for B
+    assert len(client.receive("q", "c", worker="B")) == 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '2 seconds'"
+                      " WHERE worker_name = 'A'")
+    b = client.receive("q", "c", worker="B", max_messages=10)
+    assert [m.msg_id for m in b] == ids[2:] and b.id != a.id
+    assert client.in_flight() == []
+    assert client.heartbeat(a.id) is False
+    assert client.report_progress(a.id, ids[2], percent=60) is False
+    with pytest.raises(pglogq.StaleBatch):
+        client.nack(a.messages[0])
+    with pytest.raises(pglogq.StaleBatch):
+        a.ack()
+    assert b.ack() is True
+    assert len(client.receive("q", "c", worker="A")) == 0
+    assert len(client.receive("q", "c", worker="B")) == 0
