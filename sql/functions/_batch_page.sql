@@ -30,6 +30,7 @@ DECLARE
     xip_arr xid8[] := ARRAY(SELECT x FROM pg_snapshot_xip(prev_snap) x
                              WHERE pg_visible_in_snapshot(x, cur_snap));
     any_cancel boolean := EXISTS (SELECT 1 FROM pglogq.cancelled c WHERE c.queue_id = _batch_page.queue_id);
+    got bigint := 0;
 BEGIN
     IF big THEN
         RETURN QUERY
@@ -48,6 +49,30 @@ BEGIN
          LIMIT lim;
         RETURN;
     END IF;
+    IF after_txid IS NOT NULL THEN
+        -- the rest of the acknowledged event's priority level, in index order (reads only the
+        -- rows it returns, where re-sorting the whole batch for every page made small pages
+        -- quadratic); then, if the page is not full, the lower levels as below
+        RETURN QUERY
+        SELECT NULL::bigint, e.ev_id, e.ev_type, e.ev_payload, e.ev_headers, e.ev_retry, e.ev_time,
+               e.ev_priority, e.ev_txid
+          FROM pglogq.event e
+         WHERE e.ev_queue = _batch_page.queue_id
+           AND e.ev_txid >= pg_snapshot_xmin(prev_snap) AND e.ev_txid < hi
+           AND (e.ev_txid, e.ev_id) > (after_txid, after_id)
+           AND e.ev_priority = after_prio
+           AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
+           AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
+           AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+           AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
+                                              WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
+         ORDER BY e.ev_txid, e.ev_id
+         LIMIT lim;
+        GET DIAGNOSTICS got = ROW_COUNT;
+        IF got >= lim THEN
+            RETURN;
+        END IF;
+    END IF;
     RETURN QUERY
     SELECT NULL::bigint, e.ev_id, e.ev_type, e.ev_payload, e.ev_headers, e.ev_retry, e.ev_time,
            e.ev_priority, e.ev_txid
@@ -56,11 +81,10 @@ BEGIN
        AND ((e.ev_txid >= lo AND e.ev_txid < hi) OR e.ev_txid = ANY (xip_arr))
        AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
        AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
-       AND (after_txid IS NULL
-            OR (-e.ev_priority::integer, e.ev_txid, e.ev_id) > (-after_prio, after_txid, after_id))
+       AND (after_txid IS NULL OR e.ev_priority < after_prio)
        AND (e.ev_owner IS NULL OR e.ev_owner = owner)
        AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
                                           WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
      ORDER BY e.ev_priority DESC, e.ev_txid, e.ev_id
-     LIMIT lim;
+     LIMIT lim - got;
 END $$;
