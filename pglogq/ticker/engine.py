@@ -275,6 +275,7 @@ class Engine:
     async def _session(self, conn: AConn) -> None:
         s = self.settings
         await self._timeouts(conn, s.tick_statement_timeout, s.tick_statement_timeout)
+        await conn.execute(q.SYNCHRONOUS_COMMIT, (s.tick_synchronous_commit,))
         await self._schema_ready(conn)
         holder = None
         while not self._stopping:
@@ -309,6 +310,7 @@ class Engine:
         while not self._stopping:
             if self._refused is not None:
                 raise self._refused
+            started = time.monotonic()
             try:
                 cur = await conn.execute(q.TICKER)
                 row = await cur.fetchone()
@@ -334,7 +336,8 @@ class Engine:
                 last_busy = now
             elif now - last_busy >= s.linger:
                 interval = min(interval * 2, s.idle_interval)
-            await self._sleep(interval)
+            # the interval runs from the start of this poll: a slow tick does not add to it
+            await self._sleep(max(0.0, interval - (now - started)))
 
     # -- maintenance ----------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ SCHEMA_READY: LiteralString = (
 SESSION_TIMEOUTS: LiteralString = (
     "SELECT set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false)"
 )
+SYNCHRONOUS_COMMIT: LiteralString = "SELECT set_config('synchronous_commit', %s, false)"
 TICKER: LiteralString = "SELECT pglogq.ticker()"
 TICKER_CHECK: LiteralString = (
     "SELECT system_id::text, previous_system_id::text, current_txid::text, max_txid_seen::text, status"

@@ -62,6 +62,11 @@ class Settings:
     tick_statement_timeout: float = 10.0
     maint_statement_timeout: float = 30.0
     maint_lock_timeout: float = 1.0
+    tick_synchronous_commit: str = "off"
+    """``synchronous_commit`` of the ticking connection.  ``off`` saves a WAL flush per tick and is
+    safe: WAL is replayed in order, so any transaction that depends on a tick durably (a
+    consumer's receive or ack, which commit normally) flushes the tick's commit with its own; a
+    tick lost in a crash before that is simply written again with a newer snapshot."""
     log_level: str = "INFO"
     log_format: str = "kv"
     """``kv`` (key=value lines) or ``json`` (one JSON object per line)."""
@@ -78,6 +83,8 @@ class Settings:
             raise ValueError("backoff: need 0 < backoff_min <= backoff_max")
         if self.log_format not in ("kv", "json"):
             raise ValueError(f"log format must be kv or json, not {self.log_format!r}")
+        if self.tick_synchronous_commit not in ("on", "off", "local", "remote_write", "remote_apply"):
+            raise ValueError(f"not a synchronous_commit value: {self.tick_synchronous_commit!r}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ValueError(f"metrics port out of range: {self.metrics_port}")
 
