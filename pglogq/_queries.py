@@ -40,7 +40,7 @@ SEEK: LiteralString = "SELECT * FROM pglogq.seek(%s, %s, %s, %s, %s)"
 CONSUMER_INFO: LiteralString = "SELECT * FROM pglogq.consumer_info(%s, %s)"
 HEARTBEAT: LiteralString = "SELECT pglogq.heartbeat(%s)"
 REPORT_PROGRESS: LiteralString = (
-    "SELECT pglogq.report_progress(%s, %s, %s, %s, %s, %s, %s)"
+    "SELECT pglogq.report_progress(%s, %s, %s::numeric, %s::text, %s::jsonb, %s::text, %s::timestamptz)"
 )
 IN_FLIGHT: LiteralString = (
     "SELECT queue_name, consumer_name, worker, batch_id, msg_id, started_at, last_heartbeat,"
