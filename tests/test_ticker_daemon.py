@@ -81,7 +81,7 @@ def test_ticks_appear_and_consumers_get_events(dsn: str, daemons: Callable[..., 
         assert d.logged("active")
         assert d.terminate() == 0
         assert d.logged("stopped")
-        assert lock_holder_pids(dsn) == []
+        wait_for(lambda: lock_holder_pids(dsn) == [], "the ticker lock to be released")
     finally:
         client.close()
 
@@ -101,7 +101,7 @@ def test_once_exits_zero_after_one_pass(dsn: str) -> None:
             row = conn.execute("SELECT system_id IS NOT NULL, max_txid_seen IS NOT NULL, last_run_at IS NOT NULL"
                                " FROM pglogq.ticker_state").fetchone()
         assert row == (True, True, True)
-        assert lock_holder_pids(dsn) == []
+        wait_for(lambda: lock_holder_pids(dsn) == [], "the ticker lock to be released")
     finally:
         client.close()
 
@@ -278,7 +278,7 @@ def test_sighup_reloads_and_sigterm_stops(dsn: str, daemons: Callable[..., Daemo
     wait_for(lambda: sum(1 for e in d.events() if e.get("event") == "active") >= 2, "active again after reload")
     assert d.proc.poll() is None
     assert d.terminate() == 0
-    assert lock_holder_pids(dsn) == []
+    wait_for(lambda: lock_holder_pids(dsn) == [], "the ticker lock to be released")
 
 
 def test_refuses_a_database_restored_into_a_cluster_behind(own_server: tuple[str, Path], tmp_path: Path) -> None:

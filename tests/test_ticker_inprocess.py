@@ -19,6 +19,7 @@ from ticker_support import drain, lock_holder_pids, wait_for
 import pglogq
 from pglogq.errors import RestoreDetected, translate
 from pglogq.ticker import State, ticker_stalled
+from pglogq.ticker import queries as tq
 from pglogq.ticker.settings import load_settings, parse_duration, read_env_file
 
 
@@ -42,7 +43,7 @@ def test_start_ticker_delivers_and_stop_releases_the_lock(dsn: str, client: pglo
     finally:
         handle.stop()
     assert not handle.running and handle.state == State.STOPPED
-    assert lock_holder_pids(dsn) == []
+    wait_for(lambda: lock_holder_pids(dsn) == [], "the ticker lock to be released")
 
 
 def test_start_ticker_takes_a_client_and_is_a_context_manager(client: pglogq.Client, queue: str) -> None:
@@ -94,7 +95,7 @@ def test_async_ticker(dsn: str) -> None:
             return got
 
     assert len(asyncio.run(main())) == 3
-    assert lock_holder_pids(dsn) == []
+    wait_for(lambda: lock_holder_pids(dsn) == [], "the ticker lock to be released")
 
 
 def test_start_async_ticker_needs_a_running_loop(dsn: str) -> None:
@@ -239,3 +240,35 @@ def test_ticker_check_accepts_a_new_cluster_whose_txids_are_ahead(conn: psycopg.
     with pytest.raises(psycopg.Error) as info:
         conn.execute("SELECT pglogq.ticker_check(NULL)")
     assert info.value.sqlstate == "PQ019"
+
+
+# -- the pg_cron alternative (its procedures; pg_cron itself is not needed to run them) -------
+
+
+def test_pg_cron_procedures_tick_and_maintain(dsn: str, client: pglogq.Client, queue: str) -> None:
+    sql = (Path(__file__).resolve().parent.parent / "ticker" / "pg_cron.sql").read_text()
+    procedures = sql.split("SELECT cron.schedule", 1)[0]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(procedures.encode())
+        client.set_queue_config(queue, "rotation_period", "1 millisecond")
+        sent = client.send(queue, {"via": "pg_cron"})
+        conn.execute("CALL pglogq_cron.tick_loop('300 milliseconds')")
+        assert [m.msg_id for m in drain(client, queue, "c")] == [sent]
+        conn.execute("CALL pglogq_cron.tick_once()")
+        before = conn.execute("SELECT cur_table FROM pglogq.queue").fetchone()
+        conn.execute("CALL pglogq_cron.maintain()")
+        after = conn.execute("SELECT cur_table, switch_step2 IS NOT NULL FROM pglogq.queue").fetchone()
+        assert before is not None and after == ((before[0] + 1) % 3, True)  # step 1 and step 2 ran
+        # while another ticker holds the lock, both return without ticking
+        with psycopg.connect(dsn, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(pglogq_cron.lock_key())")
+            assert lock_holder_pids(dsn) == []  # (not a ticker process: no pid in its name)
+            client.send(queue, {"blocked": True})
+            last = conn.execute("SELECT max(tick_id) FROM pglogq.tick").fetchone()
+            conn.execute("CALL pglogq_cron.tick_once()")
+            conn.execute("CALL pglogq_cron.tick_loop('200 milliseconds')")
+            assert conn.execute("SELECT max(tick_id) FROM pglogq.tick").fetchone() == last
+            other.execute("SELECT pg_advisory_unlock(pglogq_cron.lock_key())")
+        conn.execute("CALL pglogq_cron.tick_once()")
+        assert conn.execute("SELECT max(tick_id) FROM pglogq.tick").fetchone() != last
+        assert conn.execute("SELECT pglogq_cron.lock_key() = %s", (tq.LOCK_KEY,)).fetchone() == (True,)
