@@ -14,6 +14,7 @@ DECLARE
     q pglogq.queue;
     target pglogq.tick;
     s record;
+    pos record;
     n integer := 0;
 BEGIN
     q := pglogq._queue(queue_name);
@@ -27,17 +28,20 @@ BEGIN
         SELECT * INTO target FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
     END IF;
     FOR s IN
-        SELECT c.sub_id, c.consumer_name, p.tick_id AS pos_tick, p.tick_time AS pos_time,
-               p.tick_event_seq AS pos_seq
-          FROM pglogq.subscription c
-          JOIN LATERAL (SELECT min(least(w.last_tick, w.batch_prev_tick)) AS tick_id
-                          FROM pglogq.subscription w
-                         WHERE w.sub_id = c.sub_id OR w.parent_id = c.sub_id) m ON true
-          JOIN pglogq.tick p ON p.queue_id = c.queue_id AND p.tick_id = m.tick_id
+        -- candidates, read without locks; each is re-checked below under its locks
+        SELECT c.sub_id, c.consumer_name FROM pglogq.subscription c
          WHERE c.queue_id = q.queue_id AND c.parent_id IS NULL
-           AND p.tick_id < target.tick_id AND p.tick_time < clock_timestamp() - q.max_consumer_lag
-         FOR NO KEY UPDATE OF c
     LOOP
+        -- lock order as receive: the workers first, then the consumer
+        PERFORM 1 FROM pglogq.subscription w WHERE w.parent_id = s.sub_id ORDER BY w.sub_id FOR NO KEY UPDATE;
+        PERFORM 1 FROM pglogq.subscription c WHERE c.sub_id = s.sub_id FOR NO KEY UPDATE;
+        SELECT p.tick_id, p.tick_time, p.tick_event_seq INTO pos
+          FROM pglogq.tick p
+         WHERE p.queue_id = q.queue_id
+           AND p.tick_id = (SELECT min(least(w.last_tick, w.batch_prev_tick)) FROM pglogq.subscription w
+                             WHERE w.sub_id = s.sub_id OR w.parent_id = s.sub_id);
+        CONTINUE WHEN NOT FOUND OR pos.tick_id >= target.tick_id
+                      OR pos.tick_time >= clock_timestamp() - q.max_consumer_lag;
         UPDATE pglogq.subscription w
            SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
                batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
@@ -45,12 +49,12 @@ BEGIN
          WHERE w.sub_id = s.sub_id OR w.parent_id = s.sub_id;
         UPDATE pglogq.subscription c
            SET last_tick = target.tick_id,
-               skipped_events = c.skipped_events + greatest(target.tick_event_seq - s.pos_seq, 0),
+               skipped_events = c.skipped_events + greatest(target.tick_event_seq - pos.tick_event_seq, 0),
                skipped_at = clock_timestamp()
          WHERE c.sub_id = s.sub_id;
         RAISE WARNING 'consumer "%" of queue "%" was % behind (limit %): moved forward to tick %, skipping about % events',
-            s.consumer_name, q.queue_name, date_trunc('second', clock_timestamp() - s.pos_time),
-            q.max_consumer_lag, target.tick_id, greatest(target.tick_event_seq - s.pos_seq, 0);
+            s.consumer_name, q.queue_name, date_trunc('second', clock_timestamp() - pos.tick_time),
+            q.max_consumer_lag, target.tick_id, greatest(target.tick_event_seq - pos.tick_event_seq, 0);
         n := n + 1;
     END LOOP;
     RETURN n;
