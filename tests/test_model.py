@@ -1,0 +1,330 @@
+"""Model-based test: a Hypothesis state machine drives the real API against an in-memory model.
+
+Rules: send, send_batch, send in a transaction that rolls back, send with a savepoint rolled
+back, tick, receive (a consumer "crashing" is a receive that forgets its page: the same page
+must come back), ack, nack, maintenance (retry pump), forced rotation, DLQ replay,
+subscribe / unsubscribe, seek to the latest tick.
+
+The model keeps, per consumer, a multiset of the deliveries it still owes (an event once, plus
+once per retry or replay), the consumer's open page, its pending retries and dead letters, and
+the events not yet covered by a tick (with their owner: retried and replayed events go to one
+consumer only).  Checked at every step: a page holds only owed events, never a rolled-back one;
+receiving again before ack returns the same page; pages are in delivery order; nack says
+'retry' or 'dead' exactly by retry_count; retry and dead-letter counts match the database.  At
+the end every consumer is drained: it gets exactly what is owed, each once.
+
+One database for the whole test, a fresh queue per example; derandomized, so deterministic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from psycopg.conninfo import make_conninfo
+
+import pglogq
+
+CONSUMERS = ("a", "b", "c")
+MAX_RETRIES = 1
+_queues = itertools.count()
+
+
+class QueueModel(RuleBasedStateMachine):
+    dsn: str = ""
+    client: pglogq.Client
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = type(self).client
+        self.q = f"m{os.getpid()}_{next(_queues)}"
+        self.c.create_queue(self.q)
+        self.c.set_queue_config(self.q, "max_retries", MAX_RETRIES)
+        self.gen: dict[str, int] = {}  # subscribed consumer → generation (owner token)
+        self.gens = itertools.count(1)
+        self.owed: dict[str, Counter[int]] = {}
+        self.page: dict[str, list[pglogq.Message]] = {}
+        self.retry: dict[str, set[int]] = {}
+        self.dead: dict[str, set[int]] = {}
+        self.unticked: Counter[tuple[int, int | None]] = Counter()  # (msg id, owner generation)
+        self.rolled: set[int] = set()
+
+    @initialize()
+    def start(self) -> None:
+        """Two consumers and a ticked batch, so that consuming rules have work from step one."""
+        self.subscribe("a")
+        self.subscribe("b")
+        self.send_batch(3)
+        self.tick()
+
+    # -- producing ---------------------------------------------------------------------------
+
+    def committed(self, ids: list[int]) -> None:
+        for i in ids:
+            self.unticked[(i, None)] += 1
+            for c in self.gen:
+                self.owed[c][i] += 1
+
+    @rule(n=st.integers(1, 3))
+    def send(self, n: int) -> None:
+        self.committed([self.c.send(self.q, {"k": k}) for k in range(n)])
+
+    @rule(n=st.integers(1, 4))
+    def send_batch(self, n: int) -> None:
+        self.committed(self.c.send_batch(self.q, [{"k": k} for k in range(n)]))
+
+    @rule()
+    def send_rolled_back(self) -> None:
+        with psycopg.connect(self.dsn) as conn:
+            self.rolled.add(self.c.send(self.q, {"rolled": True}, conn=conn))
+            conn.rollback()
+
+    @rule()
+    def send_with_savepoint(self) -> None:
+        with psycopg.connect(self.dsn) as conn:
+            with pytest.raises(ZeroDivisionError), conn.transaction():
+                self.rolled.add(self.c.send(self.q, {"rolled": True}, conn=conn))
+                raise ZeroDivisionError
+            kept = self.c.send(self.q, {"kept": True}, conn=conn)
+            conn.commit()
+        self.committed([kept])
+
+    # -- ticking and maintenance ---------------------------------------------------------------
+
+    @rule()
+    def tick(self) -> None:
+        self.c.tick(self.q, force=True)
+        self.unticked.clear()
+
+    @rule()
+    def maintain(self) -> None:
+        self.c.maintain()  # pumps every retry (retry_after 0: all due)
+        for c, ids in self.retry.items():
+            for i in ids:
+                self.owed[c][i] += 1
+                self.unticked[(i, self.gen[c])] += 1
+            ids.clear()
+
+    @rule()
+    def maintain_and_tick(self) -> None:
+        """Retries come back in the next batch: pump then tick (drawn as one step, often)."""
+        self.maintain()
+        self.tick()
+
+    @rule()
+    def rotate(self) -> None:
+        self.c.rotate(self.q)
+
+    # -- consuming ---------------------------------------------------------------------------
+
+    @precondition(lambda self: bool(self.gen))
+    @rule(data=st.data(), size=st.sampled_from([1, 2, 5, 100]))
+    def receive(self, data: st.DataObject, size: int) -> None:
+        self._receive(data.draw(st.sampled_from(sorted(self.gen))), size)
+
+    def _receive(self, c: str, size: int) -> None:
+        got = self.c.receive(self.q, c, max_messages=size).messages
+        ids = [m.msg_id for m in got]
+        assert not set(ids) & self.rolled, "a rolled-back send was delivered"
+        keys = [(-m.priority, int(m.txid), m.msg_id) for m in got]
+        assert keys == sorted(keys), "page out of delivery order"
+        assert len({m.batch_id for m in got}) <= 1
+        old = self.page.get(c)
+        if old:
+            # before the ack, the same batch and the same start of page come back
+            old_ids = [m.msg_id for m in old]
+            assert got and got[0].batch_id == old[0].batch_id, (old_ids, ids)
+            n = min(len(ids), len(old_ids))
+            assert ids[:n] == old_ids[:n]
+        else:
+            owed = self.owed[c].copy()
+            for i in ids:
+                assert owed[i] > 0, f"{c} got {i}, which it is not owed"
+                owed[i] -= 1
+        self.page[c] = got
+
+    @precondition(lambda self: any(self.page.values()))
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        c = data.draw(st.sampled_from(sorted(k for k, v in self.page.items() if v)))
+        page = self.page.pop(c)
+        assert self.c.ack(page[0].batch_id) is True
+        for m in page:
+            self.owed[c][m.msg_id] -= 1
+
+    @precondition(lambda self: any(self.page.values()))
+    @rule(data=st.data())
+    def nack(self, data: st.DataObject) -> None:
+        c = data.draw(st.sampled_from(sorted(k for k, v in self.page.items() if v)))
+        m = data.draw(st.sampled_from(self.page[c]))
+        result = self.c.nack(m, retry_after=timedelta(0))
+        assert result == ("dead" if m.retry_count >= MAX_RETRIES else "retry"), (m, result)
+        (self.dead if result == "dead" else self.retry)[c].add(m.msg_id)
+
+    @precondition(lambda self: bool(self.gen))
+    @rule(data=st.data(), size=st.sampled_from([2, 100]), fail=st.booleans())
+    def consume_one_page(self, data: st.DataObject, size: int, fail: bool) -> None:
+        """receive, maybe nack the first event, ack: the common path, drawn more often."""
+        c = data.draw(st.sampled_from(sorted(self.gen)))
+        self._receive(c, size)
+        if not self.page.get(c):
+            return
+        if fail:
+            m = max(self.page[c], key=lambda x: x.retry_count)  # retried ones first: reach the DLQ
+            result = self.c.nack(m, retry_after=timedelta(0))
+            assert result == ("dead" if m.retry_count >= MAX_RETRIES else "retry"), (m, result)
+            (self.dead if result == "dead" else self.retry)[c].add(m.msg_id)
+        self.ack_all(c)
+
+    @precondition(lambda self: bool(self.gen))
+    @rule(data=st.data())
+    def fail_everything(self, data: st.DataObject) -> None:
+        """A consumer fails every event of its next pages until they are dead-lettered."""
+        c = data.draw(st.sampled_from(sorted(self.gen)))
+        for _ in range(MAX_RETRIES + 1):
+            self._receive(c, 100)
+            for m in self.page.get(c) or []:
+                result = self.c.nack(m, retry_after=timedelta(0))
+                assert result == ("dead" if m.retry_count >= MAX_RETRIES else "retry"), (m, result)
+                (self.dead if result == "dead" else self.retry)[c].add(m.msg_id)
+            if self.page.get(c):
+                self.ack_all(c)
+            self.maintain_and_tick()
+
+    @precondition(lambda self: any(self.dead.values()))
+    @rule(data=st.data())
+    def replay(self, data: st.DataObject) -> None:
+        c = data.draw(st.sampled_from(sorted(k for k, v in self.dead.items() if v)))
+        letters = self.c.dlq_inspect(self.q, c)
+        assert sorted(d.msg_id for d in letters) == sorted(self.dead[c])
+        letter = data.draw(st.sampled_from(letters))
+        assert self.c.dlq_replay(letter.dead_id) == letter.msg_id
+        self.dead[c].discard(letter.msg_id)
+        self.owed[c][letter.msg_id] += 1
+        self.unticked[(letter.msg_id, self.gen[c])] += 1
+
+    # -- registry and cursors ----------------------------------------------------------------
+
+    @rule(c=st.sampled_from(CONSUMERS))
+    def subscribe(self, c: str) -> None:
+        created = self.c.subscribe(self.q, c)
+        assert created is (c not in self.gen)
+        if created:
+            self.gen[c] = next(self.gens)
+            self.owed[c] = Counter({i: n for (i, owner), n in self.unticked.items() if owner is None})
+            self.retry[c], self.dead[c] = set(), set()
+
+    @precondition(lambda self: bool(self.gen))
+    @rule(data=st.data())
+    def unsubscribe(self, data: st.DataObject) -> None:
+        c = data.draw(st.sampled_from(sorted(self.gen)))
+        assert self.c.unsubscribe(self.q, c) is True
+        g = self.gen.pop(c)
+        for key in [k for k in self.unticked if k[1] == g]:
+            del self.unticked[key]  # retried for it only: nobody gets them any more
+        for d in (self.owed, self.page, self.retry, self.dead):
+            d.pop(c, None)  # type: ignore[attr-defined]
+
+    @precondition(lambda self: bool(self.gen))
+    @rule(data=st.data())
+    def seek_latest(self, data: st.DataObject) -> None:
+        c = data.draw(st.sampled_from(sorted(self.gen)))
+        self.c.seek(self.q, c, to="latest", force=True)
+        g = self.gen[c]
+        self.owed[c] = Counter({i: n for (i, owner), n in self.unticked.items() if owner in (None, g)})
+        self.page.pop(c, None)
+
+    # -- invariants --------------------------------------------------------------------------
+
+    @invariant()
+    def counts_match_the_database(self) -> None:
+        info = {i.consumer_name: i for i in self.c.consumer_info(self.q)}
+        assert set(info) == set(self.gen)
+        for c in self.gen:
+            assert info[c].retry_depth == len(self.retry[c]), c
+            assert info[c].dead_letters == len(self.dead[c]), c
+            assert all(n >= 0 for n in self.owed[c].values()), c
+
+    def teardown(self) -> None:
+        """Drain every consumer: exactly what is owed arrives, each once."""
+        try:
+            for _ in range(4):
+                self.maintain()
+                self.tick()
+                for c in sorted(self.gen):
+                    while True:
+                        got = self.c.receive(self.q, c, max_messages=50).messages
+                        if not got:
+                            break
+                        assert not {m.msg_id for m in got} & self.rolled
+                        if not self.page.get(c):
+                            for m in got:
+                                assert self.owed[c][m.msg_id] > 0, (c, m.msg_id)
+                        self.page[c] = got
+                        self.ack_all(c)
+            for c in self.gen:
+                assert +self.owed[c] == Counter(), f"{c} still owed {+self.owed[c]}"
+        finally:
+            self.c.drop_queue(self.q, force=True)
+
+    def ack_all(self, c: str) -> None:
+        page = self.page.pop(c)
+        assert self.c.ack(page[0].batch_id) is True
+        for m in page:
+            self.owed[c][m.msg_id] -= 1
+
+
+@pytest.fixture(scope="module")
+def model_dsn(server_dsn: str, template_db: str) -> Iterator[str]:
+    name = f"pglogq_model_{os.getpid()}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"'.encode())
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"'.encode())
+    yield make_conninfo(server_dsn, dbname=name)
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+
+
+def test_queue_behaves_like_its_model(model_dsn: str) -> None:
+    QueueModel.dsn = model_dsn
+    with pglogq.Client(model_dsn) as client:
+        QueueModel.client = client
+        run_state_machine_as_test(
+            QueueModel,
+            settings=settings(
+                max_examples=50,
+                stateful_step_count=30,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
+        )
+
+
+def test_the_model_catches_a_lost_event(model_dsn: str) -> None:
+    """The teardown check can fail: an event deleted behind the API's back is reported."""
+    with pglogq.Client(model_dsn) as client, psycopg.connect(model_dsn, autocommit=True) as conn:
+        QueueModel.dsn, QueueModel.client = model_dsn, client
+        m = QueueModel()
+        m.subscribe("a")
+        m.send(2)
+        conn.execute("DELETE FROM pglogq.event WHERE ev_queue = (SELECT queue_id FROM pglogq.queue"
+                     " WHERE queue_name = %s) AND ev_id = (SELECT max(ev_id) FROM pglogq.event)", (m.q,))
+        with pytest.raises(AssertionError, match="still owed"):
+            m.teardown()
