@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
@@ -77,6 +78,7 @@ class Runner:
     async def run(self, thunks: Sequence[Thunk], abandon: asyncio.Event) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(thunks)
         if self.concurrency == 1 and self.timeout is None:
+            yielded = time.monotonic()
             for i, thunk in enumerate(thunks):
                 if abandon.is_set():
                     out[i] = (ABANDONED, None)
@@ -86,8 +88,10 @@ class Runner:
                     out[i] = (OK, None)
                 except Exception as exc:
                     out[i] = (ERROR, exc)
-                if i % 16 == 15:
-                    await asyncio.sleep(0)  # let stop() and signal handlers run now and then
+                now = time.monotonic()
+                if now - yielded >= 0.005:  # let stop() and signal handlers run at least every 5 ms
+                    await asyncio.sleep(0)
+                    yielded = now
             return [o if o is not None else (ABANDONED, None) for o in out]
         sem = asyncio.Semaphore(self.concurrency)
 

@@ -122,8 +122,8 @@ class Running:
         return self
 
     def stop(self, *, abandon: bool = False) -> None:
-        if self.mode == "thread":
-            self.consumer.stop(abandon=abandon)
+        if self.mode == "thread" or threading.current_thread() is self.thread:
+            self.consumer.stop(abandon=abandon)  # threads; or a handler on the consumer's loop
         elif self.loop is not None:
             self.loop.call_soon_threadsafe(lambda: self.consumer.stop(abandon=abandon))
 

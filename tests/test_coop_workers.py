@@ -247,3 +247,32 @@ def test_takeover_in_sql(client: pglogq.Client, dsn: str) -> None:
     assert b.ack() is True
     assert len(client.receive("q", "c", worker="A")) == 0
     assert len(client.receive("q", "c", worker="B")) == 0
+
+
+def test_sigterm_finishes_the_page_and_a_second_one_abandons_it(
+    client: pglogq.Client, dsn: str, tmp_path: Path, workers: list[Worker]
+) -> None:
+    ids = prepare(client, dsn, ticks=2, per_tick=5)
+    # first SIGTERM: the page is finished and acknowledged, then the worker exits
+    a = Worker(dsn, tmp_path, "A", T_SLEEP="0.3")
+    workers.append(a)
+    wait_for(dsn, "SELECT count(*) FROM handled", 1, procs=[a])
+    a.signal(signal.SIGTERM)
+    assert a.wait() == 0, a.log
+    assert sorted(r[0] for r in rows(dsn, "SELECT msg_id FROM handled")) == ids[:5]
+    assert rows(dsn, "SELECT batch_id FROM pglogq.subscription WHERE worker_name = 'A'") == [(None,)]
+    # two signals: the page is abandoned unacknowledged and comes back whole
+    b = Worker(dsn, tmp_path, "B", T_SLEEP="0.3")
+    workers.append(b)
+    wait_for(dsn, "SELECT count(*) FROM handled WHERE worker = 'B'", 1, procs=[b])
+    b.signal(signal.SIGTERM)
+    time.sleep(0.1)
+    b.signal(signal.SIGTERM)
+    assert b.wait() == 0, b.log
+    assert "1 abandoned" in b.log, b.log
+    partial = [r[0] for r in rows(dsn, "SELECT msg_id FROM handled WHERE worker = 'B'")]
+    assert 1 <= len(partial) < 5 and set(partial) <= set(ids[5:])
+    [(held,)] = rows(dsn, "SELECT batch_id FROM pglogq.subscription WHERE worker_name = 'B'")
+    assert held is not None  # still B's, nothing of it acknowledged
+    again = client.receive("q", "c", worker="B", max_messages=10)
+    assert again.id == held and [m.msg_id for m in again] == ids[5:]
