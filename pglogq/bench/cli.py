@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from pglogq.bench import machine
+from pglogq.bench import machine, payload
 from pglogq.bench.context import BenchContext, bench_database
 from pglogq.bench.results import text_table
 from pglogq.bench.settings import FULL, QUICK
@@ -68,6 +68,7 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
                     traceback.print_exc()
                     ctx.results.skip(name, "all", f"the scenario failed: {type(exc).__name__}: {exc}")
                 ctx.results.details.setdefault("scenario_seconds", {})[name] = round(time.time() - t0, 1)
+                click.echo(f"   ({name}: {time.time() - t0:.1f} s)")
         finally:
             for s in systems:
                 try:
@@ -83,6 +84,7 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
         "mode": "quick" if quick else "full",
         "scenarios": list(scenarios),
         "settings": settings.to_json(),
+        "payload_bytes": payload.size(),
         **info,
     }
     click.echo("\n" + text_table(ctx.results))

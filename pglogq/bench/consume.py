@@ -38,12 +38,19 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
             if count != n:
                 ctx.results.note(SCENARIO, f"{name} drained {count} of {n} events ({case})")
             if isinstance(system, Pglogq) and workers == 1:
-                system.preload(n)
-                got = system.drain_python_consumer()
-                if isinstance(got, str):
-                    ctx.results.skip(SCENARIO, "pglogq (Python Consumer)", got)
-                else:
-                    count, seconds = got
-                    ctx.results.add(Measure(SCENARIO, case, "pglogq (Python Consumer, no-op)",
-                                            count / seconds, "events/s",
-                                            extra={"backlog": n, "drained": count, "seconds": seconds}))
+                python_consumer(ctx, system, n, case)
+
+
+def python_consumer(ctx: BenchContext, system: Pglogq, n: int, case: str) -> None:
+    """pglogq.Consumer with a no-op handler: default options, then a page as big as a batch."""
+    page = ctx.settings.page_size
+    for label, options in (("default options", {}), (f"max_messages={page:,}", {"max_messages": page})):
+        system.preload(n)
+        got = system.drain_python_consumer(**options)
+        name = f"pglogq (Python Consumer, {label})"
+        if isinstance(got, str):
+            ctx.results.skip(SCENARIO, name, got)
+            return
+        count, seconds = got
+        ctx.results.add(Measure(SCENARIO, case, name, count / seconds, "events/s",
+                                extra={"backlog": n, "drained": count, "seconds": seconds, **options}))

@@ -39,10 +39,11 @@ def run_consumer(dsn: str, queue: str, name: str, **options: Any) -> tuple[int, 
     with pglogq.Client(dsn) as client:
         consumer = cls(client, queue, name, **options)
 
-        @consumer.handler()
         def noop(msg: Any) -> None:
             nonlocal count
             count += 1
+
+        consumer.handler()(noop)
 
         start = time.time()
         consumer.run(stop_when_idle=True)
@@ -69,13 +70,14 @@ def consumer_latency(
     with pglogq.Client(dsn) as client:
         c = cls(client, queue, consumer)
 
-        @c.handler()
         def on_event(msg: Any) -> None:
             nonlocal seen
             record(int(msg.payload["seq"]), time.time())
             seen += 1
             if seen >= expected:
                 c.stop()
+
+        c.handler()(on_event)
 
         def watchdog() -> None:
             while seen < expected and time.time() < deadline:

@@ -10,8 +10,18 @@ from psycopg.types.json import Jsonb
 from pglogq.bench import payload
 from pglogq.bench.context import BenchContext
 from pglogq.bench.results import Measure, Series
-from pglogq.bench.systems import JobsTable, Pglogq, RabbitMQ, RawPostgres, RedisStreams, System
-from pglogq.bench.systems import jobs_table, pglogq_system, raw_postgres, redis_streams
+from pglogq.bench.systems import (
+    JobsTable,
+    Pglogq,
+    RabbitMQ,
+    RawPostgres,
+    RedisStreams,
+    System,
+    jobs_table,
+    pglogq_system,
+    raw_postgres,
+    redis_streams,
+)
 
 SCENARIO = "fanout"
 EVENT_BYTES = """
@@ -108,8 +118,8 @@ def jobs_fanout(ctx: BenchContext, subs: int, n: int) -> tuple[int, list[float]]
                              (rows[: min(1000, n - start)],))
     ctx.sql("VACUUM ANALYZE bench_jobs")
     size = int(ctx.sql("SELECT pg_total_relation_size('bench_jobs')")[0][0])
-    count, start, end = jobs_table.claim_loop(ctx.dsn, "fan", 0.0, job_type="sub0")
-    return size, [count / (end - start)]
+    count, t0, t1 = jobs_table.claim_loop(ctx.dsn, "fan", 0.0, job_type="sub0")
+    return size, [count / (t1 - t0)]
 
 
 def redis_fanout(redis: RedisStreams, subs: int, n: int) -> tuple[int, list[float]]:
@@ -127,8 +137,8 @@ def redis_fanout(redis: RedisStreams, subs: int, n: int) -> tuple[int, list[floa
     r.close()
     rates = []
     for i in range(subs):
-        count, start, end = redis_streams.read_group(redis.conf(), key, f"g{i}", "c", 0.0)
-        rates.append(count / (end - start))
+        count, t0, t1 = redis_streams.read_group(redis.conf(), key, f"g{i}", "c", 0.0)
+        rates.append(count / (t1 - t0))
     r = redis.client()
     r.delete(key)
     r.close()

@@ -15,13 +15,13 @@ from pglogq.bench.consumer_adapter import listen_consume
 from pglogq.bench.context import BenchContext
 from pglogq.bench.results import Measure, Series
 from pglogq.bench.stats import percentile
-from pglogq.bench.systems import JobsTable, Pglogq, System
-from pglogq.bench.systems import jobs_table, pglogq_system
+from pglogq.bench.systems import JobsTable, Pglogq, System, jobs_table, pglogq_system
 from pglogq.bench.ticking import ticker_running
 
 SCENARIO = "held_xmin"
 TABLE_STATS = """
-SELECT c.relname, coalesce(s.n_dead_tup, 0), coalesce(s.n_live_tup, 0), pg_total_relation_size(c.oid)
+SELECT n.nspname || '.' || c.relname, coalesce(s.n_dead_tup, 0), coalesce(s.n_live_tup, 0),
+       pg_total_relation_size(c.oid)
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
   LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
  WHERE c.relkind = 'r' AND (n.nspname = 'pglogq' OR c.relname = 'bench_jobs')
@@ -86,7 +86,7 @@ def phase(ctx: BenchContext, system: System, held: bool) -> float:
 
     ready = threading.Event()
     deadline = time.time() + s.held_seconds + 60
-    rotations = []
+    rotations: list[int] = []
     if isinstance(system, Pglogq):
         queue = f"held_{tag}"
         with ctx.client() as c:
@@ -153,8 +153,8 @@ def phase(ctx: BenchContext, system: System, held: bool) -> float:
                             higher_is_better=False))
     if isinstance(system, Pglogq):
         qid = ctx.sql("SELECT queue_id FROM pglogq.queue WHERE queue_name = %s", (queue,))[0][0]
-        ev = [k for k in after if k.startswith(f"event_{qid}_")]
-        side = [k for k in after if not k.startswith("event_")]
+        ev = [k for k in after if k.startswith(f"pglogq.event_{qid}_")]
+        side = [k for k in after if k.startswith("pglogq.") and not k.startswith("pglogq.event_")]
         ctx.results.add(Measure(SCENARIO, "dead tuples at end, event tables", label,
                                 sum(after[k]["n_dead_tup"] for k in ev), "tuples", higher_is_better=False))
         ctx.results.add(Measure(SCENARIO, "size at end, metadata + side tables", label,
@@ -165,7 +165,7 @@ def phase(ctx: BenchContext, system: System, held: bool) -> float:
         ctx.results.add(Measure(SCENARIO, "size at end, event tables", label,
                                 sum(after[k]["bytes"] for k in ev), "bytes", higher_is_better=False))
     else:
-        j = after.get("bench_jobs", {"n_dead_tup": 0, "bytes": 0})
+        j = after.get("public.bench_jobs", {"n_dead_tup": 0, "bytes": 0})
         ctx.results.add(Measure(SCENARIO, "dead tuples at end, event tables", label, j["n_dead_tup"],
                                 "tuples", higher_is_better=False))
         ctx.results.add(Measure(SCENARIO, "size at end, event tables", label, j["bytes"], "bytes",

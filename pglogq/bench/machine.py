@@ -47,7 +47,7 @@ def load() -> list[float]:
 
 
 def describe(dsn: str) -> dict[str, Any]:
-    pkgs = {}
+    pkgs: dict[str, str | None] = {}
     for p in PACKAGES:
         try:
             pkgs[p] = version(p)

@@ -52,7 +52,7 @@ FULL = Settings(
 
 QUICK = Settings(
     quick=True,
-    point_seconds=0.5,
+    point_seconds=0.4,
     clients=(1, 4),
     batch_sizes=(1000,),
     backlog=5_000,
@@ -62,10 +62,10 @@ QUICK = Settings(
     latency_rates=(100, 1_000, 10_000),
     baseline_latency_rates=(100,),
     fanout_subscribers=(1, 3, 10),
-    fanout_events=3_000,
-    held_seconds=5.0,
+    fanout_events=2_000,
+    held_seconds=3.0,
     held_rate=1_000,
-    held_rotation_seconds=2,
-    held_bucket_seconds=1.0,
-    large_batch_events=100_000,
+    held_rotation_seconds=1,
+    held_bucket_seconds=0.5,
+    large_batch_events=60_000,
 )

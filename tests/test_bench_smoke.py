@@ -1,0 +1,47 @@
+"""Smoke test of the benchmark suite: ``pglogq bench --quick`` runs every scenario against the
+test server and writes its report.  Only that numbers (or skip lines with a reason) came out of
+every scenario is checked; speed is the benchmark's business, never a test's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pglogq.bench.cli import SCENARIOS
+from pglogq.bench.systems import ALL
+
+
+def test_quick_bench_produces_numbers_for_every_scenario(server_dsn: str, tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    env = {k: v for k, v in os.environ.items() if k != "PGLOGQ_DSN"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pglogq.bench", "--quick", "--dsn", server_dsn, "--out", str(out)],
+        capture_output=True, text=True, timeout=280, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((out / "results.json").read_text())
+    measures, skips = data["measures"], data["skips"]
+
+    failed = [s for s in skips if s["reason"].startswith("the scenario failed")]
+    assert not failed, failed
+    for scenario in SCENARIOS:
+        numbers = [m for m in measures if m["scenario"] == scenario and m["value"] == m["value"]]
+        skipped = [s for s in skips if s["scenario"] == scenario and s["reason"].strip()]
+        assert numbers or skipped, f"scenario {scenario} produced neither numbers nor a skip line"
+        assert any(m["system"].startswith("pglogq") for m in numbers), f"no pglogq numbers in {scenario}"
+
+    # every system is either measured or skipped with its reason: none silently left out
+    measured = {m["system"] for m in measures}
+    for cls in ALL:
+        name = cls.name
+        seen = any(name in system for system in measured) or any(s["system"] == name for s in skips)
+        assert seen, f"{name}: neither measured nor skipped"
+        for s in skips:
+            if s["system"] == name:
+                assert s["reason"].strip(), f"{name} skipped without a reason"
+
+    assert (out / "report.md").read_text().startswith("# pglogq benchmark")
+    assert data["targets"], "the targets were not evaluated"
