@@ -19,6 +19,12 @@ GRACE = 10.0  # seconds a consumer may lag behind the producer before the run is
 
 def run(ctx: BenchContext, systems: list[System]) -> None:
     s = ctx.settings
+    ctx.results.note(SCENARIO, "latency = time the handler started - time the producer's send call returned "
+                               "(after its commit, or the broker's acknowledgement); producer and consumer "
+                               "run on this machine's clock.  A value below 0 means the consumer had the "
+                               "message before the producer had its acknowledgement (Redis, RabbitMQ).")
+    ctx.results.note(SCENARIO, "the jobs-table baseline polls every 10 ms (the seeds' design has no wake-up); "
+                               "PGQueuer and Procrastinate use their own LISTEN/NOTIFY wake-ups")
     with ticker_running(ctx.dsn) as how:
         ctx.results.note(SCENARIO, f"pglogq ticker: {how}")
         for system in systems:
@@ -27,6 +33,9 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
             rates = s.latency_rates if isinstance(system, Pglogq) else s.baseline_latency_rates
             for rate in rates:
                 measure(ctx, system, rate)
+            kind = getattr(system, "latency_consumer_kind", None)
+            if kind:
+                ctx.results.note(SCENARIO, f"pglogq consumer: {kind}")
 
 
 def measure(ctx: BenchContext, system: System, rate: int) -> None:
