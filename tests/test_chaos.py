@@ -7,12 +7,21 @@ The run starts its own embedded PostgreSQL (it crashes and restarts it), so it i
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
+import time
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
+import pglogq
 from pglogq.chaos.checker import check
 from pglogq.chaos.history import Recorder
 from pglogq.chaos.nemesis import MEAN_INTERVAL, schedule
@@ -77,3 +86,141 @@ def test_checker_finds_lost_unexpected_and_duplicates(tmp_path: Path) -> None:
     assert s["unexpected"] == 2 and s["examples"]["unexpected"] == ["p1:3", "zz:1"]
     assert s["duplicated"] == 1
     assert s["indeterminate_delivered"] == 1 and s["indeterminate_absent"] == 1
+
+
+# -- targeted faults (checklist items the harness does not isolate) ------------------------------
+
+
+def test_concurrent_pumps_move_each_retry_once(client: Any, dsn: str) -> None:
+    """Checklist 3: racing retry pumps re-enqueue every nacked event exactly once."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    ids = client.send_batch("q", [{"n": i} for i in range(300)])
+    client.tick("q", force=True)
+    page = client.receive("q", "c", max_messages=1000)
+    for m in page:
+        assert client.nack(m, retry_after=timedelta(0)) == "retry"
+    page.ack()
+    barrier = threading.Barrier(4)
+    moved: list[int] = []
+
+    def pump() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            barrier.wait()
+            row = conn.execute("SELECT pglogq.maint_pump()").fetchone()
+            moved.append(row[0] if row else -1)
+
+    threads = [threading.Thread(target=pump) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sum(moved) == len(ids)
+    client.tick("q", force=True)
+    again = client.receive("q", "c", max_messages=1000)
+    assert sorted(m.msg_id for m in again) == ids
+    assert {m.retry_count for m in again} == {1}
+
+
+def test_held_xmin_blocks_rotation_visibly_then_it_resumes(client: Any, dsn: str) -> None:
+    """Checklist 33: a long transaction holding an xid stops rotation (and queue_info names it),
+    never bloats event tables (they only get INSERTs and TRUNCATEs); rotation resumes when it
+    ends.  A read-only snapshot has no xid and does not stop rotation at all (a REPEATABLE READ
+    producer that writes later is safe anyway: see tests/test_rotation.py)."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    client.set_queue_config("q", "rotation_period", "1 s")
+    reader = psycopg.connect(dsn)
+    reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    reader.execute("SELECT count(*) FROM pglogq.queue")
+    holder = psycopg.connect(dsn)
+
+    def tick_and_drain() -> None:
+        client.tick("q", force=True)
+        while page := client.receive("q", "c", max_messages=500):
+            page.ack()
+
+    try:
+        client.send("q", {"first": True})
+        tick_and_drain()
+        client.rotate("q")
+        tick_and_drain()
+        assert client.rotate("q") is True  # the read-only snapshot does not hold rotation back
+        holder.execute("SELECT pg_current_xact_id()")  # an open transaction with an xid
+        tick_and_drain()
+        client.rotate("q")
+        for i in range(3):
+            client.send_batch("q", [{"round": i, "n": n} for n in range(200)])
+            tick_and_drain()
+            assert client.rotate("q") is False  # the consumer is caught up, the transaction is not
+        time.sleep(2.2)  # rotation_blocked_by speaks up after two rotation periods
+        blocked = client.queue_info("q")[0].rotation_blocked_by
+        assert blocked is not None and f"pid {holder.info.backend_pid}" in blocked, blocked
+        with psycopg.connect(dsn) as conn:
+            dead = conn.execute(
+                "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables"
+                " WHERE schemaname = 'pglogq' AND relname LIKE 'event\\_%'"
+            ).fetchone()
+            assert dead == (0,)
+    finally:
+        holder.rollback()  # synchronous: closing alone ends the transaction a moment later
+        holder.close()
+        reader.rollback()
+        reader.close()
+    tick_and_drain()
+    assert client.rotate("q") is True
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.embedded_only
+def test_disk_full_fails_sends_clearly_and_they_resume(tmp_path: Path) -> None:
+    """Checklist 12: event tables on a full disk → sends fail with SQLSTATE 53100 and change
+    nothing; after space returns they succeed, and nothing acknowledged is lost."""
+    from pglogq.chaos.server import ChaosServer
+
+    disk = Path(tempfile.mkdtemp(prefix="pglogq-disk-"))
+    if not _mount_tmpfs(disk, "4M"):
+        pytest.skip("needs root to mount a small tmpfs")
+    server = ChaosServer(Path(tempfile.mkdtemp(prefix="pglogq-diskfull-")))
+    try:
+        shutil.chown(disk, "embedded_postgres", "embedded_postgres")
+        server.setup()
+        with pglogq.Client(server.dsn) as c, server.connect() as conn:
+            c.install_schema()
+            c.create_queue("q")
+            c.subscribe("q", "c")
+            conn.execute(f"CREATE TABLESPACE small LOCATION '{disk}'".encode())
+            for (part,) in conn.execute(
+                "SELECT c.oid::regclass::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+                " WHERE c.relname ~ '^event_[0-9]+_[0-9]+$'"
+            ).fetchall():
+                conn.execute(f"ALTER TABLE {part} SET TABLESPACE small".encode())
+            ballast = disk / "ballast"
+            ballast.write_bytes(b"\0" * 1024 * 1024)
+            sent: list[int] = []
+            with pytest.raises(psycopg.errors.DiskFull) as info:
+                for _ in range(10000):
+                    sent += c.send_batch("q", [{"pad": "x" * 1500} for _ in range(20)])
+            assert "No space left on device" in str(info.value)
+            assert len(sent) > 100
+            count = conn.execute("SELECT count(*) FROM pglogq.event").fetchone()
+            assert count == (len(sent),)  # the failed batch left nothing behind
+            ballast.unlink()  # space returns
+            sent += c.send_batch("q", [{"after": True}])
+            c.tick("q", force=True)
+            got: list[int] = []
+            while page := c.receive("q", "c", max_messages=5000):
+                got += [m.msg_id for m in page]
+                page.ack()
+            assert got == sent
+    finally:
+        server.destroy()
+        subprocess.run(["umount", str(disk)], capture_output=True)
+        shutil.rmtree(disk, ignore_errors=True)

@@ -61,12 +61,22 @@ BEGIN
               FROM pglogq.subscription s JOIN pglogq.tick t ON t.queue_id = s.queue_id AND t.tick_id = slow
              WHERE s.queue_id = q.queue_id AND least(s.last_tick, s.batch_prev_tick) = slow
              LIMIT 1;
-            IF rotation_blocked_by IS NULL OR clock_timestamp() - (SELECT t.tick_time FROM pglogq.tick t
+            -- a consumer at the latest tick is not behind: then (as when its tick is recent) the
+            -- blocker is the oldest transaction holding an xid, which pins every new tick's xmin
+            -- (a read-only snapshot has no xid and does not block rotation)
+            IF rotation_blocked_by IS NULL OR slow >= lt.tick_id
+               OR clock_timestamp() - (SELECT t.tick_time FROM pglogq.tick t
                     WHERE t.queue_id = q.queue_id AND t.tick_id = slow) < q.rotation_period THEN
                 rotation_blocked_by := coalesce(
-                    (SELECT format('transaction of pid %s open since %s', a.pid, date_trunc('second', a.xact_start))
-                       FROM pg_stat_activity a WHERE a.backend_xmin IS NOT NULL
-                      ORDER BY a.xact_start LIMIT 1),
+                    (SELECT x.what FROM (
+                        SELECT format('transaction of pid %s open since %s', a.pid,
+                                      date_trunc('second', a.xact_start)) AS what, age(a.backend_xid) AS old
+                          FROM pg_stat_activity a WHERE a.backend_xid IS NOT NULL
+                        UNION ALL
+                        SELECT format('prepared transaction %L since %s', p.gid, date_trunc('second', p.prepared)),
+                               age(p.transaction)
+                          FROM pg_prepared_xacts p) x
+                      ORDER BY x.old DESC LIMIT 1),
                     rotation_blocked_by);
             END IF;
         END IF;
