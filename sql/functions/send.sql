@@ -31,8 +31,15 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM pglogq._queue(queue_name);  -- raises PQ001 with a hint
     END IF;
-    PERFORM pglogq._check_event(payload, type, headers, priority, maxbytes, NULL);
-    due := pglogq._due_time(deliver_at, delay);
+    -- the helpers run only when there is something to check (they raise the errors): each call
+    -- of a function with its own search_path costs more than the whole plain send
+    IF payload IS NULL OR type IS NOT NULL OR headers IS NOT NULL OR priority IS NULL
+       OR priority < 0 OR priority > 32767 OR pg_column_size(payload) > maxbytes THEN
+        PERFORM pglogq._check_event(payload, type, headers, priority, maxbytes, NULL);
+    END IF;
+    IF deliver_at IS NOT NULL OR delay IS NOT NULL THEN
+        due := pglogq._due_time(deliver_at, delay);
+    END IF;
     IF idempotency_key IS NOT NULL THEN
         IF idempotency_key = '' OR octet_length(idempotency_key) > 255 THEN
             RAISE EXCEPTION 'invalid idempotency key: must be 1 to 255 bytes' USING ERRCODE = 'PQ019';
