@@ -51,6 +51,8 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
                                 higher_is_better=False, extra=extra))
         ctx.results.add(Measure(SCENARIO, f"{case}: drain rate", name, out["count"] / out["seconds"],
                                 "events/s", extra=extra))
+        ctx.results.add(Measure(SCENARIO, f"{case}: consumer RSS before draining", name,
+                                out["rss_start_kb"] / 1024, "MB", higher_is_better=False, extra=extra))
         ctx.results.add(Measure(SCENARIO, f"{case}: consumer peak RSS", name, out["rss_peak_kb"] / 1024, "MB",
                                 higher_is_better=False, extra=extra))
         if out["count"] != n:

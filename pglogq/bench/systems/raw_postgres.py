@@ -84,6 +84,7 @@ class RawPostgres(System):
         self.ctx.sql(DDL)
 
     def preload(self, n: int) -> None:
+        self.ctx.sql("TRUNCATE bench_read")
         with self.ctx.connect() as conn, conn.cursor() as cur, cur.copy("COPY bench_read (payload) FROM STDIN") as copy:
             for i in range(n):
                 copy.write_row((json.dumps(payload.make(i)),))
