@@ -62,6 +62,17 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def _rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def percentile(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -183,6 +194,42 @@ def _produce(dsn: str, queue: str, rate: float, duration: float, sent: dict[int,
 # -- latency ----------------------------------------------------------------------------------
 
 
+def tick_delays(dsn: str, queue: str, ids: set[int]) -> list[float]:
+    """Seconds from each event's send (its ``ev_time``: the start of the sending transaction) to
+    the first tick that covers it (``tick_time``), both by the server's clock: the ticker's own
+    share of the latency, whatever the consumer does.  Needs every tick kept (a consumer that
+    never reads holds them)."""
+    import bisect
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ticks = conn.execute(
+            "SELECT extract(epoch FROM t.tick_time)::float8, pg_snapshot_xmin(t.tick_snapshot)::text::bigint,"
+            " pg_snapshot_xmax(t.tick_snapshot)::text::bigint,"
+            " ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(t.tick_snapshot) x)"
+            " FROM pglogq.tick t JOIN pglogq.queue q USING (queue_id) WHERE q.queue_name = %s ORDER BY t.tick_id",
+            (queue,),
+        ).fetchall()
+        events = conn.execute(
+            "SELECT e.ev_id, e.ev_txid::text::bigint, extract(epoch FROM e.ev_time)::float8"
+            " FROM pglogq.event e JOIN pglogq.queue q ON q.queue_id = e.ev_queue WHERE q.queue_name = %s",
+            (queue,),
+        ).fetchall()
+    xmaxes = [t[2] for t in ticks]
+    out = []
+    for ev_id, txid, ev_time in events:
+        if ev_id not in ids:
+            continue
+        i = bisect.bisect_right(xmaxes, txid)
+        while i < len(ticks):
+            _, xmin, _xmax, xip = ticks[i]
+            if txid < xmin or txid not in set(xip):
+                out.append(ticks[i][0] - ev_time)
+                break
+            i += 1
+    return out
+
+
+
 @dataclass
 class LatencyResult:
     rate: float
@@ -193,7 +240,10 @@ class LatencyResult:
     p95_ms: float
     p99_ms: float
     max_ms: float
-    lost: int
+    tick_p50_ms: float
+    tick_p99_ms: float
+    not_received: int
+    """Events the consumer had not received 30 s after the last send."""
     daemon_cpu_percent: float | None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -208,6 +258,7 @@ def measure_latency(dsn: str, rate: float, duration: float = 10.0, warmup: float
     with Client(dsn) as client:
         client.create_queue(queue)
         client.subscribe(queue, "c")
+        client.subscribe(queue, "keeper")  # never reads: every tick is kept for tick_delays()
     daemon = DaemonProcess(dsn, *daemon_args)
     consumer = Consumer(dsn, queue)
     try:
@@ -239,6 +290,8 @@ def measure_latency(dsn: str, rate: float, duration: float = 10.0, warmup: float
     measured = [t for t in sent.values() if t - first >= warmup]
     span = (max(measured) - min(measured)) if len(measured) > 1 else float("nan")
     cpu = None if cpu0 is None or cpu1 is None else round(100 * (cpu1 - cpu0) / (t1 - t0), 2)
+    measured_ids = {i for i, t in sent.items() if t - first >= warmup}
+    ticked = [d * 1000 for d in tick_delays(dsn, queue, measured_ids)]
     with Client(dsn) as client:
         client.drop_queue(queue, force=True)
     return LatencyResult(
@@ -246,7 +299,8 @@ def measure_latency(dsn: str, rate: float, duration: float = 10.0, warmup: float
         achieved_rate=round(len(measured) / span, 1) if span == span and span > 0 else float("nan"),
         p50_ms=round(percentile(lat, 50), 2), p95_ms=round(percentile(lat, 95), 2),
         p99_ms=round(percentile(lat, 99), 2), max_ms=round(max(lat), 2) if lat else float("nan"),
-        lost=len([i for i in sent if i not in consumer.received]), daemon_cpu_percent=cpu,
+        tick_p50_ms=round(percentile(ticked, 50), 2), tick_p99_ms=round(percentile(ticked, 99), 2),
+        not_received=len([i for i in sent if i not in consumer.received]), daemon_cpu_percent=cpu,
         extra={"producers": n_producers},
     )
 
@@ -262,6 +316,7 @@ class IdleResult:
     ticks_written: int
     daemon_cpu_percent: float | None
     backend_cpu_percent: float | None
+    daemon_rss_mb: float | None = None
 
 
 def _ticker_backends(conn: psycopg.Connection[Any], pid: int) -> list[int]:
@@ -303,6 +358,7 @@ def measure_idle(dsn: str, seconds: float = 10.0, queues: int = 3, settle: float
             c1 = _cpu_seconds(daemon.pid)
             b1 = [_cpu_seconds(p) for p in backends]
             t1 = time.perf_counter()
+            rss = _rss_mb(daemon.pid)
     finally:
         daemon.stop()
     wall = t1 - t0
@@ -314,6 +370,7 @@ def measure_idle(dsn: str, seconds: float = 10.0, queues: int = 3, settle: float
     return IdleResult(
         seconds=round(wall, 2), queues=queues, statements_per_second=round((x1 - x0 - own) / wall, 2),
         ticks_written=k1 - k0, daemon_cpu_percent=daemon_cpu, backend_cpu_percent=backend_cpu,
+        daemon_rss_mb=rss,
     )
 
 
@@ -325,7 +382,7 @@ class FailoverResult:
     takeover_seconds: list[float]
     first_tick_seconds: list[float]
     worst_latency_ms: list[float]
-    lost: int
+    not_received: int
 
     @property
     def summary(self) -> dict[str, float]:
@@ -392,7 +449,8 @@ def measure_failover(dsn: str, rounds: int = 3, rate: float = 100.0) -> Failover
         for d in daemons:
             d.stop()
         consumer.join(5)
-    return FailoverResult(takeovers, first_ticks, worst, lost=len([i for i in sent if i not in consumer.received]))
+    missing = len([i for i in sent if i not in consumer.received])
+    return FailoverResult(takeovers, first_ticks, worst, not_received=missing)
 
 
 # -- command line ------------------------------------------------------------------------------
@@ -414,21 +472,22 @@ def main(argv: list[str] | None = None) -> int:
             r = measure_latency(dsn, rate, args.duration)
             results["latency"].append(asdict(r))
             print(f"latency @ {rate:g}/s: p50 {r.p50_ms} ms  p95 {r.p95_ms} ms  p99 {r.p99_ms} ms  "
-                  f"max {r.max_ms} ms  ({r.events} events, achieved {r.achieved_rate}/s, lost {r.lost}, "
+                  f"max {r.max_ms} ms; send -> tick p50 {r.tick_p50_ms} ms  p99 {r.tick_p99_ms} ms  "
+                  f"({r.events} events, achieved {r.achieved_rate}/s, not received {r.not_received}, "
                   f"daemon CPU {r.daemon_cpu_percent}%)", flush=True)
         if args.idle_seconds > 0:
             idle = measure_idle(dsn, args.idle_seconds)
             results["idle"] = asdict(idle)
             print(f"idle ({idle.queues} queues, {idle.seconds}s): {idle.statements_per_second} statements/s, "
                   f"{idle.ticks_written} ticks, daemon CPU {idle.daemon_cpu_percent}%, "
-                  f"its backends' CPU {idle.backend_cpu_percent}%", flush=True)
+                  f"its backends' CPU {idle.backend_cpu_percent}%, RSS {idle.daemon_rss_mb} MB", flush=True)
         if args.failovers > 0:
             fo = measure_failover(dsn, args.failovers)
             results["failover"] = {**asdict(fo), **fo.summary}
             print(f"failover after SIGKILL ({args.failovers} rounds): lock taken over in "
                   f"{[round(x, 3) for x in fo.takeover_seconds]} s, first new tick after "
                   f"{[round(x, 3) for x in fo.first_tick_seconds]} s, worst event latency around it "
-                  f"{fo.worst_latency_ms} ms, lost {fo.lost}", flush=True)
+                  f"{fo.worst_latency_ms} ms, not received {fo.not_received}", flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2, default=str)
