@@ -29,8 +29,8 @@ SELECT n.nspname || '.' || c.relname, coalesce(s.n_dead_tup, 0), coalesce(s.n_li
 """
 
 
-def table_stats(ctx: BenchContext) -> dict[str, dict[str, int]]:
-    time.sleep(1.2)  # backends publish their table statistics about once a second
+def table_stats(ctx: BenchContext, settle: float = 1.2) -> dict[str, dict[str, int]]:
+    time.sleep(settle)  # backends publish their table statistics about once a second
     with ctx.connect() as conn:
         conn.execute("SELECT pg_stat_clear_snapshot()")
         rows = conn.execute(TABLE_STATS).fetchall()
@@ -87,6 +87,8 @@ def phase(ctx: BenchContext, system: System, held: bool) -> float:
     ready = threading.Event()
     deadline = time.time() + s.held_seconds + 60
     rotations: list[int] = []
+    dead_over_time: list[tuple[float, int]] = []
+    prefix = "pglogq." if isinstance(system, Pglogq) else "public.bench_jobs"  # the queue's tables
     if isinstance(system, Pglogq):
         queue = f"held_{tag}"
         with ctx.client() as c:
@@ -116,12 +118,18 @@ def phase(ctx: BenchContext, system: System, held: bool) -> float:
         ready.wait(10)
         start_at = time.time() + 0.3
         fut = pool.submit(producer, conf, s.held_rate, s.held_seconds, start_at)
-        if isinstance(system, Pglogq):
-            while not fut.done():
+        next_sample = start_at
+        while not fut.done():
+            if isinstance(system, Pglogq):
                 row = ctx.sql("SELECT cur_table FROM pglogq.queue WHERE queue_name = %s", (queue,))
                 if not rotations or rotations[-1] != row[0][0]:
                     rotations.append(row[0][0])
-                time.sleep(0.5)
+            if time.time() >= next_sample:
+                stats = table_stats(ctx, settle=0)
+                dead_over_time.append((time.time() - start_at, sum(
+                    v["n_dead_tup"] for k, v in stats.items() if k.startswith(prefix))))
+                next_sample += s.held_bucket_seconds
+            time.sleep(0.2)
         sent = fut.result()
         consumer.join(max(0.0, deadline - time.time()))
         after = table_stats(ctx)
@@ -144,6 +152,9 @@ def phase(ctx: BenchContext, system: System, held: bool) -> float:
             buckets[k] += 1
     ctx.results.series.append(Series(SCENARIO, label, [b * (i + 0.5) for i in range(nb)],
                                      [c / b for c in buckets], "seconds", "events/s consumed"))
+    ctx.results.series.append(Series("held_xmin_dead", label, [t for t, _ in dead_over_time],
+                                     [float(d) for _, d in dead_over_time], "seconds",
+                                     "dead tuples (the queue's tables)"))
     extra = {"offered": s.held_rate, "sent": len(sent), "consumed_total": len(got),
              "consumed_in_window": len(consumed), "held_xmin": snap.xmin if snap else None,
              "rotations": max(0, len(rotations) - 1), "tables_before": before, "tables_after": after}

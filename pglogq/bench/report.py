@@ -142,7 +142,7 @@ def write_plots(out: Path, results: Results) -> list[Path]:
                     ys.append(j + i * height)
                     xs.append(found.value)
             ax.barh(ys, xs, height=height, label=sys_name)
-        ax.set_yticks([j + 0.4 - height / 2 for j in range(len(cases))], cases, fontsize=8)
+        ax.set_yticks([j + (len(systems) - 1) * height / 2 for j in range(len(cases))], cases, fontsize=8)
         ax.invert_yaxis()
         ax.set_xscale("log")
         ax.set_xlabel("events/s (log scale)")
@@ -153,7 +153,7 @@ def write_plots(out: Path, results: Results) -> list[Path]:
         fig.savefig(p, dpi=110)
         plt.close(fig)
         paths.append(p)
-    for scenario in ("latency", "fanout", "held_xmin"):
+    for scenario in ("latency", "fanout", "held_xmin", "held_xmin_dead"):
         series = [s for s in results.series if s.scenario == scenario]
         if not series:
             continue
@@ -165,7 +165,7 @@ def write_plots(out: Path, results: Results) -> list[Path]:
         if scenario == "latency":
             ax.set_yscale("log")
         ax.legend(fontsize=7)
-        ax.set_title(TITLES[scenario])
+        ax.set_title(TITLES.get(scenario, TITLES["held_xmin"] + ": dead tuples"))
         ax.grid(alpha=0.3)
         fig.tight_layout()
         p = out / f"{scenario}.png"
