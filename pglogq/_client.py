@@ -91,7 +91,7 @@ class Batch:
 
 
 class Client:
-    """pglogq client for asyncio.  ``Client(dsn)``; ``dsn=None`` follows the DSN rule.
+    """pglogq client (blocking).  ``Client(dsn)``; ``dsn=None`` follows the DSN rule.
 
     Every call can take ``conn=``: the caller's connection, whose transaction the call then
     joins (nothing is committed for the caller).  Otherwise a pooled autocommit connection runs

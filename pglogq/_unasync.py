@@ -45,6 +45,7 @@ PATTERNS: list[tuple[str, str]] = [
     (r"\basync with ", "with "),
     (r"\basync for ", "for "),
     (r"\bawait ", ""),
+    (r"\bclient for asyncio\b", "client (blocking)"),
 ]
 
 
