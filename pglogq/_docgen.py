@@ -145,7 +145,11 @@ def _section_md(lines: list[str]) -> str:
             paras.append(text)
     out = " ".join(_md_escape(p) for p in paras)
     for item in items:
-        term, _, desc = re.sub(r"\s{2,}", "\t", item, count=1).partition("\t")
+        typed = re.match(r"(\S+ \([^)]*\))\s+(.*)", item)
+        if typed:
+            term, desc = typed.groups()
+        else:
+            term, _, desc = re.sub(r"\s{2,}", "\t", item, count=1).partition("\t")
         out += f"\n    - {_md_escape(term)}: {_md_escape(desc)}".rstrip(": ")
     return out
 
@@ -169,7 +173,7 @@ def sql_reference() -> str:
             out.append(f"### pglogq.{f.name}\n")
             out.append("<!-- no-test: a signature, not a statement -->")
             out.append(f"```sql\n{f.signature}\n```\n")
-            out.append(_md_escape(f.purpose) + "\n")
+            out.append(_md_escape(f.purpose[:1].upper() + f.purpose[1:]) + "\n")
             for key in _SECTIONS:
                 if key in f.sections:
                     out.append(f"- **{key}:** {_section_md(f.sections[key])}")
