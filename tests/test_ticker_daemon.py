@@ -409,3 +409,17 @@ def test_database_restart_under_the_daemon(own_server: tuple[str, Path], daemons
     deliver({"n": 3})
     assert d.proc.poll() is None
     assert d.terminate() == 0
+
+
+def test_mounted_as_pglogq_ticker_run(dsn: str) -> None:
+    client = _queue(dsn)
+    try:
+        sent = client.send("q", {"via": "pglogq ticker run"})
+        pglogq_cli = [sys.executable, "-c", "from pglogq.cli import main; main()"]
+        for args in (["--dsn", dsn, "ticker", "run", "--once"], ["ticker", "run", "--dsn", dsn, "--once"]):
+            done = subprocess.run([*pglogq_cli, *args], capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr
+            assert "pass_done" in done.stderr
+        assert [m.msg_id for m in drain(client, "q", "c")] == [sent]
+    finally:
+        client.close()

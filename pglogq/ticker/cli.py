@@ -28,6 +28,16 @@ class _Duration(click.ParamType):  # type: ignore[type-arg]
 
 DURATION = _Duration()
 
+
+class _DsnOption(click.Option):
+    """``--dsn`` (repeatable) that also takes one DSN string as its default (``pglogq --dsn X
+    ticker run`` passes the group's DSN down through the context's default map)."""
+
+    def type_cast_value(self, ctx: click.Context, value: Any) -> Any:
+        if isinstance(value, str):
+            value = (value,)
+        return super().type_cast_value(ctx, value)
+
 EPILOG = """\b
 Environment: PGLOGQ_DSN, and PGLOGQ_TICKER_<SETTING> for every option (e.g.
 PGLOGQ_TICKER_BUSY_INTERVAL=5ms, PGLOGQ_TICKER_METRICS_PORT=9187).  Precedence: command line,
@@ -40,7 +50,7 @@ cluster whose transaction ids are behind, --once).
 
 
 @click.command("run", epilog=EPILOG)
-@click.option("--dsn", "dsns", multiple=True, metavar="DSN",
+@click.option("--dsn", "dsn", cls=_DsnOption, multiple=True, metavar="DSN",
               help="Database to tick (repeat for several). Default: PGLOGQ_DSN, else the embedded server.")
 @click.option("--once", is_flag=True, help="One pass (restore check, due maintenance, one tick) and exit.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -65,15 +75,15 @@ cluster whose transaction ids are behind, --once).
               help="Longest delay between reconnection attempts (default 30s).")
 @click.option("--env-file", type=click.Path(dir_okay=False), default=None,
               envvar="PGLOGQ_TICKER_ENV_FILE", help="KEY=VALUE file of settings, re-read on SIGHUP.")
-def command(dsns: tuple[str, ...], once: bool, env_file: str | None, **options: Any) -> None:
+def command(dsn: tuple[str, ...], once: bool, env_file: str | None, **options: Any) -> None:
     """Tick every queue and run maintenance, as the one active ticker of each database.
 
     Start as many as you like: one per database ticks, the others stand by and take over
     within seconds when it dies.
     """
     cli: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
-    if dsns:
-        cli["dsns"] = dsns
+    if dsn:
+        cli["dsns"] = tuple(dsn)
 
     def load() -> Settings:
         return load_settings(cli, os.environ, env_file=env_file)
