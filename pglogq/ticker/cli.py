@@ -93,7 +93,10 @@ def command(dsn: tuple[str, ...], once: bool, env_file: str | None, **options: A
     except (ValueError, OSError) as exc:
         raise click.UsageError(str(exc)) from exc
     logs.configure(settings.log_level, settings.log_format)
-    code = asyncio.run(run_once(settings) if once else Daemon(settings, reload=load).serve())
+    try:
+        code = asyncio.run(run_once(settings) if once else Daemon(settings, reload=load).serve())
+    except KeyboardInterrupt:
+        code = 130
     sys.exit(code)
 
 

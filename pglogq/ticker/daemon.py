@@ -94,7 +94,13 @@ class Daemon:
         if self.settings.metrics_port is not None:
             from pglogq.ticker.metrics import MetricsServer
 
-            server = MetricsServer(lambda: list(self.engines), self.settings.metrics_host, self.settings.metrics_port)
+            try:
+                server = MetricsServer(lambda: list(self.engines), self.settings.metrics_host,
+                                       self.settings.metrics_port)
+            except OSError as exc:
+                emit(logging.ERROR, "metrics_failed", f"cannot serve metrics on "
+                     f"{self.settings.metrics_host}:{self.settings.metrics_port}: {exc}")
+                return EXIT_FAILED
             server.start()
             emit(logging.INFO, "metrics", f"serving /metrics and /healthz on "
                  f"http://{self.settings.metrics_host}:{server.port}/", port=server.port)

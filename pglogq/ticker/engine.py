@@ -256,6 +256,11 @@ class Engine:
                     self._set_state(State.CONNECTING, _error_text(exc))
                     self._emit(logging.ERROR, "session_error", f"ticker session failed: {_error_text(exc)}",
                                sqlstate=exc.sqlstate)
+                except Exception as exc:  # a bug must not end the daemon: say so and start over
+                    self.stats.errors += 1
+                    self._set_state(State.CONNECTING, _error_text(exc))
+                    self.log.exception("unexpected error in the ticker session", extra={
+                        "pglogq_event": "internal_error", "pglogq_fields": {"db": self.label}})
                 finally:
                     if conn is not None:
                         with contextlib.suppress(Exception):
@@ -369,6 +374,10 @@ class Engine:
                 self.stats.errors += 1
                 self._emit(logging.ERROR, "maintenance_error", f"maintenance failed: {_error_text(exc)}",
                            sqlstate=exc.sqlstate)
+            except Exception:  # a bug must not stop maintenance for good
+                self.stats.errors += 1
+                self.log.exception("unexpected error in maintenance", extra={
+                    "pglogq_event": "internal_error", "pglogq_fields": {"db": self.label}})
             finally:
                 if conn is not None:
                     with contextlib.suppress(Exception):
