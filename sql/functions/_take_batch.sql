@@ -77,9 +77,9 @@ BEGIN
     IF cur_id > first_id THEN
         SELECT min(t.tick_id) INTO cut_id FROM pglogq.tick t
          WHERE t.queue_id = q.queue_id AND t.tick_id >= first_id AND t.tick_id < cur_id
-           AND EXISTS (SELECT 1 FROM pglogq.event e
-                        WHERE e.ev_queue = q.queue_id
-                          AND e.ev_txid = ANY (ARRAY(SELECT pg_snapshot_xip(t.tick_snapshot))));
+           AND EXISTS (SELECT 1 FROM pg_snapshot_xip(t.tick_snapshot) x
+                       CROSS JOIN LATERAL (SELECT 1 FROM pglogq.event e  -- one index probe per xid
+                                            WHERE e.ev_queue = q.queue_id AND e.ev_txid = x LIMIT 1) hit);
         cur_id := coalesce(cut_id, cur_id);
     END IF;
     SELECT t.tick_event_seq INTO cur_seq FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = cur_id;
