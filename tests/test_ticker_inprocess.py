@@ -272,3 +272,13 @@ def test_pg_cron_procedures_tick_and_maintain(dsn: str, client: pglogq.Client, q
         conn.execute("CALL pglogq_cron.tick_once()")
         assert conn.execute("SELECT max(tick_id) FROM pglogq.tick").fetchone() != last
         assert conn.execute("SELECT pglogq_cron.lock_key() = %s", (tq.LOCK_KEY,)).fetchone() == (True,)
+
+
+def test_rotation_blocked_by_label_names_who_without_the_changing_details() -> None:
+    from pglogq.ticker.metrics import blocked_by_label
+
+    assert blocked_by_label(None) == ""
+    assert blocked_by_label("consumer billing (at tick 5, 00:10:00 behind)") == "consumer billing"
+    assert blocked_by_label("transaction of pid 4242 open since 2026-11-29 15:00:00+00") == "transaction of pid 4242"
+    prepared = "prepared transaction 'tx''1'"
+    assert blocked_by_label(f"{prepared} since 2026-11-29 15:00:00+00") == prepared

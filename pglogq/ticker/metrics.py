@@ -50,7 +50,7 @@ CONSUMER_GAUGES: list[tuple[str, str, int]] = [
     ("dead_letters", "The consumer's events in the dead-letter queue.", 9),
 ]
 
-_BLOCKER = re.compile(r"^(consumer \S+|transaction of pid \d+)")
+_BLOCKER = re.compile(r"^(consumer \S+|transaction of pid \d+|prepared transaction '(?:[^']|'')*')")
 
 
 def blocked_by_label(text: str | None) -> str:
