@@ -6,8 +6,10 @@ Exit status 0 when every subscriber has lost = 0 and unexpected = 0 (and the dra
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -22,6 +24,11 @@ from pglogq.chaos.harness import Harness, write_report
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 def main(seed: int, duration: float, out: Path | None, keep: bool, quiet: bool) -> None:
     """Run the total-queue chaos check on a throw-away PostgreSQL."""
+
+    def stop(*_: object) -> NoReturn:
+        raise SystemExit(2)  # unwinds through the harness's teardown (processes, server, files)
+
+    signal.signal(signal.SIGTERM, stop)
     report = Harness(seed=seed, duration=duration, keep=keep, verbose=not quiet).run()
     write_report(report, out)
     sys.exit(0 if report["passed"] else 1)

@@ -91,6 +91,8 @@ class Harness:
     verbose: bool = True
     faults: Counter[str] = field(default_factory=Counter)
     procs: list[Proc] = field(default_factory=list)
+    cursor_max: dict[str, int] = field(default_factory=dict)
+    regressions: list[str] = field(default_factory=list)
 
     def log(self, msg: str) -> None:
         if self.verbose:
@@ -156,10 +158,14 @@ class Harness:
         plan = nemesis.schedule(self.seed, self.duration)
         restarts: list[tuple[float, Proc]] = []
         start = time.monotonic()
+        last_sample = 0.0
         while True:
             now = time.monotonic() - start
             if now >= self.duration:
                 break
+            if now - last_sample >= 1.0:
+                self.sample_cursors()
+                last_sample = now
             while plan and plan[0][0] <= now:
                 _, kind = plan.pop(0)
                 self.inject(kind, now, restarts)
@@ -174,6 +180,23 @@ class Harness:
             time.sleep(0.05)
         for _, pending in restarts:
             pending.start(self.base)
+
+    def sample_cursors(self) -> None:
+        """Committed cursors and tick ids never go back, crashes included (checklist 9)."""
+        try:
+            with psycopg.connect(self.server.dsn, autocommit=True, connect_timeout=2) as conn:
+                rows = conn.execute(
+                    "SELECT consumer_name, last_tick FROM pglogq.subscription WHERE parent_id IS NULL"
+                    " UNION ALL SELECT '<tick>', max(tick_id) FROM pglogq.tick"
+                ).fetchall()
+        except psycopg.Error:
+            return  # the server is down right now
+        for name, value in rows:
+            if value is None:
+                continue
+            if value < self.cursor_max.get(name, 0):
+                self.regressions.append(f"{name}: {self.cursor_max[name]} -> {value}")
+            self.cursor_max[name] = max(value, self.cursor_max.get(name, 0))
 
     def inject(self, kind: str, now: float, restarts: list[tuple[float, Proc]]) -> None:
         rng = self.rng
@@ -284,8 +307,9 @@ class Harness:
             self.log("stopping producers")
             self.stop_producers()
             self.log("draining")
-            drained = self.drain(timeout=max(120.0, self.duration))
+            drained = self.drain(timeout=180.0)
             self.log(f"drained: {drained}")
+            self.sample_cursors()
             dead = self.dead_letters()
             for p in self.procs:
                 p.terminate(20)
@@ -301,8 +325,9 @@ class Harness:
                 drained=drained,
                 faults=dict(sorted(faults.items())),
                 restarts={p.name: p.restarts for p in self.procs if p.restarts},
+                cursor_regressions=self.regressions,
             )
-            report["passed"] = drained and all(
+            report["passed"] = drained and not self.regressions and all(
                 s["lost"] == 0 and s["unexpected"] == 0 for s in report["subscribers"].values()
             )
             if not report["passed"]:
