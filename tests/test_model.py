@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
@@ -328,3 +329,31 @@ def test_the_model_catches_a_lost_event(model_dsn: str) -> None:
                      " WHERE queue_name = %s) AND ev_id = (SELECT max(ev_id) FROM pglogq.event)", (m.q,))
         with pytest.raises(AssertionError, match="still owed"):
             m.teardown()
+
+
+_TUPLE_KEYS = re.compile(
+    r"\(\s*(?:-[\w.]*ev_priority(?:::\w+)?\s*,\s*)?[\w.]*ev_txid\s*,\s*[\w.]*ev_id\s*\)", re.I
+)
+_ID_AS_CURSOR = re.compile(
+    r"[\w.]*\bev_id\s*(?:<|>|<=|>=)(?!\s*\()|(?:<|>|<=|>=)\s*[\w.]*\bev_id\b|order\s+by\s+[\w.]*\bev_id\b"
+    r"|\b(?:max|min)\s*\(\s*[\w.]*\bev_id\b",
+    re.I,
+)
+
+
+def ev_id_cursor_uses(sql: str) -> list[str]:
+    """Places where ev_id is compared or ordered on its own (not as the tie-breaker of a
+    (txid, id) key): ids come from a sequence and are not in commit order."""
+    return _ID_AS_CURSOR.findall(_TUPLE_KEYS.sub("(key)", sql))
+
+
+def test_no_function_uses_ev_id_as_a_cursor() -> None:
+    """Checklist 35, statically: every ordering or range over events goes by txid first."""
+    from pglogq import schema
+
+    assert ev_id_cursor_uses("SELECT * FROM pglogq.event e WHERE e.ev_id > last_id") != []
+    assert ev_id_cursor_uses("SELECT max(e.ev_id) FROM pglogq.event e") != []
+    assert ev_id_cursor_uses("SELECT 1 ORDER BY e.ev_id") != []
+    assert ev_id_cursor_uses("WHERE (e.ev_txid, e.ev_id) > (a, b) ORDER BY e.ev_txid, e.ev_id") == []
+    found = {name: hits for name, sql in schema.functions() if (hits := ev_id_cursor_uses(sql))}
+    assert found == {}
