@@ -1,4 +1,4 @@
-"""``python -m pglogq.chaos --seed N --duration SECONDS [--out report.json] [--keep]``.
+"""``python -m pglogq.chaos --seed N --duration SECONDS [--out report.json] [--markdown figures.md]``.
 
 Exit status 0 when every subscriber has lost = 0 and unexpected = 0 (and the drain finished),
 1 otherwise.
@@ -14,15 +14,17 @@ from typing import NoReturn
 import click
 
 from pglogq.chaos.harness import Harness, write_report
+from pglogq.chaos.report import render_markdown
 
 
 @click.command()
 @click.option("--seed", type=int, default=1, show_default=True, help="Seeds the fault schedule.")
 @click.option("--duration", type=float, default=60.0, show_default=True, help="Seconds of faults.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Also write the figures as Markdown.")
 @click.option("--keep", is_flag=True, help="Keep the server and history directory afterwards.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
-def main(seed: int, duration: float, out: Path | None, keep: bool, quiet: bool) -> None:
+def main(seed: int, duration: float, out: Path | None, markdown: Path | None, keep: bool, quiet: bool) -> None:
     """Run the total-queue chaos check on a throw-away PostgreSQL."""
 
     def stop(*_: object) -> NoReturn:
@@ -31,6 +33,8 @@ def main(seed: int, duration: float, out: Path | None, keep: bool, quiet: bool) 
     signal.signal(signal.SIGTERM, stop)
     report = Harness(seed=seed, duration=duration, keep=keep, verbose=not quiet).run()
     write_report(report, out)
+    if markdown is not None:
+        markdown.write_text(render_markdown(report))
     sys.exit(0 if report["passed"] else 1)
 
 

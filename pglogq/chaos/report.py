@@ -1,0 +1,61 @@
+"""The chaos report as a Markdown table (for docs/reliability/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FAULT_LABELS: dict[str, str] = {
+    "kill_consumer": "SIGKILL of a consumer / worker process (restarted 0.2-2 s later)",
+    "worker_renamed": "... of which came back under a new worker name (takeover)",
+    "kill_producer": "SIGKILL of a producer process (restarted)",
+    "kill_ticker": "SIGKILL of the ticker daemon (restarted 1-5 s later)",
+    "server_crash": "`pg_ctl stop -m immediate`, then restart (crash recovery)",
+    "forced_rotation": "forced rotation attempts (step 1 with force, then step 2)",
+    "rotation_done": "... of which rotated (the others were not safe yet)",
+    "held_rr_snapshot": "REPEATABLE READ snapshot held 3-10 s",
+    "prepared_transaction": "prepared transactions (sends, committed or rolled back 2-10 s later)",
+    "proxy_drop_after_commit": "proxy: connection cut right after COMMIT / Sync, before the reply",
+    "proxy_drop_mid_stream": "proxy: connection cut after another message",
+    "proxy_partition": "proxy: every connection cut, new ones refused 0.5-3 s",
+    "idle_in_transaction_timeout": "consumer session killed by a 100 ms idle_in_transaction_session_timeout",
+    "statement_timeout": "statement cancelled by a 1 ms statement_timeout",
+}
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    s = report["sends"]
+    lines = [
+        f"Seed {report['seed']}, {report['duration_s']:.0f} s of faults, {report['wall_s']:.0f} s in all; "
+        f"drained: {'yes' if report['drained'] else 'NO'}; "
+        f"cursor or tick regressions: {len(report.get('cursor_regressions', []))}; "
+        f"result: **{'passed' if report['passed'] else 'FAILED'}**.",
+        "",
+        "| sends | count |",
+        "| ----- | ----: |",
+        f"| attempted | {s['attempted']} |",
+        f"| acknowledged (ok) | {s['ok']} |",
+        f"| certainly not committed (failed, rolled back) | {s['failed']} |",
+        f"| indeterminate (connection lost after the statement / COMMIT, or producer killed) | {s['indeterminate']} |",
+        "",
+        "| fault | injected |",
+        "| ----- | -------: |",
+    ]
+    faults = report["faults"]
+    order = [k for k in FAULT_LABELS if k in faults] + sorted(k for k in faults if k not in FAULT_LABELS)
+    for kind in order:
+        n = faults[kind]
+        lines.append(f"| {FAULT_LABELS.get(kind, kind)} | {n} |")
+    lines += [
+        "",
+        "| subscriber | lost | unexpected | duplicated | indeterminate delivered / absent | dead-lettered"
+        " | redelivered after nack | deliveries |",
+        "| ---------- | ---: | ---------: | ---------: | -------------------------------: | ------------:"
+        " | ---------------------: | ---------: |",
+    ]
+    for name, v in report["subscribers"].items():
+        lines.append(
+            f"| {name} | {v['lost']} | {v['unexpected']} | {v['duplicated']} | "
+            f"{v['indeterminate_delivered']} / {v['indeterminate_absent']} | {v['dead_lettered']} | "
+            f"{v['redelivered_after_nack']} | {v['deliveries']} |"
+        )
+    return "\n".join(lines) + "\n"
