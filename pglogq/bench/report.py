@@ -43,6 +43,59 @@ def _groups(results: Results, scenario: str) -> OrderedDict[str, list[Measure]]:
     return groups
 
 
+def _short(v: float) -> str:
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.2f} M"
+    if abs(v) >= 1e4:
+        return f"{v / 1e3:.0f} k"
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.1f} k"
+    return fmt_value(v)
+
+
+def pivot(results: Results, scenario: str, keep: Any = None) -> list[str]:
+    """One row per case, one column per system: value (ratio to the ceiling)."""
+    groups = _groups(results, scenario)
+    if keep is not None:
+        groups = OrderedDict((k, v) for k, v in groups.items() if keep(k))
+    if not groups:
+        return []
+    systems: list[str] = []
+    for ms in groups.values():
+        for m in ms:
+            if m.system not in systems:
+                systems.append(m.system)
+    unit = next(iter(groups.values()))[0].unit
+    lines = [f"| {scenario} ({unit}) | " + " | ".join(systems) + " |",
+             "| --- |" + " ---: |" * len(systems)]
+    for case, ms in groups.items():
+        cells = []
+        for name in systems:
+            found = next((x for x in ms if x.system == name), None)
+            if found is None:
+                cells.append("")
+                continue
+            r = results.ratio(found)
+            cell = _short(found.value)
+            if found.ceiling:
+                cell += " (ceiling)"
+            elif r is not None:
+                cell += f" ({r:.2f})"
+            cells.append(cell)
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def summary(results: Results) -> list[str]:
+    out: list[str] = []
+    for scenario, keep in (("produce", None), ("consume", None),
+                           ("latency", lambda c: c.endswith(("p50", "p99")))):
+        rows = pivot(results, scenario, keep)
+        if rows:
+            out += [*rows, ""]
+    return out
+
+
 def markdown(meta: dict[str, Any], results: Results, verdicts: list[Verdict], plots: list[str]) -> str:
     mach = meta.get("machine", {})
     loads = mach.get("load_average_at_start", []), mach.get("load_average_at_end", [])
@@ -72,6 +125,13 @@ def markdown(meta: dict[str, Any], results: Results, verdicts: list[Verdict], pl
         "- systems: " + ", ".join(f"{k}: {v}" for k, v in meta.get("versions", {}).items() if v),
         f"- duration: {meta.get('duration_seconds')} s; settings: `{json.dumps(meta.get('settings'))}`",
         "",
+        "## Summary",
+        "",
+        "Numbers per system; in brackets the ratio to the ceiling of the same case (raw `INSERT` "
+        "for producing, plain `SELECT` for consuming). Every number, with its unit, is in the "
+        "sections below.",
+        "",
+        *summary(results),
         "## Targets",
         "",
         "| target | measured | met | margin |",
