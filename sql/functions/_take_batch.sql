@@ -11,15 +11,17 @@
 -- transaction of the queue was open across (see docs/how-to/priority.md).
 CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription)
 RETURNS pglogq.subscription LANGUAGE plpgsql
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
 DECLARE
     c pglogq.subscription;
     d pglogq.subscription;
     prev pglogq.tick;
     cur_id bigint;
     first_id bigint;
-    cut_id bigint;
     cur_seq bigint;
+    tk record;
+    xips xid8[];
 BEGIN
     IF h.parent_id IS NOT NULL THEN
         SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
@@ -75,12 +77,18 @@ BEGIN
     -- (priority, txid) order inside one batch would put them first.  Cutting there keeps
     -- commit order at tick granularity within a priority.
     IF cur_id > first_id THEN
-        SELECT min(t.tick_id) INTO cut_id FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_id >= first_id AND t.tick_id < cur_id
-           AND EXISTS (SELECT 1 FROM pg_snapshot_xip(t.tick_snapshot) x
-                       CROSS JOIN LATERAL (SELECT 1 FROM pglogq.event e  -- one index probe per xid
-                                            WHERE e.ev_queue = q.queue_id AND e.ev_txid = x LIMIT 1) hit);
-        cur_id := coalesce(cut_id, cur_id);
+        -- one index probe per merged tick (the event children often have no statistics yet,
+        -- so a single correlated query may be planned as a scan of every event per tick)
+        FOR tk IN SELECT x.tick_id, x.tick_snapshot FROM pglogq.tick x
+                  WHERE x.queue_id = q.queue_id AND x.tick_id >= first_id AND x.tick_id < cur_id
+                  ORDER BY x.tick_id LOOP
+            xips := ARRAY(SELECT pg_snapshot_xip(tk.tick_snapshot));
+            IF cardinality(xips) > 0 AND EXISTS (
+                    SELECT 1 FROM pglogq.event e WHERE e.ev_queue = q.queue_id AND e.ev_txid = ANY (xips)) THEN
+                cur_id := tk.tick_id;
+                EXIT;
+            END IF;
+        END LOOP;
     END IF;
     SELECT t.tick_event_seq INTO cur_seq FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = cur_id;
     IF h.parent_id IS NOT NULL THEN
