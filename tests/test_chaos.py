@@ -259,3 +259,56 @@ def test_taking_a_merged_batch_does_not_rescan_the_backlog(client: Any, dsn: str
     large = _receive_buffers(dsn, "q", "c")
     assert large < small * 1.5 + 200, (small, large)
     assert small < 3000, small  # one batch of ~10000 events: a page, not the whole log per tick
+
+
+def test_rotation_waits_briefly_for_short_readers_instead_of_starving(client: Any, dsn: str) -> None:
+    """Found by the long chaos run: rotation took its lock with NOWAIT, but consumers and the
+    ticker hold short ACCESS SHARE locks on every event table nearly all the time under load, so
+    rotation never happened (0 of ~100 forced rotations in 7 minutes; event tables grew without
+    end).  It now waits up to lock_timeout; a holder that does not let go still makes it give
+    up, changing nothing."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+
+    def tick_and_drain() -> None:
+        client.tick("q", force=True)
+        while page := client.receive("q", "c", max_messages=500):
+            page.ack()
+
+    client.send("q", {"n": 1})
+    tick_and_drain()
+    client.rotate("q")
+    tick_and_drain()
+    reader = psycopg.connect(dsn)
+    reader.execute("SELECT count(*) FROM pglogq.event")  # ACCESS SHARE on every child, held
+
+    stop = threading.Event()
+
+    def commit_when_rotation_waits() -> None:
+        with psycopg.connect(dsn, autocommit=True) as watch:
+            while not stop.is_set() and watch.execute(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'"
+            ).fetchone() == (0,):
+                time.sleep(0.01)
+        reader.commit()
+
+    t = threading.Thread(target=commit_when_rotation_waits)
+    t.start()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '120s'")
+        try:
+            rotated = conn.execute("SELECT pglogq.maint_rotate_step1('q', true)").fetchone()
+        finally:
+            stop.set()
+            t.join(60)
+        assert rotated == (True,)
+        conn.execute("SELECT pglogq.maint_rotate_step2('q')")
+        tick_and_drain()
+        before = conn.execute("SELECT cur_table, switch_step1 FROM pglogq.queue").fetchone()
+        reader.execute("SELECT count(*) FROM pglogq.event")  # now a holder that stays (a pg_dump)
+        conn.execute("SET lock_timeout = '100ms'")
+        assert conn.execute("SELECT pglogq.maint_rotate_step1('q', true)").fetchone() == (False,)
+        assert conn.execute("SELECT cur_table, switch_step1 FROM pglogq.queue").fetchone() == before
+        assert conn.execute("SHOW lock_timeout").fetchone() == ("100ms",)  # the caller's setting is kept
+    reader.rollback()
+    reader.close()

@@ -2,9 +2,10 @@
 -- Parameters: queue_name; force  rotate now even if rotation_period has not passed
 -- Returns:    true if rotated; false if not due or not safe yet (then nothing changed).
 -- Raises:     PQ001 unknown queue.
--- Tables:     queue (update), the oldest event child (LOCK NOWAIT, TRUNCATE).
+-- Tables:     queue (update), the oldest event child (LOCK within lock_timeout, default 200 ms; TRUNCATE).
 -- Safe only when (a) step 2 of the previous rotation ran, in a later transaction; (b) every
--- consumer's position is past it; (c) the table can be locked at once (a pg_dump may hold it);
+-- consumer's position is past it; (c) the table can be locked within lock_timeout (the caller's,
+-- else 200 ms: a pg_dump may hold it);
 -- and (d), checked under that lock, no row in it is still unread by the slowest consumer.
 -- (d) makes rotation exact even for a REPEATABLE READ producer that wrote into an old table.
 CREATE OR REPLACE FUNCTION pglogq.maint_rotate_step1(queue_name text, force boolean DEFAULT false)
@@ -17,6 +18,7 @@ DECLARE
     nxt smallint;
     tab text;
     unread boolean;
+    old_timeout text;
 BEGIN
     q := pglogq._queue(queue_name);
     SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = q.queue_id FOR NO KEY UPDATE;
@@ -35,8 +37,17 @@ BEGIN
     END IF;
     nxt := (q.cur_table + 1) % q.ntables;
     tab := format('pglogq.%I', 'event_' || q.queue_id || '_' || nxt);
+    -- wait a moment for the lock rather than NOWAIT: consumers and the ticker hold short
+    -- ACCESS SHARE locks on every child nearly all the time under load, and NOWAIT then never
+    -- succeeds (rotation starved for minutes in the chaos run).  Queued behind us, readers wait
+    -- at most lock_timeout (the caller's if set, else 200 ms); a long holder (pg_dump) still wins.
+    old_timeout := current_setting('lock_timeout');
     BEGIN
-        EXECUTE 'LOCK TABLE ' || tab || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
+        IF old_timeout IN ('0', '0ms') THEN
+            PERFORM set_config('lock_timeout', '200ms', true);
+        END IF;
+        EXECUTE 'LOCK TABLE ' || tab || ' IN ACCESS EXCLUSIVE MODE';
+        PERFORM set_config('lock_timeout', old_timeout, true);
     EXCEPTION WHEN lock_not_available THEN
         RETURN false;
     END;
