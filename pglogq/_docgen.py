@@ -435,6 +435,70 @@ def metrics_table() -> str:
     return "\n".join(out)
 
 
+# -- benchmarks --------------------------------------------------------------------------------------
+
+BENCH_RESULTS = REPO / "docs" / "benchmarks" / "results.json"
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{value / 1e6:,.2f} MB" if value >= 1e5 else f"{value / 1e3:,.0f} kB"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:,.1f}"
+    return f"{value:,.2f}"
+
+
+def benchmark_summary(path: Path | None = None) -> str:
+    """Every measure of the committed benchmark run, one table per scenario (a row per case, a column per system)."""
+    path = path or BENCH_RESULTS
+    if not path.exists():
+        return (
+            '!!! warning "No committed benchmark run yet"\n'
+            "    This section is generated from `docs/benchmarks/results.json` once the benchmark "
+            "suite has committed a run.\n"
+        )
+    data = json.loads(path.read_text(encoding="utf-8"))
+    meta = data.get("meta", {})
+    machine = meta.get("machine", {})
+    pg = meta.get("postgresql_settings", {})
+    out = [
+        f"Run of {meta.get('started_at', '?')} ({meta.get('mode', '?')} mode, "
+        f"{meta.get('duration_seconds', 0):,.0f} s): {machine.get('cpus', '?')} CPUs "
+        f"({machine.get('cpu', '?')}), PostgreSQL {pg.get('server_version', '?')} with fsync "
+        f"{pg.get('fsync', '?')} and synchronous_commit {pg.get('synchronous_commit', '?')}, "
+        f"payload {meta.get('payload_bytes', '?')} bytes. Load average at start: "
+        f"{', '.join(str(x) for x in machine.get('load_average_at_start', []))}.",
+        "",
+    ]
+    scenarios: dict[str, dict[str, dict[str, tuple[float, str]]]] = {}
+    for m in data.get("measures", []):
+        case = scenarios.setdefault(m["scenario"], {}).setdefault(m["case"], {})
+        case[m["system"]] = (float(m["value"]), str(m["unit"]))
+    for scenario, cases in scenarios.items():
+        systems: list[str] = []
+        for values in cases.values():
+            systems.extend(s for s in values if s not in systems)
+        out.append(f"**{scenario}**\n")
+        out.append("| case | unit | " + " | ".join(_md_escape(s) for s in systems) + " |")
+        out.append("| --- | --- |" + " --- |" * len(systems))
+        for case, values in cases.items():
+            unit = next(iter(values.values()))[1]
+            cells = [_fmt(*values[s]) if s in values else "" for s in systems]
+            shown_unit = "MB/kB" if unit == "bytes" else unit
+            out.append(f"| {_md_escape(case)} | {shown_unit} | " + " | ".join(cells) + " |")
+        for note in data.get("notes", {}).get(scenario, []):
+            out.append(f"\n*{_md_escape(str(note))}*")
+        out.append("")
+    skips = data.get("skips", [])
+    if skips:
+        out.append("Not measured:\n")
+        out.extend(f"- {_md_escape(k['system'])} ({k['scenario']}): {_md_escape(k['reason'])}" for k in skips)
+        out.append("")
+    return "\n".join(out)
+
+
 # -- regions -----------------------------------------------------------------------------------------
 
 REGIONS: dict[str, Callable[[], str]] = {
@@ -443,6 +507,7 @@ REGIONS: dict[str, Callable[[], str]] = {
     "python-reference": python_reference,
     "queue-parameters": queue_parameters,
     "metrics": metrics_table,
+    "benchmark-summary": benchmark_summary,
 }
 
 
