@@ -474,8 +474,8 @@ def benchmark_summary(path: Path | None = None) -> str:
     ]
     scenarios: dict[str, dict[str, dict[str, tuple[float, str]]]] = {}
     for m in data.get("measures", []):
-        case = scenarios.setdefault(m["scenario"], {}).setdefault(m["case"], {})
-        case[m["system"]] = (float(m["value"]), str(m["unit"]))
+        row = scenarios.setdefault(m["scenario"], {}).setdefault(m["case"], {})
+        row[m["system"]] = (float(m["value"]), str(m["unit"]))
     for scenario, cases in scenarios.items():
         systems: list[str] = []
         for values in cases.values():
