@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import json
 import os
 import re
 import shutil
@@ -307,6 +308,27 @@ def test_generated_pages_are_fresh() -> None:
     assert not stale, f"generated docs are stale, run `python -m pglogq._docgen`: {stale}"
 
 
+def test_benchmark_summary_renders_a_run(tmp_path: Path) -> None:
+    results = {
+        "meta": {"started_at": "t0", "mode": "full", "duration_seconds": 60, "payload_bytes": 143,
+                 "machine": {"cpus": 2, "cpu": "x"}, "postgresql_settings": {"server_version": "18"}},
+        "measures": [
+            {"scenario": "produce", "case": "1 client", "system": "pglogq", "value": 1234.5, "unit": "events/s"},
+            {"scenario": "produce", "case": "1 client", "system": "raw INSERT", "value": 2000, "unit": "events/s"},
+            {"scenario": "fanout", "case": "stored", "system": "pglogq", "value": 680000, "unit": "bytes"},
+        ],
+        "skips": [{"scenario": "fanout", "system": "PGQueuer", "reason": "no fan-out"}],
+        "notes": {},
+    }
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    text = _docgen.benchmark_summary(path)
+    assert "| case | unit | pglogq | raw INSERT |" in text
+    assert "| 1 client | events/s | 1,234 | 2,000 |" in text or "| 1 client | events/s | 1,235 | 2,000 |" in text
+    assert "0.68 MB" in text and "PGQueuer (fanout): no fan-out" in text
+    assert "No committed benchmark run" in _docgen.benchmark_summary(tmp_path / "missing.json")
+
+
 def test_python_reference_names_every_public_name() -> None:
     text = (DOCS / "reference" / "python.md").read_text(encoding="utf-8")
     missing = [name for name in pglogq.__all__ if not re.search(rf"\b{re.escape(name)}\b", text)]
@@ -345,7 +367,7 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     # the config path must be relative: mkdocs 1.6 refuses docs_dir == the config's directory by
     # comparing the config path's dirname as a string (docs/README.md, "Where pages go")
     proc = subprocess.run(
-        [str(mkdocs), "build", "--strict", "-q", "-f", "docs/mkdocs.yml", "-d", str(tmp_path / "site")],
+        [str(mkdocs), "build", "--strict", "-f", "docs/mkdocs.yml", "-d", str(tmp_path / "site")],
         cwd=ROOT,
         env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
         capture_output=True,
