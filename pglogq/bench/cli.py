@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import time
 import traceback
 from pathlib import Path
@@ -45,6 +46,8 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
     it at the end.  Redis is started by the bench itself; RabbitMQ is expected on 127.0.0.1:5672.
     """
     scenarios = _parse_only(only)
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
     settings = QUICK if quick else FULL
     if held_seconds is not None:
         from dataclasses import replace
@@ -65,6 +68,8 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
                     module = importlib.import_module(f"pglogq.bench.{name}")
                     module.run(ctx, systems)
                 except Exception as exc:  # keep going: one broken scenario must not hide the rest
+                    if _interrupted:  # Ctrl-C inside a query surfaces as QueryCanceled: stop
+                        raise KeyboardInterrupt from exc
                     traceback.print_exc()
                     ctx.results.skip(name, "all", f"the scenario failed: {type(exc).__name__}: {exc}")
                 ctx.results.details.setdefault("scenario_seconds", {})[name] = round(time.time() - t0, 1)
@@ -92,6 +97,16 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
 
     paths = report.write(out, meta, ctx.results)
     click.echo("\nwrote " + ", ".join(str(p) for p in paths))
+
+
+_interrupted = False
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM: stop the run, still cleaning up (drop the database, stop Redis)."""
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
 
 
 def _start_systems(ctx: BenchContext) -> list[System]:

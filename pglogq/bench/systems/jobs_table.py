@@ -58,7 +58,7 @@ RETURNS SETOF bench_jobs LANGUAGE sql AS $$
 $$;
 """
 INSERT_ONE = "INSERT INTO bench_jobs (job_type, data) VALUES ('bench', %s)"
-INSERT_MANY = "INSERT INTO bench_jobs (job_type, data) SELECT 'bench', unnest(%s::jsonb[])"
+INSERT_MANY = "INSERT INTO bench_jobs (job_type, data) SELECT 'bench', jsonb_array_elements(%s)"
 CLAIM = "SELECT id, data FROM bench_claim_jobs(%s, ARRAY[%s], %s)"
 COMPLETE = "UPDATE bench_jobs SET status = 'completed', completed_at = now() WHERE id = ANY (%s)"
 CLAIM_BATCH = 100
@@ -74,7 +74,7 @@ def produce(conf: dict[str, Any], mode: str, batch: int, idx: int, start_at: flo
                 conn.execute(INSERT_ONE, (Jsonb(rows[0]),))
                 n += 1
             else:
-                conn.execute(INSERT_MANY, ([Jsonb(r) for r in rows],))
+                conn.execute(INSERT_MANY, (Jsonb(rows),))
                 n += batch
     return n
 
@@ -86,7 +86,7 @@ def insert_paced(conf: dict[str, Any], rate: int, seconds: float, start_at: floa
             if len(seqs) == 1:
                 conn.execute(INSERT_ONE, (Jsonb(payload.make(seqs[0])),))
             else:
-                conn.execute(INSERT_MANY, ([Jsonb(payload.make(s)) for s in seqs],))
+                conn.execute(INSERT_MANY, (Jsonb([payload.make(s) for s in seqs]),))
 
         return paced(rate, seconds, send, start_at=start_at)
 
@@ -133,10 +133,10 @@ class JobsTable(System):
 
     def preload(self, n: int) -> None:
         self.reset()
-        rows = [Jsonb(payload.make(i)) for i in range(1000)]
+        rows = [payload.make(i) for i in range(1000)]
         with self.ctx.connect() as conn:
             for start in range(0, n, 1000):
-                conn.execute(INSERT_MANY, (rows[: min(1000, n - start)],))
+                conn.execute(INSERT_MANY, (Jsonb(rows[: min(1000, n - start)]),))
         self.ctx.sql("VACUUM ANALYZE bench_jobs")
 
     def drain(self, n: int, workers: int) -> tuple[int, float]:
