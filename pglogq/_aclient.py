@@ -73,7 +73,7 @@ class AsyncBatch:
         """Acknowledge this page (no-op for an empty batch)."""
         if self.id is None:
             return False
-        return await self.client.ack(self.id, conn=conn)
+        return await self.client.ack(self.id, last=self.messages[-1], conn=conn)
 
     async def nack(
         self,
@@ -301,9 +301,14 @@ class AsyncClient:
         msgs = [Message(*r) for r in rows]
         return AsyncBatch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
-    async def ack(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
-        """Acknowledge the page of ``batch_id`` that receive returned last."""
-        return bool(await self._value(q.ACK, (batch_id,), conn))
+    async def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:
+        """Acknowledge the page of ``batch_id`` that receive returned last.
+
+        ``last``: the page's last message.  Pass it (``Batch.ack`` does): the ack is then refused
+        with :class:`StaleBatch` if that page was acknowledged already by another process using
+        the same consumer or worker name, instead of acknowledging a page this one never saw."""
+        params = (batch_id, last.msg_id if last else None, last.txid if last else None)
+        return bool(await self._value(q.ACK, params, conn))
 
     async def nack(
         self,

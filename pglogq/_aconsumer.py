@@ -594,7 +594,8 @@ class AsyncConsumer:
                 for d, reason in failures:
                     delay = self.retry_policy.delay(d.retry_count) if self.retry_policy is not None else None
                     verdicts.append(await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
-                await self.client.ack(page.batch_id, conn=c)
+                last = page.deliveries[-1].message if page.deliveries else None
+                await self.client.ack(page.batch_id, last=last, conn=c)
         except StaleBatch:
             page.finishing = False
             page.mark_lost("ack refused")

@@ -75,7 +75,7 @@ class Batch:
         """Acknowledge this page (no-op for an empty batch)."""
         if self.id is None:
             return False
-        return self.client.ack(self.id, conn=conn)
+        return self.client.ack(self.id, last=self.messages[-1], conn=conn)
 
     def nack(
         self,
@@ -303,9 +303,14 @@ class Client:
         msgs = [Message(*r) for r in rows]
         return Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
-    def ack(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
-        """Acknowledge the page of ``batch_id`` that receive returned last."""
-        return bool(self._value(q.ACK, (batch_id,), conn))
+    def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:
+        """Acknowledge the page of ``batch_id`` that receive returned last.
+
+        ``last``: the page's last message.  Pass it (``Batch.ack`` does): the ack is then refused
+        with :class:`StaleBatch` if that page was acknowledged already by another process using
+        the same consumer or worker name, instead of acknowledging a page this one never saw."""
+        params = (batch_id, last.msg_id if last else None, last.txid if last else None)
+        return bool(self._value(q.ACK, params, conn))
 
     def nack(
         self,

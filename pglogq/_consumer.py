@@ -596,7 +596,8 @@ class Consumer:
                 for d, reason in failures:
                     delay = self.retry_policy.delay(d.retry_count) if self.retry_policy is not None else None
                     verdicts.append(self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
-                self.client.ack(page.batch_id, conn=c)
+                last = page.deliveries[-1].message if page.deliveries else None
+                self.client.ack(page.batch_id, last=last, conn=c)
         except StaleBatch:
             page.finishing = False
             page.mark_lost("ack refused")

@@ -23,7 +23,7 @@ RECEIVE: LiteralString = (
     "SELECT batch_id, msg_id, type, payload, headers, retry_count, created_at, priority, txid::text"
     " FROM pglogq.receive(%s, %s, %s, %s)"
 )
-ACK: LiteralString = "SELECT pglogq.ack(%s)"
+ACK: LiteralString = "SELECT pglogq.ack(%s, %s, %s::xid8)"
 NACK: LiteralString = "SELECT pglogq.nack(%s, %s, %s, %s, %s::xid8)"
 CANCEL: LiteralString = "SELECT pglogq.cancel(%s, %s)"
 DLQ_INSPECT: LiteralString = "SELECT * FROM pglogq.dlq_inspect(%s, %s, %s, %s, %s)"

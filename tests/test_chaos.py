@@ -312,3 +312,34 @@ def test_rotation_waits_briefly_for_short_readers_instead_of_starving(client: An
         assert conn.execute("SHOW lock_timeout").fetchone() == ("100ms",)  # the caller's setting is kept
     reader.rollback()
     reader.close()
+
+
+def test_twin_consumers_cannot_ack_a_page_they_never_saw(client: Any, dsn: str) -> None:
+    """Found by the long chaos run (two worker processes had the same name): process A acks
+    page 1 and receives page 2; its twin B, still on page 1, then acked "the current page" —
+    page 2, which B never saw; when A died before recording page 2, it was lost (44 events for
+    one subscriber).  With the page's last message, B's ack is refused and page 2 comes again."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    ids = client.send_batch("q", [{"n": i} for i in range(6)])
+    client.tick("q", force=True)
+    a1 = client.receive("q", "c", max_messages=2)
+    b1 = client.receive("q", "c", max_messages=2)  # the twin gets the same page
+    assert [m.msg_id for m in a1] == [m.msg_id for m in b1] == ids[:2]
+    assert a1.ack() is True
+    a2 = client.receive("q", "c", max_messages=2)  # A now holds page 2 ... and dies
+    assert [m.msg_id for m in a2] == ids[2:4]
+    with pytest.raises(pglogq.StaleBatch, match="acknowledged already"):
+        b1.ack()
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the same through SQL
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT pglogq.ack(%s, %s, %s::xid8)", (b1.id, ids[1], b1.messages[-1].txid))
+        assert info.value.sqlstate == "PQ009"
+    again = client.receive("q", "c", max_messages=2)
+    assert [m.msg_id for m in again] == ids[2:4]  # page 2 was not acknowledged by the twin
+    assert client.ack(again.id or 0, last=again.messages[-1]) is True
+    rest = client.receive("q", "c", max_messages=10)
+    assert [m.msg_id for m in rest] == ids[4:]
+    assert rest.ack() is True
+    with pytest.raises(pglogq.StaleBatch):  # the batch is finished: a late ack is refused too
+        b1.ack()

@@ -1,11 +1,18 @@
--- pglogq.ack(batch_id): acknowledge the page that receive returned last.
+-- pglogq.ack(batch_id, last_msg_id, last_txid): acknowledge the page that receive returned last.
 -- Parameters: batch_id  from receive
--- Returns:    true; false when receive has returned nothing of this batch yet.
--- Raises:     PQ008 unknown batch; PQ009 not the current batch of its consumer/worker.
+--             last_msg_id, last_txid  the msg_id and txid of the last message of the page being
+--             acknowledged (optional; clients pass them): the ack is refused when the current
+--             page ends elsewhere, i.e. when another process using the same consumer (or worker)
+--             name acknowledged that page and received the next one meanwhile.  Without them
+--             an ack from such a twin would acknowledge a page it never saw.
+-- Returns:    true; false when receive has returned nothing of this batch yet (or that page
+--             was acknowledged already).
+-- Raises:     PQ008 unknown batch; PQ009 not the current batch of its consumer/worker, or the
+--             current page is not the one ending at last_msg_id / last_txid.
 -- Tables:     subscription (update), progress (rows of the batch removed when it is finished).
 -- When the acknowledged page was the last of the batch, the batch is finished and the next
 -- receive starts the next one; otherwise the next receive returns the next page.
-CREATE OR REPLACE FUNCTION pglogq.ack(batch_id bigint)
+CREATE OR REPLACE FUNCTION pglogq.ack(batch_id bigint, last_msg_id bigint DEFAULT NULL, last_txid xid8 DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -14,6 +21,13 @@ BEGIN
     h := pglogq._holder(batch_id);
     IF h.page_end_txid IS NULL THEN
         RETURN false;
+    END IF;
+    IF (last_msg_id IS NOT NULL AND h.page_end_id <> last_msg_id)
+       OR (last_txid IS NOT NULL AND h.page_end_txid <> last_txid) THEN
+        RAISE EXCEPTION 'the page of batch % ending at message % was acknowledged already; the current page ends at message %',
+            batch_id, coalesce(last_msg_id::text, '?'), h.page_end_id
+            USING ERRCODE = 'PQ009',
+                  HINT = 'another process acknowledged it: do two processes use the same consumer or worker name?';
     END IF;
     IF h.page_more THEN
         UPDATE pglogq.subscription s
