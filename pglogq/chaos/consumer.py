@@ -26,7 +26,7 @@ RECEIVE = (
     " FROM pglogq.receive(%s, %s, %s, %s)"
 )
 NACK = "SELECT pglogq.nack(%s, %s, %s::interval, %s, %s::xid8)"
-ACK = "SELECT pglogq.ack(%s)"
+ACK = "SELECT pglogq.ack(%s, %s, %s::xid8)"  # with the page's last message: see ack.sql
 
 
 class Consumer:
@@ -90,7 +90,7 @@ class Consumer:
             for row in rows:
                 if row[2].get("poison") or self.rng.random() < 0.01:
                     conn.execute(NACK, (batch, row[1], "0.2 s", "chaos", row[4]))
-            conn.execute(ACK, (batch,))
+            conn.execute(ACK, (batch, rows[-1][1], rows[-1][4]))
         return True
 
     def idle_timeout_step(self, conn: psycopg.Connection[Any]) -> bool:
@@ -119,8 +119,9 @@ def main() -> None:
     ap.add_argument("--worker")
     ap.add_argument("--dir", required=True, type=Path)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tag", help="Name of the record file (default: consumer[-worker]).")
     a = ap.parse_args()
-    tag = a.consumer + (f"-{a.worker}" if a.worker else "")
+    tag = a.tag or a.consumer + (f"-{a.worker}" if a.worker else "")
     out = Recorder(a.dir / f"consumer-{tag}.log")
     Consumer(a.dsn, a.queue, a.consumer, a.worker, out, a.seed).run()
 

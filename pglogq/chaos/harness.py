@@ -91,6 +91,8 @@ class Harness:
     verbose: bool = True
     faults: Counter[str] = field(default_factory=Counter)
     procs: list[Proc] = field(default_factory=list)
+    twins: list[tuple[float, Proc]] = field(default_factory=list)
+    worker_names: int = 0
     cursor_max: dict[str, int] = field(default_factory=dict)
     regressions: list[str] = field(default_factory=list)
 
@@ -173,6 +175,9 @@ class Harness:
                 if due <= now:
                     restarts.remove((due, proc))
                     proc.start(self.base)
+            for due, proc in list(self.twins):
+                if due <= now:
+                    proc.kill()
             try:
                 self.nemesis.settle(now)
             except psycopg.Error as exc:
@@ -211,7 +216,8 @@ class Harness:
             if victim.name.startswith(COOP_CONSUMER + "-") and rng.random() < 0.3:
                 # come back under a new worker name: the old batch must be taken over
                 self.procs.remove(victim)
-                victim = self.worker_proc(f"w{len(self.procs)}r{victim.restarts + 1}", rng.randrange(10**9))
+                self.worker_names += 1
+                victim = self.worker_proc(f"w{self.worker_names + 2}", rng.randrange(10**9))
                 self.procs.append(victim)
                 self.faults["worker_renamed"] += 1
             victim.restarts += 1
@@ -234,6 +240,18 @@ class Harness:
                 self.log(f"snapshot: {exc}")
         elif kind == "prepared_transaction":
             self.nemesis.prepare(now)
+        elif kind == "twin_consumer":
+            # a second process under the same consumer (or worker) name, for a few seconds: the
+            # two share one cursor; neither may acknowledge a page it did not receive
+            live = [p for p in self.procs if p.role == "consumer" and p.alive()]
+            if not live:
+                return
+            orig = rng.choice(live)
+            twin = Proc("twin", f"{orig.name}-twin{len(self.twins)}",
+                        [*orig.args[:-2], "--seed", str(rng.randrange(10**9)),
+                         "--tag", f"{orig.name}-twin{len(self.twins)}"])
+            twin.start(self.base)
+            self.twins.append((now + rng.uniform(2, 6), twin))
         elif kind == "proxy_partition":
             self.proxy.partition(rng.uniform(0.5, 3))
         self.faults[kind] += 1
@@ -243,6 +261,8 @@ class Harness:
 
     def stop_producers(self) -> None:
         self.proxy.enabled = False
+        for _, twin in self.twins:
+            twin.kill()
         for p in self.procs:
             if p.role == "producer":
                 p.terminate(20)
@@ -338,7 +358,7 @@ class Harness:
             self.teardown()
 
     def teardown(self) -> None:
-        for p in self.procs:
+        for p in [*self.procs, *(t for _, t in self.twins)]:
             with contextlib.suppress(Exception):
                 p.kill()
         if hasattr(self, "proxy"):

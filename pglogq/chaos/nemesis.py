@@ -30,6 +30,7 @@ MEAN_INTERVAL: dict[str, float] = {
     "held_rr_snapshot": 12.0,
     "prepared_transaction": 7.0,
     "proxy_partition": 15.0,
+    "twin_consumer": 15.0,
 }
 
 

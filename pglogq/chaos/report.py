@@ -7,6 +7,7 @@ from typing import Any
 FAULT_LABELS: dict[str, str] = {
     "kill_consumer": "SIGKILL of a consumer / worker process (restarted 0.2-2 s later)",
     "worker_renamed": "... of which came back under a new worker name (takeover)",
+    "twin_consumer": "a second process under a live consumer's (or worker's) name for 2-6 s",
     "kill_producer": "SIGKILL of a producer process (restarted)",
     "kill_ticker": "SIGKILL of the ticker daemon (restarted 1-5 s later)",
     "server_crash": "`pg_ctl stop -m immediate`, then restart (crash recovery)",
