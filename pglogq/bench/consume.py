@@ -29,6 +29,7 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
             n = backlog_for(ctx, system)
             system.preload(n)
             count, seconds = system.drain(n, workers)
+            system.cleanup()
             name = "plain SELECT" if isinstance(system, RawPostgres) else system.name
             if isinstance(system, Pglogq):
                 name = "pglogq (SQL receive/ack)"
@@ -47,6 +48,7 @@ def python_consumer(ctx: BenchContext, system: Pglogq, n: int, case: str) -> Non
     for label, options in (("default options", {}), (f"max_messages={page:,}", {"max_messages": page})):
         system.preload(n)
         got = system.drain_python_consumer(**options)
+        system.cleanup()
         name = f"pglogq (Python Consumer, {label})"
         if isinstance(got, str):
             ctx.results.skip(SCENARIO, name, got)

@@ -57,6 +57,8 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
             b, rates = redis_fanout(redis, subs, n_events)
             add(ctx, case_b, case_r, redis.name, b, rates, n_events, subs)
             bytes_series.setdefault(redis.name, []).append((subs, b))
+    for s in systems:
+        s.cleanup()
     for name, points in bytes_series.items():
         ctx.results.series.append(Series(SCENARIO, name, [p[0] for p in points], [p[1] / 1e6 for p in points],
                                          "subscribers", "MB stored"))

@@ -63,6 +63,7 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
             rates = {}
             for held in (False, True):
                 rates[held] = phase(ctx, system, held)
+                system.cleanup()
             if rates[False]:
                 ctx.results.add(Measure(SCENARIO, "throughput held / without", system.name,
                                         rates[True] / rates[False], "x"))

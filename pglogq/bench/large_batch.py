@@ -37,6 +37,9 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
             [sys.executable, "-m", "pglogq.bench.large_batch_child", ctx.dsn, queue, "c", mode, str(PAGE)],
             capture_output=True, text=True, timeout=1800,
         )
+        for s in systems:
+            if isinstance(s, Pglogq):
+                s.cleanup()
         if proc.returncode != 0:
             ctx.results.skip(SCENARIO, name, f"the consumer process failed: {proc.stderr.strip()[-300:]}")
             continue

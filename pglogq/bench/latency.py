@@ -11,6 +11,7 @@ from pglogq.bench.context import BenchContext
 from pglogq.bench.results import Measure, Series
 from pglogq.bench.stats import percentile
 from pglogq.bench.systems import Pglogq, System
+from pglogq.bench.systems.pglogq_system import preload
 from pglogq.bench.ticking import ticker_running
 
 SCENARIO = "latency"
@@ -33,12 +34,43 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
             rates = s.latency_rates if isinstance(system, Pglogq) else s.baseline_latency_rates
             for rate in rates:
                 measure(ctx, system, rate)
+            if isinstance(system, Pglogq):
+                system.cleanup()
+                bystander(ctx, system)
+                system.cleanup()
             kind = getattr(system, "latency_consumer_kind", None)
             if kind:
                 ctx.results.note(SCENARIO, f"pglogq consumer: {kind}")
 
 
-def measure(ctx: BenchContext, system: System, rate: int) -> None:
+def ticker_round_ms(ctx: BenchContext, rounds: int = 5) -> float:
+    """Average duration of one ``SELECT pglogq.ticker()`` (one pass over every queue)."""
+    with ctx.connect() as conn:
+        conn.execute("SELECT pglogq.ticker()")  # warm-up: plans, caches
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            conn.execute("SELECT pglogq.ticker()")
+        return (time.perf_counter() - t0) / rounds * 1000
+
+
+def bystander(ctx: BenchContext, system: Pglogq) -> None:
+    """The 1,000 events/s run again while another queue stores many (already ticked) events:
+    every ticker pass visits every queue, so a pass that is slow on a big queue delays them all."""
+    n = ctx.settings.bystander_events
+    before = ticker_round_ms(ctx)
+    with ctx.client() as c:
+        c.create_queue("bystander")
+        preload(c, "bystander", n, tick_every=0, chunk=10_000)
+    after = ticker_round_ms(ctx)
+    ctx.results.add(Measure(SCENARIO, "ticker pass, ms (SELECT pglogq.ticker())", "pglogq", before, "ms",
+                            higher_is_better=False))
+    name = f"pglogq ({n:,} events stored in another queue)"
+    ctx.results.add(Measure(SCENARIO, "ticker pass, ms (SELECT pglogq.ticker())", name, after, "ms",
+                            higher_is_better=False))
+    measure(ctx, system, 1000, name=name)
+
+
+def measure(ctx: BenchContext, system: System, rate: int, name: str | None = None) -> None:
     s = ctx.settings
     expected = int(rate * s.latency_seconds)
     system.latency_setup(rate)
@@ -69,20 +101,21 @@ def measure(ctx: BenchContext, system: System, rate: int) -> None:
     got = len(lat)
     case = f"{rate:,} events/s offered"
     extra = {"offered_rate": rate, "sent": len(sent), "received": got, "producer_seconds": round(produced_s, 2)}
+    label = name or system.name
     if not got:
-        ctx.results.skip(SCENARIO, system.name, f"no event arrived at {rate} ev/s within the run")
+        ctx.results.skip(SCENARIO, label, f"no event arrived at {rate} ev/s within the run")
         return
     for p in (50, 95, 99):
-        ctx.results.add(Measure(SCENARIO, f"{case}: p{p}", system.name, percentile(lat, p), "ms",
+        ctx.results.add(Measure(SCENARIO, f"{case}: p{p}", label, percentile(lat, p), "ms",
                                 higher_is_better=False, extra=extra))
-    ctx.results.add(Measure(SCENARIO, f"{case}: max", system.name, lat[-1], "ms", higher_is_better=False,
+    ctx.results.add(Measure(SCENARIO, f"{case}: max", label, lat[-1], "ms", higher_is_better=False,
                             extra=extra))
     if got < len(sent):
-        ctx.results.note(SCENARIO, f"{system.name} at {rate:,} ev/s: only {got:,} of {len(sent):,} events "
+        ctx.results.note(SCENARIO, f"{label} at {rate:,} ev/s: only {got:,} of {len(sent):,} events "
                                    f"arrived within {grace:.0f} s after the producer stopped (it cannot keep up); "
                                    "percentiles are over those that arrived")
     if rate == 1000 or len(ctx.settings.latency_rates) == 1:
         step = max(1, len(lat) // 200)
-        ctx.results.series.append(Series(SCENARIO, f"{system.name} @ {rate:,} ev/s",
+        ctx.results.series.append(Series(SCENARIO, f"{label} @ {rate:,} ev/s",
                                          [100 * i / len(lat) for i in range(0, len(lat), step)],
                                          lat[::step], "percentile", "latency (ms)"))

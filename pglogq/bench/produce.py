@@ -40,3 +40,5 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
                 name, ceiling = display(system, m)
                 ctx.results.add(Measure(SCENARIO, case, name, rate, "events/s", ceiling=ceiling,
                                         extra={"clients": clients, "batch": batch, "mode": m}))
+    for system in systems:
+        system.cleanup()

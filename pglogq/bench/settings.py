@@ -25,6 +25,7 @@ class Settings:
     held_rotation_seconds: int  # rotation_period during that scenario
     held_bucket_seconds: float  # throughput-over-time resolution
     large_batch_events: int
+    bystander_events: int  # events stored in another queue for the second latency run
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,6 +49,7 @@ FULL = Settings(
     held_rotation_seconds=30,
     held_bucket_seconds=10.0,
     large_batch_events=1_000_000,
+    bystander_events=1_000_000,
 )
 
 QUICK = Settings(
@@ -68,4 +70,5 @@ QUICK = Settings(
     held_rotation_seconds=1,
     held_bucket_seconds=0.5,
     large_batch_events=60_000,
+    bystander_events=50_000,
 )

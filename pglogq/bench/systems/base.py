@@ -38,6 +38,10 @@ class System:
     def teardown(self) -> None:
         """Release what setup made that outlives the bench database (servers, broker queues)."""
 
+    def cleanup(self) -> None:
+        """Drop what the last scenario step left behind (so that the next scenario measures its
+        own work only: e.g. the ticker visits every queue of the database)."""
+
     def conf(self) -> dict[str, Any]:
         """What a worker process needs to reach the system."""
         return {"dsn": self.ctx.dsn}

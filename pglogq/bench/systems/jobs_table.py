@@ -128,6 +128,9 @@ class JobsTable(System):
     def setup(self) -> None:
         self.ctx.sql(DDL)
 
+    def cleanup(self) -> None:
+        self.reset()
+
     def reset(self) -> None:
         self.ctx.sql("TRUNCATE bench_jobs")
 

@@ -110,6 +110,13 @@ class Pglogq(System):
     def conf(self) -> dict[str, Any]:
         return {"dsn": self.ctx.dsn, "queue": PRODUCE_QUEUE}
 
+    def cleanup(self) -> None:
+        """Drop every queue but the produce queue (recreated empty)."""
+        with self.ctx.client() as c:
+            for info in c.queue_info():
+                c.drop_queue(info.queue_name, force=True)
+            c.create_queue(PRODUCE_QUEUE)
+
     def version(self) -> str:
         return pglogq.__version__
 

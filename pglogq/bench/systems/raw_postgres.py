@@ -84,6 +84,9 @@ class RawPostgres(System):
     def setup(self) -> None:
         self.ctx.sql(DDL)
 
+    def cleanup(self) -> None:
+        self.ctx.sql("TRUNCATE bench_raw, bench_read")
+
     def preload(self, n: int) -> None:
         self.ctx.sql("TRUNCATE bench_read")
         with self.ctx.connect() as conn, conn.cursor() as cur, cur.copy("COPY bench_read (payload) FROM STDIN") as copy:
