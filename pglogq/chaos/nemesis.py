@@ -18,7 +18,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pglogq.chaos._proc import close_quietly, definite_failure
-from pglogq.chaos.history import Recorder
+from pglogq.chaos.history import Recorder, is_poison
 
 # mean seconds between two faults of each kind
 MEAN_INTERVAL: dict[str, float] = {
@@ -101,7 +101,7 @@ class Nemesis:
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 conn.execute("BEGIN")
                 for i in ids:
-                    conn.execute("SELECT pglogq.send(%s, %s)", (self.queue, Jsonb({"id": i, "poison": False})))
+                    conn.execute("SELECT pglogq.send(%s, %s)", (self.queue, Jsonb({"id": i, "poison": is_poison(i)})))
                 conn.execute(f"PREPARE TRANSACTION '{gid}'".encode())
         except psycopg.Error:
             # the harness never crashes the server while it prepares: the transaction is gone
