@@ -3,6 +3,8 @@ and sending inside an application transaction; every system, same payload, same 
 
 from __future__ import annotations
 
+import statistics
+
 from pglogq.bench.context import BenchContext
 from pglogq.bench.results import Measure
 from pglogq.bench.systems import RawPostgres, System
@@ -27,18 +29,23 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
     for n in s.clients[:2]:
         points.append((f"app INSERT + 1 event in one txn, {n} client{'s' if n > 1 else ''}", "app_txn", 1, n))
     for case, mode, batch, clients in points:
+        runs: list[tuple[System, str]] = []
         for system in systems:
-            modes = system.produce_modes
-            worker = system.produce_worker
-            if worker is None:
+            if system.produce_worker is None:
                 continue
-            runs = [mode] if mode in modes else []
-            if mode == "batch" and "copy" in modes:
-                runs.append("copy")
-            for m in runs:
-                rate = ctx.run_clients(worker, clients, system.conf(), m, batch)
-                name, ceiling = display(system, m)
-                ctx.results.add(Measure(SCENARIO, case, name, rate, "events/s", ceiling=ceiling,
-                                        extra={"clients": clients, "batch": batch, "mode": m}))
+            if mode in system.produce_modes:
+                runs.append((system, mode))
+            if mode == "batch" and "copy" in system.produce_modes:
+                runs.append((system, "copy"))
+        rates: dict[int, list[float]] = {i: [] for i in range(len(runs))}
+        for _ in range(ctx.settings.rounds):  # interleaved: a burst of load elsewhere hits all alike
+            for i, (system, m) in enumerate(runs):
+                assert system.produce_worker is not None
+                rates[i].append(ctx.run_clients(system.produce_worker, clients, system.conf(), m, batch))
+        for i, (system, m) in enumerate(runs):
+            name, ceiling = display(system, m)
+            ctx.results.add(Measure(SCENARIO, case, name, statistics.median(rates[i]), "events/s",
+                                    ceiling=ceiling, extra={"clients": clients, "batch": batch, "mode": m,
+                                                            "rounds": [round(r) for r in rates[i]]}))
     for system in systems:
         system.cleanup()

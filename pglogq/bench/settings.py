@@ -9,7 +9,8 @@ from typing import Any
 @dataclass(frozen=True)
 class Settings:
     quick: bool
-    point_seconds: float  # duration of one throughput point (one system, one case)
+    point_seconds: float  # duration of one throughput measurement (one system, one case, one round)
+    rounds: int  # produce: every case is measured this many times, systems interleaved; median kept
     clients: tuple[int, ...]  # producer client counts
     batch_sizes: tuple[int, ...]  # send_batch sizes
     backlog: int  # events preloaded for the drain scenario
@@ -33,7 +34,8 @@ class Settings:
 
 FULL = Settings(
     quick=False,
-    point_seconds=5.0,
+    point_seconds=2.0,
+    rounds=3,
     clients=(1, 4, 16),
     batch_sizes=(100, 1000),
     backlog=200_000,
@@ -55,6 +57,7 @@ FULL = Settings(
 QUICK = Settings(
     quick=True,
     point_seconds=0.4,
+    rounds=1,
     clients=(1, 4),
     batch_sizes=(1000,),
     backlog=5_000,
