@@ -65,9 +65,12 @@ def bystander(ctx: BenchContext, system: Pglogq) -> None:
     ctx.results.add(Measure(SCENARIO, "ticker pass, ms (SELECT pglogq.ticker())", "pglogq", before, "ms",
                             higher_is_better=False))
     name = f"pglogq ({n:,} events stored in another queue)"
-    ctx.results.add(Measure(SCENARIO, "ticker pass, ms (SELECT pglogq.ticker())", name, after, "ms",
-                            higher_is_better=False))
+    ctx.results.add(Measure(SCENARIO, "ticker pass, ms (SELECT pglogq.ticker())", name + ", just loaded", after,
+                            "ms", higher_is_better=False))
     measure(ctx, system, 1000, name=name)
+    # by now autovacuum has analysed the big table: the pass is timed again
+    ctx.results.add(Measure(SCENARIO, "ticker pass, ms (SELECT pglogq.ticker())", name + ", after the run",
+                            ticker_round_ms(ctx), "ms", higher_is_better=False))
 
 
 def measure(ctx: BenchContext, system: System, rate: int, name: str | None = None) -> None:
