@@ -186,8 +186,21 @@ class PageRun:
         self.workdir = workdir
         self.loop = asyncio.new_event_loop()
         self.ns: dict[str, Any] = {"__name__": "__docs__", "dsn": dsn}
+        self.roles_before = self._roles()
+
+    def _roles(self) -> set[str]:
+        with psycopg.connect(self.dsn) as conn:
+            return {r[0] for r in conn.execute("SELECT rolname FROM pg_roles").fetchall()}
+
+    def drop_new_roles(self) -> None:
+        """Roles are cluster-wide: drop those a page created, so no run depends on leftovers."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for name in sorted(self._roles() - self.roles_before):
+                conn.execute(f'DROP OWNED BY "{name}"')
+                conn.execute(f'DROP ROLE "{name}"')
 
     def close(self) -> None:
+        self.drop_new_roles()
         # close what the page left open (clients, pools) before the database is dropped
         for value in list(self.ns.values()):
             close = getattr(value, "close", None)
