@@ -4,12 +4,15 @@
 -- Raises:     PQ015 the new snapshot is older than the last tick's (txids went backwards:
 --             a database restored into another cluster).
 -- Tables:     tick (insert), event (probe for committed, unticked events).
+-- enable_seqscan is off in here: the probes must stay index probes even on a child without
+-- statistics (a freshly loaded million-row table), or every ticker pass would scan it.
 -- Ticks of one queue are serialised by a transaction advisory lock, so a tick's snapshot is
 -- never older than its predecessor's.  The ticking transaction's own xid is marked as running
 -- in the snapshot, so events it sent itself are never in a batch before it commits.
 CREATE OR REPLACE FUNCTION pglogq._tick(queue_id integer, force boolean)
 RETURNS bigint LANGUAGE plpgsql
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET enable_seqscan = off AS $$
 DECLARE
     q pglogq.queue;
     last pglogq.tick;

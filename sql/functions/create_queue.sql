@@ -25,7 +25,7 @@ BEGIN
                    qtab, q.queue_id);
     FOR n IN 0 .. q.ntables - 1 LOOP
         EXECUTE format('CREATE TABLE pglogq.%I PARTITION OF pglogq.%I FOR VALUES IN (%s)'
-                       ' WITH (autovacuum_enabled = false)',
+                       ' WITH (autovacuum_vacuum_insert_threshold = -1)',
                        qtab || '_' || n, qtab, n);
     END LOOP;
     UPDATE pglogq.queue SET event_seq = format('pglogq.%I', qtab || '_seq')::regclass,
