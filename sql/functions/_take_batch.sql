@@ -12,7 +12,8 @@
 CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription)
 RETURNS pglogq.subscription LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
-SET enable_seqscan = off AS $$
+SET enable_seqscan = off
+SET jit = off AS $$
 DECLARE
     c pglogq.subscription;
     d pglogq.subscription;

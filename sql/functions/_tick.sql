@@ -12,7 +12,8 @@
 CREATE OR REPLACE FUNCTION pglogq._tick(queue_id integer, force boolean)
 RETURNS bigint LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
-SET enable_seqscan = off AS $$
+SET enable_seqscan = off
+SET jit = off AS $$
 DECLARE
     q pglogq.queue;
     last pglogq.tick;
