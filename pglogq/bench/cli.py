@@ -80,7 +80,7 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
                     s.teardown()
                 except Exception:
                     traceback.print_exc()
-            ctx.close()
+            ctx.close(interrupted=_interrupted)
         info["machine"]["load_average_at_end"] = machine.load()
         info["versions"] = {s.name: s.version() for s in systems}
     meta: dict[str, Any] = {

@@ -41,9 +41,14 @@ class BenchContext:
             list(self._pool.map(_warm, range(n)))
         return self._pool
 
-    def close(self) -> None:
+    def close(self, *, interrupted: bool = False) -> None:
+        """Stop the worker processes (at once when the run was interrupted: a paced producer
+        may have minutes to go)."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            if interrupted:
+                for proc in list(getattr(self._pool, "_processes", {}).values()):
+                    proc.terminate()
+            self._pool.shutdown(wait=not interrupted, cancel_futures=True)
             self._pool = None
 
     def run_clients(self, fn: Callable[..., int], n: int, *args: Any, seconds: float | None = None) -> float:
