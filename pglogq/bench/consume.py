@@ -14,9 +14,9 @@ def backlog_for(ctx: BenchContext, system: System) -> int:
     """The backlog each system drains: smaller for the slow job queues, so the run ends."""
     n = ctx.settings.backlog
     if isinstance(system, Procrastinate):
-        return min(n, 500 if ctx.settings.quick else 3_000)
+        return min(n, 200 if ctx.settings.quick else 3_000)
     if isinstance(system, PgQueuer):
-        return min(n, 2_000 if ctx.settings.quick else 50_000)
+        return min(n, 1_000 if ctx.settings.quick else 50_000)
     return n
 
 

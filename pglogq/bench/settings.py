@@ -56,7 +56,7 @@ FULL = Settings(
 
 QUICK = Settings(
     quick=True,
-    point_seconds=0.4,
+    point_seconds=0.3,
     rounds=1,
     clients=(1, 4),
     batch_sizes=(1000,),
@@ -68,10 +68,10 @@ QUICK = Settings(
     baseline_latency_rates=(100,),
     fanout_subscribers=(1, 3, 10),
     fanout_events=2_000,
-    held_seconds=3.0,
+    held_seconds=2.0,
     held_rate=1_000,
     held_rotation_seconds=1,
     held_bucket_seconds=0.5,
     large_batch_events=60_000,
-    bystander_events=50_000,
+    bystander_events=20_000,
 )
