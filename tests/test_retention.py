@@ -53,3 +53,26 @@ def test_retention_limit_must_be_an_interval(client: pglogq.Client) -> None:
         client.set_queue_config("q", "max_consumer_lag", "soon")
     with pytest.raises(pglogq.InvalidConfig):
         client.set_queue_config("q", "max_consumer_lag", "-1 hour")
+
+
+def test_retention_never_skips_a_fresh_event_of_a_caught_up_consumer(client: pglogq.Client) -> None:
+    """issue 12 #2: the consumer's tick is older than the limit after a quiet spell, but the
+    consumer is not behind: the event ticked just now must be delivered, nothing skipped."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    client.set_queue_config("q", "max_consumer_lag", "1 second")
+    client.send("q", {"n": 0})
+    client.tick("q", force=True)
+    page = client.receive("q", "c")
+    assert [m.payload for m in page] == [{"n": 0}]
+    page.ack()
+    assert not client.receive("q", "c")  # caught up
+    time.sleep(1.3)
+    fresh = client.send("q", {"n": 1})
+    client.tick("q", force=True)
+    info = client.consumer_info("q", "c")[0]
+    assert info.lag is not None and info.lag.total_seconds() < 1
+    assert client.maintain().get("retention:q") == 0
+    info = client.consumer_info("q", "c")[0]
+    assert info.skipped_events == 0 and info.skipped_at is None
+    assert [m.msg_id for m in client.receive("q", "c")] == [fresh]

@@ -2,35 +2,41 @@
 -- Parameters: queue_name
 -- Returns:    the number of consumers moved forward.
 -- Raises:     PQ001 unknown queue.
--- Tables:     subscription (update; open batches of a moved consumer and its workers are dropped).
+-- Tables:     subscription (update; open batches of a moved consumer and its workers are dropped),
+--             progress (rows of those batches deleted), tick (read).
 -- With max_consumer_lag = 0 (the default) nothing happens: a stuck consumer holds rotation back
--- and queue_info().rotation_blocked_by says so.  With a limit, a consumer whose position is older
--- than the limit is moved to the first tick within it; the events it skips are counted in
--- subscription.skipped_events / skipped_at (shown by consumer_info) and a WARNING is raised.
+-- and queue_info().rotation_blocked_by says so.  With a limit, a consumer further behind than
+-- the limit -- the first tick after its position (the oldest it has not passed, as
+-- consumer_info's lag) was made longer ago -- is moved to the last tick made before the limit:
+-- what was ticked within the limit stays, and a caught-up consumer (no tick after its position)
+-- never moves, however old its tick.  Its open batches, and its workers', that end by that tick
+-- are dropped (one ending after it holds events ticked within the limit and stays).  The
+-- events it skips are counted in subscription.skipped_events / skipped_at (shown by
+-- consumer_info) and a WARNING is raised.
 CREATE OR REPLACE FUNCTION pglogq.maint_retention(queue_name text)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     q pglogq.queue;
     target pglogq.tick;
+    limit_at timestamptz;
     s record;
     pos record;
+    nxt_time timestamptz;
+    moved boolean;
     n integer := 0;
 BEGIN
     q := pglogq._queue(queue_name);
     IF q.max_consumer_lag = interval '0' THEN
         RETURN 0;
     END IF;
-    SELECT * INTO target FROM pglogq.tick t
-     WHERE t.queue_id = q.queue_id AND t.tick_time >= clock_timestamp() - q.max_consumer_lag
-     ORDER BY t.tick_id LIMIT 1;
-    IF NOT FOUND THEN
-        SELECT * INTO target FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
-    END IF;
+    limit_at := clock_timestamp() - q.max_consumer_lag;
     FOR s IN
-        -- candidates, read without locks; each is re-checked below under its locks
+        -- candidates, read without locks; each is re-checked below under its locks (taken in
+        -- sub_id order, so two retention runs of one queue never deadlock)
         SELECT c.sub_id, c.consumer_name FROM pglogq.subscription c
          WHERE c.queue_id = q.queue_id AND c.parent_id IS NULL
+         ORDER BY c.sub_id
     LOOP
         -- lock order as receive: the workers first, then the consumer
         PERFORM 1 FROM pglogq.subscription w WHERE w.parent_id = s.sub_id ORDER BY w.sub_id FOR NO KEY UPDATE;
@@ -40,20 +46,39 @@ BEGIN
          WHERE p.queue_id = q.queue_id
            AND p.tick_id = (SELECT min(least(w.last_tick, w.batch_prev_tick)) FROM pglogq.subscription w
                              WHERE w.sub_id = s.sub_id OR w.parent_id = s.sub_id);
-        CONTINUE WHEN NOT FOUND OR pos.tick_id >= target.tick_id
-                      OR pos.tick_time >= clock_timestamp() - q.max_consumer_lag;
+        CONTINUE WHEN NOT FOUND;  -- unsubscribed meanwhile, or on a tick that is gone (seek it)
+        -- how far behind: the age of the first tick after its position (none: caught up)
+        nxt_time := NULL;
+        SELECT t.tick_time INTO nxt_time FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_id > pos.tick_id
+         ORDER BY t.tick_id LIMIT 1;
+        CONTINUE WHEN nxt_time IS NULL OR nxt_time >= limit_at;
+        -- the last tick made before the limit (at least that first tick, as it is older)
+        target := NULL;
+        SELECT * INTO target FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_id > pos.tick_id AND t.tick_time < limit_at
+         ORDER BY t.tick_id DESC LIMIT 1;
+        CONTINUE WHEN target.tick_id IS NULL;
+        -- open batches that end by the target are dropped (their events are skipped); one that
+        -- ends after it holds events ticked within the limit and stays
         UPDATE pglogq.subscription w
            SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
                batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
                page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL
-         WHERE w.sub_id = s.sub_id OR w.parent_id = s.sub_id;
+         WHERE (w.sub_id = s.sub_id OR w.parent_id = s.sub_id) AND w.batch_cur_tick <= target.tick_id;
+        moved := FOUND;
+        DELETE FROM pglogq.progress pr USING pglogq.subscription w
+         WHERE pr.sub_id = w.sub_id AND (w.sub_id = s.sub_id OR w.parent_id = s.sub_id) AND w.batch_id IS NULL;
+        UPDATE pglogq.subscription c SET last_tick = target.tick_id
+         WHERE c.sub_id = s.sub_id AND c.last_tick < target.tick_id;
+        moved := moved OR FOUND;
+        CONTINUE WHEN NOT moved;
         UPDATE pglogq.subscription c
-           SET last_tick = target.tick_id,
-               skipped_events = c.skipped_events + greatest(target.tick_event_seq - pos.tick_event_seq, 0),
+           SET skipped_events = c.skipped_events + greatest(target.tick_event_seq - pos.tick_event_seq, 0),
                skipped_at = clock_timestamp()
          WHERE c.sub_id = s.sub_id;
         RAISE WARNING 'consumer "%" of queue "%" was % behind (limit %): moved forward to tick %, skipping about % events',
-            s.consumer_name, q.queue_name, date_trunc('second', clock_timestamp() - pos.tick_time),
+            s.consumer_name, q.queue_name, date_trunc('second', clock_timestamp() - nxt_time),
             q.max_consumer_lag, target.tick_id, greatest(target.tick_event_seq - pos.tick_event_seq, 0);
         n := n + 1;
     END LOOP;

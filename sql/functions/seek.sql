@@ -28,6 +28,8 @@ DECLARE
 BEGIN
     q := pglogq._queue(queue_name);
     c := pglogq._consumer(q.queue_id, q.queue_name, consumer_name);
+    -- held until commit: maint_prune and rotation skip the queue while a cursor is being moved
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.cursor'), q.queue_id);
     PERFORM 1 FROM pglogq.subscription s WHERE s.parent_id = c.sub_id ORDER BY s.sub_id FOR NO KEY UPDATE;
     PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR NO KEY UPDATE;
     SELECT * INTO p FROM pglogq.seek_plan(queue_name, consumer_name, to_position, by_events);

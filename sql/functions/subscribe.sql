@@ -14,6 +14,8 @@ BEGIN
     PERFORM pglogq._check_name(consumer_name, 'consumer', 63);
     q := pglogq._queue(queue_name);
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
+    -- held until commit: maint_prune and rotation skip the queue while a cursor is being set
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.cursor'), q.queue_id);
     IF EXISTS (SELECT 1 FROM pglogq.subscription s
                 WHERE s.queue_id = q.queue_id AND s.consumer_name = subscribe.consumer_name
                   AND s.parent_id IS NULL) THEN
