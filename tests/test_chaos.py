@@ -24,7 +24,7 @@ import pytest
 import pglogq
 from pglogq.chaos.checker import check
 from pglogq.chaos.history import Recorder
-from pglogq.chaos.nemesis import MEAN_INTERVAL, schedule
+from pglogq.chaos.nemesis import MEAN_INTERVAL, MODE_INTERVAL, schedule
 
 SEED = 7
 DURATION = 75
@@ -60,6 +60,33 @@ def test_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
     assert faults.get("idle_in_transaction_timeout", 0) > 0
 
 
+@pytest.mark.embedded_only
+def test_short_chaos_run_with_retention_and_reinstalls_loses_only_what_retention_skipped(tmp_path: Path) -> None:
+    """issue 12 #17: the retention mode re-installs the schema and runs retention with
+    max_consumer_lag = 2 s while everything runs.  Events retention made a consumer skip are
+    recorded and not lost; nothing ticked within the limit is skipped (issue 12 #2)."""
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pglogq.chaos", "--seed", str(SEED), "--duration", "45", "--mode", "retention",
+         "--out", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=280,
+    )
+    assert out.exists(), proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["mode"] == "retention"
+    assert report["drained"], report
+    assert report["cursor_regressions"] == []
+    for name, s in report["subscribers"].items():
+        assert s["lost"] == 0, (name, s["examples"])
+        assert s["unexpected"] == 0, (name, s["examples"])
+        assert s["skipped_within_limit"] == 0, (name, s["examples"])
+        assert s["delivered_ids"] + s["skipped"] >= report["sends"]["ok"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    faults = report["faults"]
+    for kind in MODE_INTERVAL["retention"]:
+        assert faults.get(kind, 0) > 0, kind
+
+
 def test_schedule_is_a_function_of_the_seed() -> None:
     assert schedule(3, 60) == schedule(3, 60)
     assert schedule(3, 60) != schedule(4, 60)
@@ -87,6 +114,24 @@ def test_checker_finds_lost_unexpected_and_duplicates(tmp_path: Path) -> None:
     assert s["unexpected"] == 2 and s["examples"]["unexpected"] == ["p1:3", "zz:1"]
     assert s["duplicated"] == 1
     assert s["indeterminate_delivered"] == 1 and s["indeterminate_absent"] == 1
+
+
+def test_checker_counts_retention_skips_apart_from_losses(tmp_path: Path) -> None:
+    """issue 12 #17: an event a retention pass made the consumer skip is not lost; one skipped
+    although it was ticked within the limit is reported (skipped_within_limit)."""
+    p = Recorder(tmp_path / "producer-p1.log")
+    p.write_many([(k, f"p1:{i}") for i in range(1, 5) for k in ("invoke", "ok")])
+    Recorder(tmp_path / "consumer-c1.log").write("deliver", "p1:1", 1, "c1", "-", 0)
+    Recorder(tmp_path / "retention-harness.log").write_many([
+        ("skip", "p1:2", "c1", 0),   # legitimately skipped
+        ("skip", "p1:3", "c1", 1),   # ticked within the limit, never delivered: wrong
+        ("skip", "p1:1", "c1", 1),   # recorded, but delivered anyway: fine
+        ("skip", "p1:4", "c2", 0),   # another consumer's skip
+    ])
+    s = check(tmp_path, ["c1"], {}, set())["subscribers"]["c1"]
+    assert s["lost"] == 1 and s["examples"]["lost"] == ["p1:4"]
+    assert s["skipped"] == 2
+    assert s["skipped_within_limit"] == 1 and s["examples"]["skipped_within_limit"] == ["p1:3"]
 
 
 # -- targeted faults (checklist items the harness does not isolate) ------------------------------

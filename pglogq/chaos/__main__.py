@@ -1,7 +1,8 @@
-"""``python -m pglogq.chaos --seed N --duration SECONDS [--out report.json] [--markdown figures.md]``.
+"""``python -m pglogq.chaos --seed N --duration SECONDS [--mode retention] [--out FILE] [--markdown FILE]``.
 
-Exit status 0 when every subscriber has lost = 0 and unexpected = 0 (and the drain finished),
-1 otherwise.
+Exit status 0 when every subscriber has lost = 0, unexpected = 0 and skipped_within_limit = 0
+(and the drain finished), 1 otherwise.  ``--mode retention`` adds retention passes with a small
+``max_consumer_lag`` and schema re-installs while the run goes on.
 """
 
 from __future__ import annotations
@@ -22,16 +23,21 @@ from pglogq.chaos.report import render_markdown
 @click.option("--duration", type=float, default=60.0, show_default=True, help="Seconds of faults.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Also write the figures as Markdown.")
+@click.option("--mode", type=click.Choice(["plain", "retention"]), default="plain", show_default=True,
+              help="retention: also retention passes (max_consumer_lag 2 s) and schema re-installs.")
 @click.option("--keep", is_flag=True, help="Keep the server and history directory afterwards.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
-def main(seed: int, duration: float, out: Path | None, markdown: Path | None, keep: bool, quiet: bool) -> None:
+def main(
+    seed: int, duration: float, mode: str, out: Path | None, markdown: Path | None, keep: bool, quiet: bool
+) -> None:
     """Run the total-queue chaos check on a throw-away PostgreSQL."""
 
     def stop(*_: object) -> NoReturn:
         raise SystemExit(2)  # unwinds through the harness's teardown (processes, server, files)
 
     signal.signal(signal.SIGTERM, stop)
-    report = Harness(seed=seed, duration=duration, keep=keep, verbose=not quiet).run()
+    report = Harness(seed=seed, duration=duration, mode=None if mode == "plain" else mode, keep=keep,
+                     verbose=not quiet).run()
     write_report(report, out)
     if markdown is not None:
         markdown.write_text(render_markdown(report))

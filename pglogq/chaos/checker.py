@@ -6,6 +6,11 @@ of ids that were never sent, or whose send certainly failed (rolled back, refuse
 more than once with the same retry count (at-least-once redelivery after a crash before the
 ack); **dead_lettered** = ids in the subscriber's dead-letter queue.  Poison events (always
 nacked) must end up dead-lettered: ``poison_not_dead`` counts those that did not.
+
+In the ``retention`` mode a retention pass may make a consumer that fell behind the limit skip
+events; the pass records each one (``skip`` records).  Those are **skipped**, not lost; the
+ones never delivered although they were ticked within the limit are **skipped_within_limit**
+(retention took them from a consumer that was not that far behind: must be 0).
 """
 
 from __future__ import annotations
@@ -55,6 +60,15 @@ def read_deliveries(directory: Path) -> dict[str, dict[str, list[int]]]:
     return out
 
 
+def read_skips(directory: Path) -> dict[str, dict[str, bool]]:
+    """subscriber → id → whether the event was ticked within the limit when it was skipped."""
+    out: dict[str, dict[str, bool]] = defaultdict(dict)
+    for rec in read_records(directory, "retention-"):
+        if rec[0] == "skip":
+            out[rec[2]][rec[1]] = out[rec[2]].get(rec[1], False) or rec[3] == "1"
+    return out
+
+
 def client_faults(directory: Path) -> Counter[str]:
     c: Counter[str] = Counter()
     for prefix in ("producer-", "consumer-"):
@@ -72,6 +86,7 @@ def check(
 ) -> dict[str, Any]:
     sends = read_sends(directory)
     deliveries = read_deliveries(directory)
+    skips = read_skips(directory)
     indet = sends.indeterminate
     allowed = sends.ok | indet
     report: dict[str, Any] = {
@@ -87,7 +102,9 @@ def check(
     for sub in subscribers:
         got = deliveries.get(sub, {})
         ids = set(got)
-        lost = sorted(sends.ok - ids)
+        skipped = skips.get(sub, {})
+        lost = sorted(sends.ok - ids - set(skipped))
+        wrongly_skipped = sorted(i for i, within in skipped.items() if within and i not in ids and i in sends.ok)
         unexpected = sorted(ids - allowed)
         dup = sorted(i for i, retries in got.items() if max(Counter(retries).values()) > 1)
         sub_dead = dead.get(sub, set())
@@ -96,6 +113,8 @@ def check(
             "delivered_ids": len(ids),
             "deliveries": sum(len(v) for v in got.values()),
             "lost": len(lost),
+            "skipped": len(set(skipped) - ids),
+            "skipped_within_limit": len(wrongly_skipped),
             "unexpected": len(unexpected),
             "indeterminate_delivered": len(indet & ids),
             "indeterminate_absent": len(indet - ids),
@@ -104,6 +123,7 @@ def check(
             "dead_lettered": len(sub_dead),
             "poison_not_dead": len(must_die - sub_dead),
             "dead_not_delivered": len(sub_dead - ids),
-            "examples": {"lost": lost[:10], "unexpected": unexpected[:10], "duplicated": dup[:10]},
+            "examples": {"lost": lost[:10], "unexpected": unexpected[:10], "duplicated": dup[:10],
+                         "skipped_within_limit": wrongly_skipped[:10]},
         }
     return report

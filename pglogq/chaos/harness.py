@@ -86,6 +86,7 @@ def ticker_command(dsn: str) -> list[str]:
 class Harness:
     seed: int
     duration: float
+    mode: str | None = None  # None, or a key of nemesis.MODE_INTERVAL ("retention")
     out: Path | None = None
     keep: bool = False
     verbose: bool = True
@@ -130,6 +131,7 @@ class Harness:
         self.nemesis = nemesis.Nemesis(
             self.server.dsn, QUEUE, random.Random(self.seed + 1), Recorder(self.hist / "producer-2pc.log")
         )
+        self.skips = Recorder(self.hist / "retention-harness.log")
         d = self.client_dsn
         common = ["--dsn", d, "--queue", QUEUE, "--dir", str(self.hist)]
         for i, p in enumerate(PRODUCERS):
@@ -157,7 +159,7 @@ class Harness:
     # -- the run ------------------------------------------------------------------------------
 
     def run_faults(self) -> None:
-        plan = nemesis.schedule(self.seed, self.duration)
+        plan = nemesis.schedule(self.seed, self.duration, self.mode)
         restarts: list[tuple[float, Proc]] = []
         start = time.monotonic()
         last_sample = 0.0
@@ -254,6 +256,17 @@ class Harness:
             self.twins.append((now + rng.uniform(2, 6), twin))
         elif kind == "proxy_partition":
             self.proxy.partition(rng.uniform(0.5, 3))
+        elif kind == "retention_pass":
+            try:
+                if nemesis.retention_pass(self.server.dsn, QUEUE, nemesis.RETENTION_LIMIT, self.skips):
+                    self.faults["retention_moved"] += 1
+            except psycopg.Error as exc:
+                self.log(f"retention: {exc}")
+        elif kind == "reinstall_schema":
+            try:
+                nemesis.reinstall_schema(self.server.dsn)
+            except Exception as exc:  # pglogq.PglogqError or psycopg.Error: the server may be down
+                self.log(f"reinstall: {exc}")
         self.faults[kind] += 1
         self.log(f"fault {kind}")
 
@@ -320,6 +333,12 @@ class Harness:
                 out.setdefault(consumer, set()).add(ev)
         return out
 
+    def skipped_events(self) -> dict[str, int]:
+        """What retention says it made each consumer skip (consumer_info.skipped_events)."""
+        with psycopg.connect(self.server.dsn, autocommit=True) as conn:
+            return {str(n): int(k) for n, k in conn.execute(
+                "SELECT consumer_name, skipped_events FROM pglogq.consumer_info(%s)", (QUEUE,)).fetchall()}
+
     def run(self) -> dict[str, Any]:
         try:
             self.setup()
@@ -331,6 +350,7 @@ class Harness:
             self.log(f"drained: {drained}")
             self.sample_cursors()
             dead = self.dead_letters()
+            skipped_db = self.skipped_events()
             for p in self.procs:
                 p.terminate(20)
             poison = {i for i in _all_invoked(self.hist) if is_poison(i)}
@@ -340,6 +360,8 @@ class Harness:
             faults.update(client_faults(self.hist))
             report.update(
                 seed=self.seed,
+                mode=self.mode or "plain",
+                skipped_events=skipped_db,
                 duration_s=self.duration,
                 wall_s=round(time.monotonic() - self.t0, 1),
                 drained=drained,
@@ -348,7 +370,8 @@ class Harness:
                 cursor_regressions=self.regressions,
             )
             report["passed"] = drained and not self.regressions and all(
-                s["lost"] == 0 and s["unexpected"] == 0 for s in report["subscribers"].values()
+                s["lost"] == 0 and s["unexpected"] == 0 and s["skipped_within_limit"] == 0
+                for s in report["subscribers"].values()
             )
             if not report["passed"]:
                 self.keep = True

@@ -8,7 +8,9 @@ Every process appends tab-separated lines to its own file with unbuffered ``os.w
   ``info <id>`` — indeterminate (the connection died after the statement or COMMIT was sent);
   an ``invoke`` without an outcome (the producer was killed) is indeterminate too;
 * ``deliver <id> <batch> <consumer> <worker> <retry_count>`` — written *before* the ack;
-* ``fault <kind>`` — a fault a client process injected on itself (e.g. a tiny timeout).
+* ``fault <kind>`` — a fault a client process injected on itself (e.g. a tiny timeout);
+* ``skip <id> <consumer> <within>`` — a retention pass made the consumer skip event ``id``
+  (``within`` = 1: the event was ticked within the limit, so skipping it was wrong).
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ def read_records(directory: Path, prefix: str) -> Iterator[list[str]]:
         for line in data.split("\n"):
             if line:
                 fields = line.split("\t")
-                n = 6 if fields[0] == "deliver" else 2
-                if len(fields) == n and fields[0] in ("invoke", "ok", "fail", "info", "fault", "deliver"):
+                n = {"deliver": 6, "skip": 4}.get(fields[0], 2)
+                if len(fields) == n and fields[0] in ("invoke", "ok", "fail", "info", "fault", "deliver", "skip"):
                     yield fields
 
 

@@ -4,6 +4,10 @@ Process faults (SIGKILL of consumers, producers, the ticker) and the server cras
 :mod:`.harness`; this module holds the schedule and the database-side faults: forced rotation,
 a held REPEATABLE READ snapshot and prepared transactions that send events and are committed
 (or rolled back) seconds later, possibly across a server crash.
+
+The ``retention`` mode adds two: a retention pass with a small ``max_consumer_lag`` (recording
+exactly which events it made each consumer skip, so the checker does not call them lost) and
+a re-install of the schema (``install_schema``) while everything runs.
 """
 
 from __future__ import annotations
@@ -34,12 +38,26 @@ MEAN_INTERVAL: dict[str, float] = {
 }
 
 
-def schedule(seed: int, duration: float) -> list[tuple[float, str]]:
+# extra faults of a mode (``python -m pglogq.chaos --mode retention``)
+MODE_INTERVAL: dict[str, dict[str, float]] = {
+    "retention": {"retention_pass": 2.0, "reinstall_schema": 8.0},
+}
+# the retention limit of the retention mode: small, so that a killed or partitioned consumer
+# falls behind it
+RETENTION_LIMIT = "2 seconds"
+
+
+def kinds(mode: str | None = None) -> dict[str, float]:
+    """The fault kinds of a run in ``mode`` (None: the plain run) and their mean intervals."""
+    return {**MEAN_INTERVAL, **(MODE_INTERVAL[mode] if mode else {})}
+
+
+def schedule(seed: int, duration: float, mode: str | None = None) -> list[tuple[float, str]]:
     """(time, kind) of every fault, sorted.  Each kind happens at least once, in the first 60 %
     of the run, so that even a short run exercises all of them."""
     rng = random.Random(seed)
     out: list[tuple[float, str]] = []
-    for kind, mean in MEAN_INTERVAL.items():
+    for kind, mean in kinds(mode).items():
         t = rng.uniform(2.0, max(3.0, duration * 0.6))
         out.append((t, kind))
         while True:
@@ -56,6 +74,75 @@ def rotate(dsn: str, queue: str) -> bool:
         row = conn.execute("SELECT pglogq.maint_rotate_step1(%s, true)", (queue,)).fetchone()
         conn.execute("SELECT pglogq.maint_rotate_step2(%s)", (queue,))
     return bool(row and row[0])
+
+
+# Under the consumers' row locks (workers, then the consumer, as maint_retention takes them):
+# each consumer's position before the pass, the pass itself with the limit set only inside this
+# transaction (the ticker daemon never sees it), then every event each moved consumer skipped:
+# seen by its new cursor's tick, not by its old position's, its own or for everybody.  "within"
+# says the event was first ticked after the limit (now - max_consumer_lag): skipping it is a bug.
+_POSITIONS = """
+SELECT c.sub_id, c.consumer_name, c.skipped_at,
+       (SELECT min(least(w.last_tick, w.batch_prev_tick)) FROM pglogq.subscription w
+         WHERE w.sub_id = c.sub_id OR w.parent_id = c.sub_id)
+  FROM pglogq.subscription c
+ WHERE c.queue_id = (SELECT queue_id FROM pglogq.queue WHERE queue_name = %s) AND c.parent_id IS NULL
+ ORDER BY c.sub_id
+"""
+_SKIPPED = """
+SELECT e.ev_payload->>'id',
+       coalesce((SELECT min(t.tick_time) FROM pglogq.tick t
+                  WHERE t.queue_id = e.ev_queue AND t.tick_id > %(old)s
+                    AND pg_visible_in_snapshot(e.ev_txid, t.tick_snapshot))
+                >= clock_timestamp() - %(limit)s::interval, true)
+  FROM pglogq.event e
+ WHERE e.ev_queue = (SELECT queue_id FROM pglogq.queue WHERE queue_name = %(queue)s)
+   AND (e.ev_owner IS NULL OR e.ev_owner = %(sub)s)
+   AND pg_visible_in_snapshot(e.ev_txid, (SELECT t.tick_snapshot FROM pglogq.tick t
+                                            WHERE t.queue_id = e.ev_queue AND t.tick_id = %(new)s))
+   AND NOT pg_visible_in_snapshot(e.ev_txid, (SELECT t.tick_snapshot FROM pglogq.tick t
+                                                WHERE t.queue_id = e.ev_queue AND t.tick_id = %(old)s))
+"""
+
+
+def retention_pass(dsn: str, queue: str, limit: str, out: Recorder) -> int:
+    """One retention pass with ``limit``; records ``skip <id> <consumer> <within>`` for every
+    event it made a consumer skip (before the commit: a record too many is harmless, one too
+    few would be called lost).  Returns the number of consumers moved."""
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        conn.execute("SET LOCAL lock_timeout = '2s'")
+        for (sub,) in conn.execute(
+            "SELECT sub_id FROM pglogq.subscription WHERE queue_id = (SELECT queue_id FROM pglogq.queue"
+            " WHERE queue_name = %s) AND parent_id IS NULL ORDER BY sub_id", (queue,)
+        ).fetchall():
+            conn.execute("SELECT 1 FROM pglogq.subscription WHERE parent_id = %s ORDER BY sub_id"
+                         " FOR NO KEY UPDATE", (sub,))
+            conn.execute("SELECT 1 FROM pglogq.subscription WHERE sub_id = %s FOR NO KEY UPDATE", (sub,))
+        before = {r[0]: r for r in conn.execute(_POSITIONS, (queue,)).fetchall()}
+        conn.execute("SELECT pglogq.set_queue_config(%s, 'max_consumer_lag', %s)", (queue, limit))
+        row = conn.execute("SELECT pglogq.maint_retention(%s)", (queue,)).fetchone()
+        conn.execute("SELECT pglogq.set_queue_config(%s, 'max_consumer_lag', '0')", (queue,))
+        records: list[tuple[object, ...]] = []
+        for sub, name, skipped_at, _pos in conn.execute(_POSITIONS, (queue,)).fetchall():
+            old = before.get(sub)
+            if old is None or skipped_at == old[2] or old[3] is None:
+                continue  # not moved
+            new = conn.execute("SELECT last_tick FROM pglogq.subscription WHERE sub_id = %s", (sub,)).fetchone()
+            assert new is not None
+            for ev, within in conn.execute(
+                _SKIPPED, {"old": old[3], "new": new[0], "queue": queue, "sub": sub, "limit": limit}
+            ).fetchall():
+                records.append(("skip", ev, name, int(bool(within))))
+        out.write_many(records)
+    return int(row[0]) if row else 0
+
+
+def reinstall_schema(dsn: str) -> None:
+    """``install_schema()`` on a live database: idempotent, at every start-up of an app."""
+    import pglogq
+
+    with pglogq.Client(dsn) as client:
+        client.install_schema()
 
 
 @dataclass

@@ -20,6 +20,9 @@ FAULT_LABELS: dict[str, str] = {
     "proxy_partition": "proxy: every connection cut, new ones refused 0.5-3 s",
     "idle_in_transaction_timeout": "consumer session killed by a 100 ms idle_in_transaction_session_timeout",
     "statement_timeout": "statement cancelled by a 1 ms statement_timeout",
+    "retention_pass": "retention pass with max_consumer_lag = 2 s (retention mode)",
+    "retention_moved": "... of which moved a consumer that fell behind",
+    "reinstall_schema": "`install_schema()` re-run while everything runs (retention mode)",
 }
 
 
