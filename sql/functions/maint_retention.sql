@@ -12,7 +12,8 @@
 -- never moves, however old its tick.  Its open batches, and its workers', that end by that tick
 -- are dropped (one ending after it holds events ticked within the limit and stays).  The
 -- events it skips are counted in subscription.skipped_events / skipped_at (shown by
--- consumer_info) and a WARNING is raised.
+-- consumer_info) and a WARNING is raised.  A consumer whose rows another session holds (a
+-- receive, an ack, a seek in progress) is left for the next pass.
 CREATE OR REPLACE FUNCTION pglogq.maint_retention(queue_name text)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -24,6 +25,7 @@ DECLARE
     pos record;
     nxt_time timestamptz;
     moved boolean;
+    got integer;
     n integer := 0;
 BEGIN
     q := pglogq._queue(queue_name);
@@ -38,9 +40,15 @@ BEGIN
          WHERE c.queue_id = q.queue_id AND c.parent_id IS NULL
          ORDER BY c.sub_id
     LOOP
-        -- lock order as receive: the workers first, then the consumer
-        PERFORM 1 FROM pglogq.subscription w WHERE w.parent_id = s.sub_id ORDER BY w.sub_id FOR NO KEY UPDATE;
-        PERFORM 1 FROM pglogq.subscription c WHERE c.sub_id = s.sub_id FOR NO KEY UPDATE;
+        -- lock order as receive: the workers first, then the consumer.  SKIP LOCKED: a consumer
+        -- in a receive or ack right now is not stuck, and a long page transaction must not hold
+        -- up maintenance (nor can two sessions deadlock): such a consumer waits for the next pass
+        PERFORM 1 FROM pglogq.subscription w WHERE w.parent_id = s.sub_id ORDER BY w.sub_id
+            FOR NO KEY UPDATE SKIP LOCKED;
+        GET DIAGNOSTICS got = ROW_COUNT;
+        CONTINUE WHEN got <> (SELECT count(*) FROM pglogq.subscription w WHERE w.parent_id = s.sub_id);
+        PERFORM 1 FROM pglogq.subscription c WHERE c.sub_id = s.sub_id FOR NO KEY UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
         SELECT p.tick_id, p.tick_time, p.tick_event_seq INTO pos
           FROM pglogq.tick p
          WHERE p.queue_id = q.queue_id

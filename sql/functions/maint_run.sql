@@ -1,12 +1,16 @@
 -- pglogq.maint_run(op, queue_name): run one maintenance step named by maint_operations().
 -- Parameters: op  pump | retention | rotate_step1 | rotate_step2 | prune; queue_name (NULL for pump)
 -- Returns:    what the step returns, as an integer (booleans as 0/1).
--- Raises:     PQ019 unknown op; PQ001 unknown queue.
+-- Raises:     PQ019 unknown op, or a queue name given to pump; PQ001 unknown queue (NULL too).
 -- Tables:     as the step.  Only these fixed functions can run; no name is ever looked up.
 CREATE OR REPLACE FUNCTION pglogq.maint_run(op text, queue_name text DEFAULT NULL)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 BEGIN
+    IF op = 'pump' AND queue_name IS NOT NULL THEN
+        RAISE EXCEPTION 'maintenance operation "pump" moves the due events of every queue: pass no queue name'
+            USING ERRCODE = 'PQ019';
+    END IF;
     CASE op
         WHEN 'pump' THEN RETURN pglogq.maint_pump();
         WHEN 'retention' THEN RETURN pglogq.maint_retention(queue_name);
