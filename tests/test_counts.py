@@ -9,13 +9,18 @@ pending_estimate and ticker_max_count all use it (issue 21 #3 and #5, issue 12 #
 
 from __future__ import annotations
 
+import os
+import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from cli_support import fails
 
 import pglogq
+from pglogq.cli.errors import Exit
 
 
 def drain(client: pglogq.Client, consumer: str = "c", page: int = 1000) -> list[tuple[int, int]]:
@@ -210,3 +215,111 @@ def test_huge_by_events_is_out_of_range_not_an_overflow(client: pglogq.Client, b
         client.seek_plan("q", "c", by_events=by)
     with pytest.raises(pglogq.SeekOutOfRange):
         client.seek("q", "c", by_events=by)
+
+
+@pytest.mark.parametrize("by", ["9223372036854775807", "-9223372036854775808", "+4294967296"])
+def test_cli_huge_by_is_an_invalid_input_exit(client: pglogq.Client, dsn: str, by: str) -> None:
+    """issue 12 #13: `pglogq consumer seek --by <huge>` exits 4 (out of range), not 1."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    client.send_batch("q", [{}, {}])
+    client.tick("q", force=True)
+    drain(client)
+    r = fails(dsn, Exit.INVALID, "consumer", "seek", "q", "c", "--by", by)
+    assert "Traceback" not in r.stderr
+    fails(dsn, Exit.INVALID, "consumer", "seek", "q", "c", "--by", by, "--execute")
+
+
+
+# -- further attacks (docs/reliability/attacks-counts.md) ------------------------------------
+
+
+def test_ticker_lag_of_a_pumped_retry_is_not_its_age(client: pglogq.Client, dsn: str) -> None:
+    """A retried (or delayed) event keeps its first send time; moved into the queue by the pump
+    just now, it has not waited an hour for the ticker (ticker_lag was its age)."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("""INSERT INTO pglogq.retry (queue_id, sub_id, msg_id, due_at, retry_count, ev_time,
+                                                  ev_payload, ev_priority)
+                        SELECT 1, s.sub_id, 1, now(), 1, now() - interval '1 hour', '{}', 100
+                          FROM pglogq.subscription s""")
+        conn.execute("SELECT pglogq.maint_pump()")
+    (qi,) = client.queue_info("q")
+    assert qi.pending_estimate == 1
+    assert timedelta(0) < qi.ticker_lag <= qi.last_tick_age < timedelta(minutes=59)
+
+
+def test_the_ticker_does_not_tick_for_its_own_uncommitted_events(client: pglogq.Client, dsn: str) -> None:
+    """ticker() in the transaction that sent: its events are not committed, so nothing waits
+    (before: an empty tick was written)."""
+    client.create_queue("q")
+    with psycopg.connect(dsn) as conn:
+        client.send("q", {}, conn=conn)
+        assert client.tick("q", conn=conn) == 0
+        (qi,) = client.queue_info("q", conn=conn)
+        assert qi.pending_estimate == 0 and qi.ticker_lag == timedelta(0)
+        conn.commit()
+    assert client.tick("q") == 1
+
+
+def totals(dsn: str) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        return [int(r[0]) for r in conn.execute("SELECT tick_event_total FROM pglogq.tick ORDER BY tick_id")]
+
+
+def test_concurrent_ticks_count_each_event_once(client: pglogq.Client, dsn: str) -> None:
+    """Two force_ticks racing (one waits for the other's transaction): each event is counted by
+    exactly one tick."""
+    client.create_queue("q")
+    client.send_batch("q", [{}, {}, {}])
+    done: list[int] = []
+    with psycopg.connect(dsn) as first:
+        first.execute("SELECT pglogq.force_tick('q')")
+
+        def second() -> None:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                client.send_batch("q", [{}, {}], conn=None)
+                row = conn.execute("SELECT pglogq.force_tick('q')").fetchone()
+                done.append(int(row[0]) if row else -1)
+
+        t = threading.Thread(target=second)
+        t.start()
+        t.join(timeout=1)
+        assert t.is_alive()  # waits for the first tick's transaction
+        first.commit()
+        t.join()
+    assert done == [3]
+    assert totals(dsn) == [0, 3, 5]
+
+
+def test_counts_survive_the_upgrade_from_the_first_schema(server_dsn: str) -> None:
+    """Migration 0013 gives old ticks their sequence value; ticks after it count events."""
+    from psycopg.conninfo import make_conninfo
+
+    release = sorted((Path(__file__).parent / "upgrade").glob("v1-*.sql"))[0]
+    name = f"pglogq_counts_up_{os.getpid()}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"'.encode())
+        conn.execute(f'CREATE DATABASE "{name}"'.encode())
+    dsn = make_conninfo(server_dsn, dbname=name)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(release.read_text().encode())
+            conn.execute("SELECT pglogq.create_queue('q')")
+            conn.execute("SELECT pglogq.subscribe('q', 'c')")
+            conn.execute("SELECT pglogq.send_batch('q', ARRAY['{}', '{}', '{}']::jsonb[])")
+            conn.execute("SELECT pglogq.force_tick('q')")
+        with pglogq.Client(dsn) as c:
+            c.install_schema()
+            assert totals(dsn) == [0, 3]
+            burn_by_rollback(c, dsn, 5)
+            c.send_batch("q", [{}, {}])
+            c.tick("q", force=True)
+            assert totals(dsn) == [0, 3, 5]
+            (info,) = c.consumer_info("q", "c")
+            assert info.lag_events == 5
+            assert c.seek_plan("q", "c", to="latest").delta_events == 5
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())

@@ -1,7 +1,8 @@
 -- pglogq.queue_info(for_queue): one row per queue (or one queue) for monitoring.
 -- Parameters: for_queue  a queue name, NULL for all queues
 -- Returns:    queue_name, paused, last_tick_id, last_tick_time, last_tick_age, ticker_lag
---             (age of the oldest committed event not yet ticked: 0 when none), events_per_second
+--             (age of the oldest committed event not yet ticked, at most the time since the last
+--             tick: 0 when none), events_per_second
 --             (over the last minute of ticks), pending_estimate (committed events not yet ticked,
 --             counted: the next tick's batch, as far as committed now),
 --             consumers, retry_depth, dead_letters, delayed, size_bytes, rotation_period,
@@ -22,6 +23,7 @@ DECLARE
     slow bigint;
     xip_arr xid8[];
     mine xid8 := pg_current_xact_id_if_assigned();
+    now_ts timestamptz;
 BEGIN
     IF queue_info.for_queue IS NOT NULL THEN
         PERFORM pglogq._queue(queue_info.for_queue);
@@ -37,12 +39,13 @@ BEGIN
         paused := q.paused;
         last_tick_id := lt.tick_id;
         last_tick_time := lt.tick_time;
-        last_tick_age := clock_timestamp() - lt.tick_time;
+        now_ts := clock_timestamp();
+        last_tick_age := now_ts - lt.tick_time;
         -- committed events the last tick does not cover: after its xmax, or of a transaction
         -- that was running at it (issue 12 #16); other open transactions' rows are invisible
         -- here, and this transaction's own are not committed
         xip_arr := ARRAY(SELECT pg_snapshot_xip(lt.tick_snapshot));
-        SELECT clock_timestamp() - min(w.ev_time), count(*) INTO ticker_lag, pending_estimate
+        SELECT now_ts - min(w.ev_time), count(*) INTO ticker_lag, pending_estimate
           FROM (SELECT e.ev_time FROM pglogq.event e
                  WHERE e.ev_queue = q.queue_id AND e.ev_txid >= pg_snapshot_xmax(lt.tick_snapshot)
                    AND e.ev_txid IS DISTINCT FROM mine
@@ -50,7 +53,11 @@ BEGIN
                 SELECT e.ev_time FROM pglogq.event e
                  WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr)
                    AND e.ev_txid IS DISTINCT FROM mine) w;
-        ticker_lag := coalesce(greatest(ticker_lag, interval '0'), interval '0');
+        -- such an event committed after the last tick's snapshot, so it has waited for the
+        -- ticker at most since then: an event sent long ago (a long transaction, a retry or a
+        -- delayed event the pump just moved, which keep their first send time) is not lag
+        ticker_lag := CASE WHEN pending_estimate = 0 THEN interval '0'
+                           ELSE greatest(least(ticker_lag, last_tick_age), interval '0') END;
         events_per_second := CASE WHEN lt.tick_time > old.tick_time
             THEN (lt.tick_event_total - old.tick_event_total)
                  / extract(epoch FROM lt.tick_time - old.tick_time)::double precision

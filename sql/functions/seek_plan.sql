@@ -42,6 +42,7 @@ DECLARE
     at timestamptz;
     want bigint;
     tid bigint;
+    digits text;
 BEGIN
     IF (to_position IS NULL) = (by_events IS NULL) THEN
         RAISE EXCEPTION 'give exactly one of to_position and by_events'
@@ -57,6 +58,12 @@ BEGIN
      WHERE t.queue_id = q.queue_id
        AND t.tick_id = coalesce((SELECT min(s.batch_prev_tick) FROM pglogq.subscription s
                                   WHERE s.sub_id = c.sub_id OR s.parent_id = c.sub_id), c.last_tick);
+    IF lo.tick_id IS NULL OR hi.tick_id IS NULL THEN
+        -- retain_tick beyond the last tick (or no tick at all): nothing to land on; never
+        -- plan a NULL target, which seek would write into the cursor
+        RAISE EXCEPTION 'queue "%" keeps no tick at or after % to seek to', q.queue_name, q.retain_tick
+            USING ERRCODE = 'PQ017', HINT = 'tick the queue (pglogq.force_tick) and try again';
+    END IF;
     IF by_events IS NOT NULL THEN
         IF cur.tick_id IS NULL THEN
             RAISE EXCEPTION 'consumer "%" is at tick %, which is no longer kept: seek it to a position instead',
@@ -82,11 +89,15 @@ BEGIN
         tgt := lo;
     ELSIF pos = 'latest' THEN
         tgt := hi;
-    ELSIF pos ~ '^[0-9]{1,18}$' THEN
-        tid := pos::bigint;
+    ELSIF pos ~ '^[0-9]+$' THEN
+        -- any tick id, even beyond bigint (no such tick: not kept), never an overflow
+        digits := coalesce(nullif(ltrim(pos, '0'), ''), '0');
+        tid := CASE WHEN length(digits) > 19 THEN 9223372036854775807
+                    WHEN digits::numeric > 9223372036854775807 THEN 9223372036854775807
+                    ELSE digits::bigint END;
         SELECT * INTO tgt FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = tid;
         IF tgt.tick_id IS NULL OR tid < lo.tick_id THEN
-            RAISE EXCEPTION 'tick % of queue "%" is not kept', tid, q.queue_name
+            RAISE EXCEPTION 'tick % of queue "%" is not kept', left(digits, 40), q.queue_name
                 USING ERRCODE = 'PQ017',
                       HINT = format('kept ticks run from %s (%s) to %s; older ones are thinned to about one a minute: %s',
                                     lo.tick_id, date_trunc('second', lo.tick_time), hi.tick_id,
