@@ -323,3 +323,16 @@ def test_counts_survive_the_upgrade_from_the_first_schema(server_dsn: str) -> No
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+
+
+def test_a_tick_written_by_the_previous_code_is_refused_not_counted_as_zero(client: pglogq.Client, dsn: str) -> None:
+    """Re-install while a ticker call of the previous version runs: its INSERT (without
+    tick_event_total) must fail and be retried by the new code, never record a total of 0."""
+    client.create_queue("q")
+    client.send("q", {})
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.NotNullViolation):
+            conn.execute("""INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq)
+                            SELECT 1, 2, now(), pg_current_snapshot(), 1""")
+    client.tick("q", force=True)
+    assert totals(dsn) == [0, 1]
