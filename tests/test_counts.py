@@ -330,9 +330,19 @@ def test_a_tick_written_by_the_previous_code_is_refused_not_counted_as_zero(clie
     tick_event_total) must fail and be retried by the new code, never record a total of 0."""
     client.create_queue("q")
     client.send("q", {})
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.NotNullViolation):
-            conn.execute("""INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq)
+    with psycopg.connect(dsn, autocommit=True) as conn, pytest.raises(psycopg.errors.NotNullViolation):
+        conn.execute("""INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq)
                             SELECT 1, 2, now(), pg_current_snapshot(), 1""")
     client.tick("q", force=True)
     assert totals(dsn) == [0, 1]
+
+
+@pytest.mark.parametrize(("sql", "code"), [
+    ("SELECT pglogq.force_tick(NULL)", "PQ001"), ("SELECT pglogq.ticker('')", "PQ001"),
+    ("SELECT * FROM pglogq.queue_info('')", "PQ001"), ("SELECT * FROM pglogq.ticker_check(NULL)", "PQ019"),
+])
+def test_null_and_empty_names_of_the_tick_functions(dsn: str, sql: str, code: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute(sql.encode())
+        assert info.value.sqlstate == code
