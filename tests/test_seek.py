@@ -199,3 +199,64 @@ def test_cli_prints_the_plan_and_applies_only_with_execute(client: pglogq.Client
     fails(dsn, Exit.NOT_FOUND, "consumer", "seek", "q", "nobody", "--to", "latest")
     r = fails(dsn, Exit.NOT_FOUND, "consumer", "seek", "Q", "c", "--to", "latest")
     assert 'did you mean "q"' in r.stderr
+
+
+# -- boundaries (docs/reliability/attacks-counts.md) -----------------------------------------
+
+
+@pytest.mark.parametrize("pos", ["0", "9223372036854775807", "9223372036854775808", "9" * 40, "1" * 200_000])
+def test_a_tick_id_of_any_length_is_not_kept_never_an_overflow(client: pglogq.Client, loaded: Any, pos: str) -> None:
+    """A digit string is a tick id whatever its length: beyond the kept ticks it is PQ017 (it was
+    PQ019 "invalid seek position" from 19 digits on)."""
+    with pytest.raises(pglogq.SeekOutOfRange):
+        client.seek_plan("q", "c", to=pos)
+    assert client.seek_plan("q", "c", to="0002").target_tick == 2
+
+
+@pytest.mark.parametrize(("pos", "error"), [
+    ("-1", pglogq.InvalidArgument), ("294277-01-01", pglogq.InvalidArgument),
+    ("100000000 years ago", pglogq.InvalidArgument), ("", pglogq.InvalidArgument),
+])
+def test_far_timestamps_and_odd_positions_are_refused_clearly(
+    client: pglogq.Client, loaded: Any, pos: str, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        client.seek("q", "c", to=pos)
+    assert client.seek_plan("q", "c", to="infinity").target_tick == 4  # the latest kept tick
+    for before_everything in ("-infinity", "epoch"):  # nothing was sent before tick 1: tick 1
+        assert client.seek_plan("q", "c", to=before_everything).target_tick == 1
+
+
+def test_by_zero_moves_no_event(client: pglogq.Client, loaded: Any) -> None:
+    client.tick("q", force=True)  # an empty tick after the consumer's position
+    plan = client.seek("q", "c", by_events=0)
+    assert plan.delta_events == 0 and plan.target_tick == 5
+    assert drain(client) == []
+
+
+def test_seek_never_writes_a_null_cursor(client: pglogq.Client, loaded: Any, dsn: str) -> None:
+    """retain_tick past the last tick (nothing to land on): PQ017, and the cursor is unchanged."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pglogq.queue SET retain_tick = 1000")
+        for kw in ({"to": "earliest"}, {"by_events": -1}, {"to": "15 minutes ago"}):
+            with pytest.raises(pglogq.SeekOutOfRange):
+                client.seek("q", "c", **kw)
+        row = conn.execute("SELECT last_tick FROM pglogq.subscription WHERE consumer_name = 'c'").fetchone()
+        assert row is not None and row[0] == 4
+
+
+def test_seek_names_of_another_queue_or_null(client: pglogq.Client, loaded: Any, dsn: str) -> None:
+    client.create_queue("other")
+    client.subscribe("other", "d")
+    with pytest.raises(pglogq.UnknownConsumer):
+        client.seek_plan("q", "d", to="earliest")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for args, code in (((None, "c"), "PQ001"), (("q", None), "PQ002")):
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute("SELECT * FROM pglogq.seek(%s, %s, 'latest')", args)
+            assert info.value.sqlstate == code
+    # a tick id of the other queue is not a tick of this one
+    for _ in range(6):
+        client.tick("other", force=True)
+    with pytest.raises(pglogq.SeekOutOfRange):
+        client.seek_plan("q", "c", to=7)

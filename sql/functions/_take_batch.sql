@@ -7,8 +7,8 @@
 -- A cooperating worker first takes over the open batch of a worker silent for longer than the
 -- queue's dead_interval; otherwise the consumer's cursor moves past the new batch at once, and
 -- the open batch holds its place for rotation until it is acknowledged.  Ticks are merged into
--- one batch up to about batch_max_events events, but never across a tick that a producer
--- transaction of the queue was open across (see docs/how-to/priority.md).
+-- one batch up to batch_max_events events (counted by the ticks), but never across a tick that
+-- a producer transaction of the queue was open across (see docs/how-to/priority.md).
 CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription)
 RETURNS pglogq.subscription LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
@@ -20,7 +20,7 @@ DECLARE
     prev pglogq.tick;
     cur_id bigint;
     first_id bigint;
-    cur_seq bigint;
+    cur_total bigint;
     tk record;
     xips xid8[];
 BEGIN
@@ -69,10 +69,10 @@ BEGIN
         RETURN h;
     END IF;
     first_id := cur_id;
-    -- merge further ticks while the batch stays under batch_max_events (estimated from ids)
+    -- merge further ticks while the batch stays within batch_max_events (the ticks' event counts)
     SELECT max(t.tick_id) INTO cur_id FROM pglogq.tick t
      WHERE t.queue_id = q.queue_id AND t.tick_id >= cur_id
-       AND (t.tick_id = cur_id OR t.tick_event_seq <= prev.tick_event_seq + q.batch_max_events);
+       AND (t.tick_id = cur_id OR t.tick_event_total - prev.tick_event_total <= q.batch_max_events);
     -- ...but end the batch at a tick that a producer transaction of this queue was open across:
     -- its events commit after that tick with a lower txid than events before it, and the
     -- (priority, txid) order inside one batch would put them first.  Cutting there keeps
@@ -91,7 +91,7 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
-    SELECT t.tick_event_seq INTO cur_seq FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = cur_id;
+    SELECT t.tick_event_total INTO cur_total FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = cur_id;
     IF h.parent_id IS NOT NULL THEN
         UPDATE pglogq.subscription s SET last_tick = cur_id, last_seen = clock_timestamp()
          WHERE s.sub_id = c.sub_id;
@@ -101,7 +101,7 @@ BEGIN
     h.batch_id := (nextval('pglogq.batch_seq') * 1048576) + h.sub_id;
     h.batch_prev_tick := prev.tick_id;
     h.batch_cur_tick := cur_id;
-    h.batch_big := cur_seq - prev.tick_event_seq > q.big_batch_events;
+    h.batch_big := cur_total - prev.tick_event_total > q.big_batch_events;
     h.batch_started_at := clock_timestamp();
     h.page_prio := NULL;
     h.page_txid := NULL;

@@ -3,7 +3,12 @@
 -- Returns:    the new tick id, or NULL when no tick was due (or another ticker holds the queue).
 -- Raises:     PQ015 the new snapshot is older than the last tick's (txids went backwards:
 --             a database restored into another cluster).
--- Tables:     tick (insert), event (probe for committed, unticked events).
+-- Tables:     tick (insert), event (count of committed, unticked events).
+-- tick_event_total (cumulative per queue) grows by the number of events the new tick closes:
+-- those whose transaction is visible in its snapshot and not in the last tick's (the batch
+-- predicate), counted through the (ev_txid, ev_id) index, so burnt message ids (rollbacks,
+-- repeated idempotency keys, delayed sends) do not count and retried events do.
+-- ticker_max_count counts committed events not yet ticked, at most ticker_max_count of them.
 -- enable_seqscan is off in here: the probes must stay index probes even on a child without
 -- statistics (a freshly loaded million-row table), or every ticker pass would scan it.
 -- Ticks of one queue are serialised by a transaction advisory lock, so a tick's snapshot is
@@ -20,7 +25,10 @@ DECLARE
     snap pg_snapshot;
     me xid8;
     cur_seq bigint;
-    pending boolean;
+    mine xid8;
+    want bigint;
+    waiting bigint;
+    closed bigint;
     xips text;
     xip_arr xid8[];
 BEGIN
@@ -35,18 +43,25 @@ BEGIN
     END IF;
     SELECT * INTO last FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
     cur_seq := coalesce(pg_sequence_last_value(q.event_seq), 0);
-    IF NOT force THEN
-        -- committed events not yet covered by the last tick?  (uncommitted ones are invisible here)
+    IF NOT force AND clock_timestamp() - last.tick_time < q.ticker_idle_period THEN
+        -- committed events not yet covered by the last tick: uncommitted ones of other
+        -- transactions are invisible here, and this transaction's own are not committed yet
         xip_arr := ARRAY(SELECT pg_snapshot_xip(last.tick_snapshot));
-        pending := EXISTS (SELECT 1 FROM pglogq.event e
-                            WHERE e.ev_queue = q.queue_id
-                              AND e.ev_txid >= pg_snapshot_xmax(last.tick_snapshot))
-                   OR (cardinality(xip_arr) > 0
-                       AND EXISTS (SELECT 1 FROM pglogq.event e
-                                    WHERE e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr)));
-        IF NOT ((pending AND (cur_seq - last.tick_event_seq >= q.ticker_max_count
-                              OR clock_timestamp() - last.tick_time >= q.ticker_max_lag))
-                OR clock_timestamp() - last.tick_time >= q.ticker_idle_period) THEN
+        mine := pg_current_xact_id_if_assigned();
+        want := CASE WHEN clock_timestamp() - last.tick_time >= q.ticker_max_lag THEN 1
+                     ELSE greatest(q.ticker_max_count, 1) END;
+        SELECT count(*) INTO waiting FROM (
+            (SELECT 1 FROM pglogq.event e
+              WHERE e.ev_queue = q.queue_id AND e.ev_txid >= pg_snapshot_xmax(last.tick_snapshot)
+                AND e.ev_txid IS DISTINCT FROM mine
+              LIMIT want)
+            UNION ALL
+            (SELECT 1 FROM pglogq.event e
+              WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr)
+                AND e.ev_txid IS DISTINCT FROM mine
+              LIMIT want)
+            LIMIT want) w;
+        IF waiting < want THEN
             RETURN NULL;
         END IF;
     END IF;
@@ -65,8 +80,17 @@ BEGIN
                   HINT = 'this database looks restored into another cluster; ticking would mis-batch events. '
                          'Recreate the queues (or run pglogq.reset_after_restore()) before ticking.';
     END IF;
-    INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq)
-    VALUES (q.queue_id, last.tick_id + 1, clock_timestamp(), snap, cur_seq);
+    -- the events this tick closes: visible in snap, not in the last tick's snapshot
+    xip_arr := ARRAY(SELECT x FROM pg_snapshot_xip(last.tick_snapshot) x WHERE pg_visible_in_snapshot(x, snap));
+    SELECT (SELECT count(*) FROM pglogq.event e
+             WHERE e.ev_queue = q.queue_id
+               AND e.ev_txid >= pg_snapshot_xmax(last.tick_snapshot) AND e.ev_txid < pg_snapshot_xmax(snap)
+               AND pg_visible_in_snapshot(e.ev_txid, snap))
+         + (SELECT count(*) FROM pglogq.event e
+             WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr))
+      INTO closed;
+    INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq, tick_event_total)
+    VALUES (q.queue_id, last.tick_id + 1, clock_timestamp(), snap, cur_seq, last.tick_event_total + closed);
     PERFORM pg_notify('pglogq.' || q.queue_name, (last.tick_id + 1)::text);
     RETURN last.tick_id + 1;
 END $$;

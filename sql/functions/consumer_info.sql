@@ -1,8 +1,9 @@
 -- pglogq.consumer_info(for_queue, for_consumer): one row per consumer for monitoring.
 -- Parameters: for_queue, for_consumer  names, NULL for all
 -- Returns:    queue_name, consumer_name, last_tick, lag (time since the oldest event it has not
---             passed was ticked; 0 when caught up), lag_events (estimated events not yet passed),
---             pending_events (estimate, including the open batch), last_seen, batch_id (of the
+--             passed was ticked; 0 when caught up), lag_events (ticked events its cursor has not
+--             passed, as the ticks counted them: retried events of every consumer included),
+--             pending_events (the same, including the open batches), last_seen, batch_id (of the
 --             consumer itself), batch_open_since, workers, open_batches, retry_depth, dead_letters,
 --             skipped_events / skipped_at (what the retention limit made it skip, see maint_retention).
 -- Tables:     subscription, tick, retry, dead_letter (read).
@@ -15,8 +16,8 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT q.queue_name, s.consumer_name, s.last_tick,
            CASE WHEN lt.tick_id > pos.tick_id THEN clock_timestamp() - nxt.tick_time ELSE interval '0' END,
-           greatest(lt.tick_event_seq - cur.tick_event_seq, 0),
-           greatest(lt.tick_event_seq - pos.tick_event_seq, 0),
+           greatest(lt.tick_event_total - cur.tick_event_total, 0),
+           greatest(lt.tick_event_total - pos.tick_event_total, 0),
            greatest(s.last_seen, (SELECT max(w.last_seen) FROM pglogq.subscription w WHERE w.parent_id = s.sub_id)),
            s.batch_id, s.batch_started_at,
            (SELECT count(*)::integer FROM pglogq.subscription w WHERE w.parent_id = s.sub_id),

@@ -32,8 +32,8 @@ BEGIN
                             switch_step1 = pg_current_xact_id(), switch_step2 = pg_current_xact_id()
      WHERE queue_id = q.queue_id;
     -- tick 1: the starting point of every consumer that subscribes before the first event
-    INSERT INTO pglogq.tick (queue_id, tick_id, tick_snapshot, tick_event_seq)
-    VALUES (q.queue_id, 1, pg_current_snapshot(), 0);
+    INSERT INTO pglogq.tick (queue_id, tick_id, tick_snapshot, tick_event_seq, tick_event_total)
+    VALUES (q.queue_id, 1, pg_current_snapshot(), 0, 0);
     UPDATE pglogq.queue SET retain_tick = 1 WHERE queue_id = q.queue_id;
     RETURN true;
 END $$;

@@ -1,8 +1,10 @@
 -- pglogq.queue_info(for_queue): one row per queue (or one queue) for monitoring.
 -- Parameters: for_queue  a queue name, NULL for all queues
 -- Returns:    queue_name, paused, last_tick_id, last_tick_time, last_tick_age, ticker_lag
---             (age of the oldest committed event not yet ticked: 0 when none), events_per_second
---             (over the last minute of ticks), pending_estimate (events sent since the last tick),
+--             (age of the oldest committed event not yet ticked, at most the time since the last
+--             tick: 0 when none), events_per_second
+--             (over the last minute of ticks), pending_estimate (committed events not yet ticked,
+--             counted: the next tick's batch, as far as committed now),
 --             consumers, retry_depth, dead_letters, delayed, size_bytes, rotation_period,
 --             last_rotation, rotation_blocked_by (the consumer holding rotation back, if any).
 -- Tables:     queue, tick, subscription, retry, dead_letter, delayed, event (read).
@@ -19,6 +21,9 @@ DECLARE
     lt pglogq.tick;
     old pglogq.tick;
     slow bigint;
+    xip_arr xid8[];
+    mine xid8 := pg_current_xact_id_if_assigned();
+    now_ts timestamptz;
 BEGIN
     IF queue_info.for_queue IS NOT NULL THEN
         PERFORM pglogq._queue(queue_info.for_queue);
@@ -34,15 +39,29 @@ BEGIN
         paused := q.paused;
         last_tick_id := lt.tick_id;
         last_tick_time := lt.tick_time;
-        last_tick_age := clock_timestamp() - lt.tick_time;
-        SELECT clock_timestamp() - min(e.ev_time) INTO ticker_lag FROM pglogq.event e
-         WHERE e.ev_queue = q.queue_id AND e.ev_txid >= pg_snapshot_xmax(lt.tick_snapshot);
-        ticker_lag := coalesce(ticker_lag, interval '0');
+        now_ts := clock_timestamp();
+        last_tick_age := now_ts - lt.tick_time;
+        -- committed events the last tick does not cover: after its xmax, or of a transaction
+        -- that was running at it (issue 12 #16); other open transactions' rows are invisible
+        -- here, and this transaction's own are not committed
+        xip_arr := ARRAY(SELECT pg_snapshot_xip(lt.tick_snapshot));
+        SELECT now_ts - min(w.ev_time), count(*) INTO ticker_lag, pending_estimate
+          FROM (SELECT e.ev_time FROM pglogq.event e
+                 WHERE e.ev_queue = q.queue_id AND e.ev_txid >= pg_snapshot_xmax(lt.tick_snapshot)
+                   AND e.ev_txid IS DISTINCT FROM mine
+                UNION ALL
+                SELECT e.ev_time FROM pglogq.event e
+                 WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr)
+                   AND e.ev_txid IS DISTINCT FROM mine) w;
+        -- such an event committed after the last tick's snapshot, so it has waited for the
+        -- ticker at most since then: an event sent long ago (a long transaction, a retry or a
+        -- delayed event the pump just moved, which keep their first send time) is not lag
+        ticker_lag := CASE WHEN pending_estimate = 0 THEN interval '0'
+                           ELSE greatest(least(ticker_lag, last_tick_age), interval '0') END;
         events_per_second := CASE WHEN lt.tick_time > old.tick_time
-            THEN (lt.tick_event_seq - old.tick_event_seq)
+            THEN (lt.tick_event_total - old.tick_event_total)
                  / extract(epoch FROM lt.tick_time - old.tick_time)::double precision
             ELSE 0 END;
-        pending_estimate := greatest(coalesce(pg_sequence_last_value(q.event_seq), 0) - lt.tick_event_seq, 0);
         SELECT count(*) INTO consumers FROM pglogq.subscription s WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL;
         SELECT count(*) INTO retry_depth FROM pglogq.retry r WHERE r.queue_id = q.queue_id;
         SELECT count(*) INTO dead_letters FROM pglogq.dead_letter d WHERE d.queue_id = q.queue_id;

@@ -6,15 +6,16 @@
 --                          (the last kept tick at or before it: events ticked after it replay)
 --                          such as '2026-05-01 12:00+00' or '15 minutes ago' (before the oldest
 --                          kept tick: an error, unless no event was ever sent before that tick);
---             by_events    instead of to_position: move by about this many events (negative:
---                          back, to replay; positive: forward, to skip), to the kept tick whose
---                          tick_event_seq is closest to the current one's plus by_events.
+--             by_events    instead of to_position: move by this many events (negative:
+--                          back, to replay; positive: forward, to skip), or to the kept tick
+--                          nearest to that count (ticks are the boundaries a cursor can take).
 --             Give exactly one of to_position and by_events.
 -- Returns:    one row: current_tick (the consumer's position: its
 --             cursor, or the start of its oldest open batch), current_tick_time, target_tick,
---             target_tick_time, delta_events (estimated from the ticks' event sequence values:
---             negative = that many events are delivered again, positive = that many are
---             skipped), earliest_tick, earliest_tick_time, latest_tick, latest_tick_time,
+--             target_tick_time, delta_events (the events the ticks in between closed, as the
+--             ticks counted them: negative = that many events are delivered again, positive =
+--             that many are skipped; retried and replayed events of every consumer count),
+--             earliest_tick, earliest_tick_time, latest_tick, latest_tick_time,
 --             open_batches (of the consumer and its workers; seek refuses while > 0 unless forced).
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ017 target outside what the queue
 --             still keeps (rotation truncated it, or the tick was pruned); PQ019 invalid position
@@ -41,6 +42,7 @@ DECLARE
     at timestamptz;
     want bigint;
     tid bigint;
+    digits text;
 BEGIN
     IF (to_position IS NULL) = (by_events IS NULL) THEN
         RAISE EXCEPTION 'give exactly one of to_position and by_events'
@@ -56,33 +58,46 @@ BEGIN
      WHERE t.queue_id = q.queue_id
        AND t.tick_id = coalesce((SELECT min(s.batch_prev_tick) FROM pglogq.subscription s
                                   WHERE s.sub_id = c.sub_id OR s.parent_id = c.sub_id), c.last_tick);
+    IF lo.tick_id IS NULL OR hi.tick_id IS NULL THEN
+        -- retain_tick beyond the last tick (or no tick at all): nothing to land on; never
+        -- plan a NULL target, which seek would write into the cursor
+        RAISE EXCEPTION 'queue "%" keeps no tick at or after % to seek to', q.queue_name, q.retain_tick
+            USING ERRCODE = 'PQ017', HINT = 'tick the queue (pglogq.force_tick) and try again';
+    END IF;
     IF by_events IS NOT NULL THEN
         IF cur.tick_id IS NULL THEN
             RAISE EXCEPTION 'consumer "%" is at tick %, which is no longer kept: seek it to a position instead',
                 c.consumer_name, c.last_tick
                 USING ERRCODE = 'PQ017', HINT = 'use to_position => ''earliest'' or ''latest''';
         END IF;
-        want := cur.tick_event_seq + by_events;
-        IF want < lo.tick_event_seq OR want > hi.tick_event_seq THEN
+        -- compare before adding: cur + by_events could overflow bigint (issue 12 #13)
+        IF by_events < lo.tick_event_total - cur.tick_event_total
+           OR by_events > hi.tick_event_total - cur.tick_event_total THEN
             RAISE EXCEPTION 'cannot move consumer "%" by % events: the queue keeps % to % events around it',
-                c.consumer_name, by_events, lo.tick_event_seq - cur.tick_event_seq,
-                '+' || (hi.tick_event_seq - cur.tick_event_seq)
+                c.consumer_name, by_events, lo.tick_event_total - cur.tick_event_total,
+                '+' || (hi.tick_event_total - cur.tick_event_total)
                 USING ERRCODE = 'PQ017',
                       HINT = format('use a value between %s and %s, or to_position => ''earliest''',
-                                    lo.tick_event_seq - cur.tick_event_seq, hi.tick_event_seq - cur.tick_event_seq);
+                                    lo.tick_event_total - cur.tick_event_total,
+                                    hi.tick_event_total - cur.tick_event_total);
         END IF;
+        want := cur.tick_event_total + by_events;
         SELECT * INTO tgt FROM pglogq.tick t
          WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id
-         ORDER BY abs(t.tick_event_seq - want), t.tick_id DESC LIMIT 1;
+         ORDER BY abs(t.tick_event_total - want), t.tick_id DESC LIMIT 1;
     ELSIF pos = 'earliest' THEN
         tgt := lo;
     ELSIF pos = 'latest' THEN
         tgt := hi;
-    ELSIF pos ~ '^[0-9]{1,18}$' THEN
-        tid := pos::bigint;
+    ELSIF pos ~ '^[0-9]+$' THEN
+        -- any tick id, even beyond bigint (no such tick: not kept), never an overflow
+        digits := coalesce(nullif(ltrim(pos, '0'), ''), '0');
+        tid := CASE WHEN length(digits) > 19 THEN 9223372036854775807
+                    WHEN digits::numeric > 9223372036854775807 THEN 9223372036854775807
+                    ELSE digits::bigint END;
         SELECT * INTO tgt FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = tid;
         IF tgt.tick_id IS NULL OR tid < lo.tick_id THEN
-            RAISE EXCEPTION 'tick % of queue "%" is not kept', tid, q.queue_name
+            RAISE EXCEPTION 'tick % of queue "%" is not kept', left(digits, 40), q.queue_name
                 USING ERRCODE = 'PQ017',
                       HINT = format('kept ticks run from %s (%s) to %s; older ones are thinned to about one a minute: %s',
                                     lo.tick_id, date_trunc('second', lo.tick_time), hi.tick_id,
@@ -104,7 +119,7 @@ BEGIN
                 USING ERRCODE = 'PQ019',
                       HINT = 'use earliest, latest, a tick id or a timestamp such as ''2026-05-01 12:00:00+00''';
         END;
-        IF at < lo.tick_time AND lo.tick_event_seq > 0 THEN
+        IF at < lo.tick_time AND lo.tick_event_total > 0 THEN
             RAISE EXCEPTION 'the queue "%" keeps events from % on, not from %', q.queue_name,
                 date_trunc('second', lo.tick_time), at
                 USING ERRCODE = 'PQ017', HINT = 'use to_position => ''earliest'' for the oldest kept position';
@@ -120,7 +135,7 @@ BEGIN
     current_tick_time := cur.tick_time;
     target_tick := tgt.tick_id;
     target_tick_time := tgt.tick_time;
-    delta_events := tgt.tick_event_seq - cur.tick_event_seq;
+    delta_events := tgt.tick_event_total - cur.tick_event_total;
     earliest_tick := lo.tick_id;
     earliest_tick_time := lo.tick_time;
     latest_tick := hi.tick_id;
