@@ -49,7 +49,7 @@ BEGIN
         CONTINUE WHEN got <> (SELECT count(*) FROM pglogq.subscription w WHERE w.parent_id = s.sub_id);
         PERFORM 1 FROM pglogq.subscription c WHERE c.sub_id = s.sub_id FOR NO KEY UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
-        SELECT p.tick_id, p.tick_time, p.tick_event_seq INTO pos
+        SELECT p.tick_id, p.tick_time, p.tick_event_total INTO pos
           FROM pglogq.tick p
          WHERE p.queue_id = q.queue_id
            AND p.tick_id = (SELECT min(least(w.last_tick, w.batch_prev_tick)) FROM pglogq.subscription w
@@ -82,12 +82,12 @@ BEGIN
         moved := moved OR FOUND;
         CONTINUE WHEN NOT moved;
         UPDATE pglogq.subscription c
-           SET skipped_events = c.skipped_events + greatest(target.tick_event_seq - pos.tick_event_seq, 0),
+           SET skipped_events = c.skipped_events + greatest(target.tick_event_total - pos.tick_event_total, 0),
                skipped_at = clock_timestamp()
          WHERE c.sub_id = s.sub_id;
         RAISE WARNING 'consumer "%" of queue "%" was % behind (limit %): moved forward to tick %, skipping about % events',
             s.consumer_name, q.queue_name, date_trunc('second', clock_timestamp() - nxt_time),
-            q.max_consumer_lag, target.tick_id, greatest(target.tick_event_seq - pos.tick_event_seq, 0);
+            q.max_consumer_lag, target.tick_id, greatest(target.tick_event_total - pos.tick_event_total, 0);
         n := n + 1;
     END LOOP;
     RETURN n;
