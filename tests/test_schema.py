@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
+import pytest
 
 import pglogq
 from pglogq import schema
+from cli_support import fails, ok
 
 
 def test_install_is_idempotent(dsn: str) -> None:
@@ -61,13 +65,20 @@ def test_every_function_file_has_a_header_and_one_function() -> None:
 
 
 def test_upgrade_replaces_changed_and_stale_functions(dsn: str) -> None:
+    """A changed return type is dropped and created again; a function pglogq made (it carries the
+    pinned search_path) that the files no longer hold is dropped; a user's own function in schema
+    pglogq (no such mark) is kept (issue 12 #3: never drop what is not ours)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP FUNCTION pglogq.consumer_info(text, text)")
         conn.execute(
             "CREATE FUNCTION pglogq.consumer_info(for_queue text, for_consumer text) RETURNS integer"
             " LANGUAGE sql AS 'SELECT 1'"
         )
-        conn.execute("CREATE FUNCTION pglogq.stale_leftover(x integer) RETURNS integer LANGUAGE sql AS 'SELECT x'")
+        conn.execute(
+            "CREATE FUNCTION pglogq.stale_leftover(x integer) RETURNS integer LANGUAGE sql"
+            " SET search_path = pglogq, pg_catalog, pg_temp AS 'SELECT x'"
+        )
+        conn.execute("CREATE FUNCTION pglogq.users_own(x integer) RETURNS integer LANGUAGE sql AS 'SELECT x'")
     client = pglogq.Client(dsn)
     assert client.install_schema() == []
     assert client.consumer_info() == []
@@ -75,3 +86,133 @@ def test_upgrade_replaces_changed_and_stale_functions(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT to_regprocedure('pglogq.stale_leftover(integer)')").fetchone()
         assert row is not None and row[0] is None
+        row = conn.execute("SELECT to_regprocedure('pglogq.users_own(integer)') IS NOT NULL").fetchone()
+        assert row == (True,)
+
+
+# -- issue 12 #3: re-installing never deletes the user's objects ---------------------------------
+
+USER_OBJECTS = """
+CREATE VIEW public.my_queues AS SELECT queue_name, consumers FROM pglogq.queue_info();
+CREATE FUNCTION public.enqueue(p jsonb) RETURNS bigint LANGUAGE sql
+BEGIN ATOMIC
+    SELECT pglogq.send('q', p);
+END;
+CREATE TABLE public.orders (id integer PRIMARY KEY, event_id bigint DEFAULT pglogq.send('q', '{"new": 1}'));
+"""
+
+
+def _user_objects_state(conn: psycopg.Connection[Any], role: str) -> dict[str, Any]:
+    return {
+        "view": conn.execute("SELECT to_regclass('public.my_queues') IS NOT NULL").fetchone(),
+        "function": conn.execute("SELECT to_regprocedure('public.enqueue(jsonb)') IS NOT NULL").fetchone(),
+        "default": conn.execute(
+            "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d"
+            " WHERE d.adrelid = 'public.orders'::regclass"
+        ).fetchall(),
+        "grant": conn.execute(
+            "SELECT has_function_privilege(%s, 'pglogq.queue_info(text)', 'EXECUTE'),"
+            " has_function_privilege(%s, 'pglogq.send(text, jsonb, text, jsonb, integer, text,"
+            " timestamptz, interval)', 'EXECUTE')",
+            (role, role),
+        ).fetchone(),
+    }
+
+
+@pytest.fixture
+def user_role(dsn: str) -> Iterator[str]:
+    """A user role (cluster-wide: unique name, dropped at the end)."""
+    name = f"pglogq_test_app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{name}"'.encode())
+    yield name
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP OWNED BY "{name}"'.encode())
+        conn.execute(f'DROP ROLE "{name}"'.encode())
+
+
+def test_reinstall_keeps_user_views_functions_defaults_and_grants(dsn: str, user_role: str) -> None:
+    """issue 12 #3: install_schema() twice and `pglogq schema upgrade` keep every user object that
+    uses a pglogq function (they used to be dropped by DROP FUNCTION ... CASCADE)."""
+    with pglogq.Client(dsn) as c:
+        c.create_queue("q")
+        c.subscribe("q", "c")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(USER_OBJECTS)
+        conn.execute(f'GRANT EXECUTE ON FUNCTION pglogq.queue_info(text) TO "{user_role}"'.encode())
+        conn.execute(
+            f"GRANT EXECUTE ON FUNCTION pglogq.send(text, jsonb, text, jsonb, integer, text, timestamptz,"
+            f' interval) TO "{user_role}"'.encode()
+        )
+        before = _user_objects_state(conn, user_role)
+    assert before["grant"] == (True, True)
+    with pglogq.Client(dsn) as c:
+        assert c.install_schema() == []
+        assert c.install_schema() == []
+    ok(dsn, "schema", "upgrade")
+    ok(dsn, "schema", "install")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert _user_objects_state(conn, user_role) == before
+        # and they still work
+        assert conn.execute("SELECT * FROM public.my_queues").fetchall() == [("q", 1)]
+        conn.execute("SELECT public.enqueue('{\"via\": \"atomic\"}')")
+        conn.execute("INSERT INTO public.orders (id) VALUES (1)")
+    with pglogq.Client(dsn) as c:
+        c.tick("q", force=True)
+        assert sorted(str(m.payload) for m in c.receive("q", "c")) == ["{'new': 1}", "{'via': 'atomic'}"]
+
+
+def _catalog_and_user_objects(conn: psycopg.Connection[Any]) -> list[Any]:
+    return [
+        conn.execute(
+            "SELECT p.oid::regprocedure::text, pg_get_function_result(p.oid), md5(p.prosrc)"
+            " FROM pg_proc p WHERE p.pronamespace IN ('pglogq'::regnamespace, 'public'::regnamespace)"
+            " ORDER BY 1"
+        ).fetchall(),
+        conn.execute(
+            "SELECT c.oid::regclass::text FROM pg_class c WHERE c.relnamespace IN"
+            " ('pglogq'::regnamespace, 'public'::regnamespace) ORDER BY 1"
+        ).fetchall(),
+        conn.execute("SELECT version FROM pglogq.schema_version ORDER BY 1").fetchall(),
+    ]
+
+
+def test_changed_signature_with_user_dependents_is_refused_and_changes_nothing(dsn: str) -> None:
+    """issue 12 #3: a function whose return type changed cannot be replaced in place; when a
+    user's view depends on the old one the install refuses (PQ050, listing the view and what to
+    do) and changes nothing, instead of dropping the view."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # the database holds an "older" consumer_info returning an integer, and a view over it
+        conn.execute("DROP FUNCTION pglogq.consumer_info(text, text)")
+        conn.execute(
+            "CREATE FUNCTION pglogq.consumer_info(for_queue text, for_consumer text) RETURNS integer"
+            " LANGUAGE sql SET search_path = pglogq, pg_catalog, pg_temp AS 'SELECT 1'"
+        )
+        conn.execute("CREATE VIEW public.consumers_seen AS SELECT pglogq.consumer_info('q', 'c') AS n")
+        # and a stale pglogq function (not in the files any more) with a dependent default
+        conn.execute(
+            "CREATE FUNCTION pglogq.old_helper(x integer) RETURNS integer LANGUAGE sql"
+            " SET search_path = pglogq, pg_catalog, pg_temp AS 'SELECT x'"
+        )
+        conn.execute("CREATE TABLE public.t (a integer DEFAULT pglogq.old_helper(1))")
+        before = _catalog_and_user_objects(conn)
+    with pglogq.Client(dsn) as c:
+        with pytest.raises(pglogq.DependentObjects) as info:
+            c.install_schema()
+        assert info.value.sqlstate == "PQ050"
+        text = str(info.value)
+        assert "pglogq.consumer_info(text,text)" in text and "view public.consumers_seen" in text
+        assert "pglogq.old_helper(integer)" in text and "default value for column a of table public.t" in text
+        assert "drop" in (info.value.hint or "").lower()
+    r = fails(dsn, 7, "schema", "upgrade")
+    assert "consumers_seen" in r.stderr
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert _catalog_and_user_objects(conn) == before
+        # following the hint: drop the dependents, install, re-create them
+        conn.execute("DROP VIEW public.consumers_seen")
+        conn.execute("DROP TABLE public.t")
+    with pglogq.Client(dsn) as c:
+        assert c.install_schema() == []
+        assert c.consumer_info() == []
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT to_regprocedure('pglogq.old_helper(integer)')").fetchone() == (None,)
