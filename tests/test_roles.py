@@ -74,6 +74,7 @@ def owned_db(server_dsn: str, template_db: str) -> Iterator[dict[str, str]]:
         "owner": make_conninfo(server_dsn, dbname=db, user=owner),
         "other": make_conninfo(server_dsn, dbname=db, user=other),
         "superuser": make_conninfo(server_dsn, dbname=db),
+        "other_role": other,
     }
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'.encode())
@@ -115,11 +116,7 @@ def test_install_by_a_role_that_does_not_own_the_schema_is_refused(owned_db: dic
     with pglogq.Client(owned_db["owner"]) as c:
         c.install_schema()
     with psycopg.connect(owned_db["superuser"], autocommit=True) as conn:
-        other = conn.execute(
-            "SELECT rolname FROM pg_roles WHERE rolname LIKE 'pglogq_test_other_%%' AND %s LIKE '%%' || rolname || '%%'",
-            (owned_db["other"],),
-        ).fetchone()
-        assert other is not None
+        other = (owned_db["other_role"],)
         # give it what a careless admin might: CREATE on the database and pglogq_admin
         conn.execute(f'GRANT pglogq_admin TO "{other[0]}"'.encode())
     try:

@@ -10,10 +10,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from cli_support import fails, ok
 
 import pglogq
 from pglogq import schema
-from cli_support import fails, ok
 
 
 def test_install_is_idempotent(dsn: str) -> None:
