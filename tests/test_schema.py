@@ -336,8 +336,11 @@ def test_install_while_a_session_is_mid_receive_loses_nothing(dsn: str) -> None:
         c.subscribe("q", "c")
         ids = c.send_batch("q", [{"n": i} for i in range(6)])
         c.tick("q", force=True)
-        with psycopg.connect(dsn) as consumer:
+        with psycopg.connect(dsn) as consumer, psycopg.connect(dsn) as producer:
             page = consumer.execute("SELECT batch_id, msg_id FROM pglogq.receive('q', 'c', 3)").fetchall()
+            # a producer's send is in flight across the install too
+            late = producer.execute("SELECT pglogq.send('q', '{\"late\": 1}')").fetchone()
+            assert late is not None
             assert c.install_schema() == []
             with psycopg.connect(dsn, autocommit=True) as other:
                 other.execute(schema.one_file_sql().encode())
@@ -345,7 +348,10 @@ def test_install_while_a_session_is_mid_receive_loses_nothing(dsn: str) -> None:
             assert again == page
             assert consumer.execute("SELECT pglogq.ack(%s)", (page[0][0],)).fetchone() == (True,)
             consumer.commit()
-        got = [m for m, in page[:0]] + [r[1] for r in page]
+            producer.commit()
+        c.tick("q", force=True)
+        ids.append(late[0])
+        got = [r[1] for r in page]
         for _ in range(5):
             b = c.receive("q", "c", max_messages=3)
             if not b:
