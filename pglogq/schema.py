@@ -73,48 +73,236 @@ def record_sql(m: Migration) -> str:
     )
 
 
-# Functions and views are re-created from the files on every install: dropping them first means
-# a changed return type, a renamed parameter or a removed overload never blocks or lingers.
-DROP_CODE_SQL = """
-DO $drop$
+# Functions pglogq made carry this setting (every function file pins it): an install drops a
+# function of schema pglogq that is not in the files only when it has it.  A user's own function
+# in the schema (without it) is never touched.
+OWN_MARK = "search_path=pglogq, pg_catalog, pg_temp"
+
+# dollar-quote tags of the generated install blocks: no file may contain them
+_SRC_TAG = "$pglogq_src$"
+_BLOCK_TAG = "$pglogq_install$"
+
+
+def _quote(text: str) -> str:
+    if _SRC_TAG in text or _BLOCK_TAG in text:  # pragma: no cover - a file we ship
+        raise ValueError(f"an SQL file contains {_SRC_TAG} or {_BLOCK_TAG}")
+    return f"{_SRC_TAG}{text}{_SRC_TAG}"
+
+
+# The install runs with search_path = pg_catalog whatever the caller's: a default or a cast that
+# the migrations resolve at creation must never pick up a same-named object of another schema.
+# The caller's setting comes back at the end (the change is LOCAL: a failed install undoes it).
+PIN_SEARCH_PATH_SQL = (
+    "SELECT pg_catalog.set_config('pglogq.caller_search_path', pg_catalog.current_setting('search_path'), true),"
+    " pg_catalog.set_config('search_path', 'pg_catalog', true);"
+)
+RESTORE_SEARCH_PATH_SQL = (
+    "SELECT pg_catalog.set_config('search_path', pg_catalog.current_setting('pglogq.caller_search_path'), true);"
+)
+
+
+def check_sql() -> str:
+    """Refuses, before anything changes, an install that would break the database: one whose
+    schema is newer than these files (PQ052), or one run by a role that does not own the existing
+    schema objects (PQ051)."""
+    known = ", ".join(str(m.version) for m in migrations())
+    return f"""
+DO {_BLOCK_TAG}
 DECLARE
+    newer text;
+    owners text;
+BEGIN
+    IF to_regclass('pglogq.schema_version') IS NOT NULL THEN
+        SELECT string_agg(lpad(v.version::text, 4, '0') || '_' || v.name, ', ' ORDER BY v.version)
+          INTO newer FROM pglogq.schema_version v WHERE v.version <> ALL (ARRAY[{known}]);
+        IF newer IS NOT NULL THEN
+            RAISE EXCEPTION 'the database has pglogq schema migrations this pglogq does not know: %', newer
+                USING ERRCODE = 'PQ052',
+                      DETAIL = 'this pglogq knows migrations up to {latest_version():04d}; installing its '
+                               'functions would replace newer ones with older code',
+                      HINT = 'upgrade the pglogq package (or use the version that installed this schema); '
+                             'nothing was changed';
+        END IF;
+    END IF;
+    IF to_regnamespace('pglogq') IS NOT NULL
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+        SELECT string_agg(DISTINCT o.owner::regrole::text, ', ') INTO owners
+          FROM (SELECT n.nspowner AS owner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'pglogq'
+                UNION ALL
+                SELECT p.proowner FROM pg_catalog.pg_proc p
+                 WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proconfig @> ARRAY['{OWN_MARK}']
+                UNION ALL
+                SELECT c.relowner FROM pg_catalog.pg_class c
+                 WHERE c.relnamespace = 'pglogq'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'S')) o
+         WHERE NOT pg_catalog.pg_has_role(current_user, o.owner, 'USAGE');
+        IF owners IS NOT NULL THEN
+            RAISE EXCEPTION 'role "%" cannot install or upgrade pglogq here: the schema belongs to %',
+                current_user, owners
+                USING ERRCODE = 'PQ051',
+                      HINT = 'run the install as that role (or a superuser, or a member of it); nothing was changed';
+        END IF;
+    END IF;
+END
+{_BLOCK_TAG};
+"""
+
+
+def code_sql() -> str:
+    """Creates or replaces every function of the files, in place (same oid: views, defaults and
+    SQL-standard functions of the user that call it, and the grants on it, stay).  A function
+    whose return type, parameter names or defaults changed is dropped (without CASCADE) and
+    created again; one that is no longer in the files is dropped.  When a user object depends on
+    a function that must be dropped, nothing is dropped and the install fails with PQ050, which
+    names the dependent objects."""
+    files = ",\n".join(_quote(sql) for _, sql in functions())
+    return rf"""
+DO {_BLOCK_TAG}
+DECLARE
+    files text[] := ARRAY[
+{files}];
+    src text;
+    fname text;
+    probe pg_catalog.pg_proc;
+    old oid;
+    wanted text[] := '{{}}';
+    blocked text[] := '{{}}';
+    bodies text := pg_catalog.current_setting('check_function_bodies');
+    detail text;
     r record;
 BEGIN
-    FOR r IN SELECT c.oid::regclass AS name FROM pg_class c
-              WHERE c.relnamespace = 'pglogq'::regnamespace AND c.relkind IN ('v', 'm') LOOP
-        EXECUTE format('DROP VIEW IF EXISTS %s CASCADE', r.name);
+    FOREACH src IN ARRAY files LOOP
+        fname := pg_catalog.substring(src, 'CREATE OR REPLACE FUNCTION pglogq\.(\w+)\s*\(');
+        IF fname IS NULL THEN
+            RAISE EXCEPTION 'pglogq install: no CREATE OR REPLACE FUNCTION pglogq.name( in %',
+                pg_catalog.left(src, 80);
+        END IF;
+        -- the signature the file declares: create it under another name, read it, drop it
+        PERFORM pg_catalog.set_config('check_function_bodies', 'off', true);
+        EXECUTE pg_catalog.regexp_replace(src, 'CREATE OR REPLACE FUNCTION pglogq\.\w+\s*\(',
+                                          'CREATE FUNCTION pglogq._install_probe(');
+        PERFORM pg_catalog.set_config('check_function_bodies', bodies, true);
+        SELECT * INTO STRICT probe FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proname = '_install_probe';
+        EXECUTE pg_catalog.format('DROP ROUTINE %s', probe.oid::regprocedure);
+        wanted := wanted || (fname || '(' || probe.proargtypes::text || ')');
+        SELECT p.oid INTO old FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proname = fname
+           AND p.proargtypes = probe.proargtypes;
+        BEGIN
+            EXECUTE src;  -- CREATE OR REPLACE: same oid, grants and dependents kept
+        EXCEPTION WHEN invalid_function_definition THEN
+            -- return type, parameter names or defaults changed: it must be dropped first
+            IF old IS NULL THEN
+                RAISE;
+            END IF;
+            BEGIN
+                EXECUTE pg_catalog.format('DROP ROUTINE %s', old::regprocedure);
+                EXECUTE src;
+            EXCEPTION WHEN dependent_objects_still_exist THEN
+                GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+                blocked := blocked || pg_catalog.format('%s changed its return type or parameter names; %s',
+                                                        old::regprocedure, pg_catalog.replace(detail, E'\n', '; '));
+            END;
+        END;
     END LOOP;
-    FOR r IN SELECT p.oid::regprocedure AS sig FROM pg_proc p
-              WHERE p.pronamespace = 'pglogq'::regnamespace LOOP
-        EXECUTE format('DROP FUNCTION IF EXISTS %s CASCADE', r.sig);
+    -- functions pglogq made that the files no longer hold (a user's own functions lack the mark)
+    FOR r IN SELECT p.oid FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proconfig @> ARRAY['{OWN_MARK}']
+                AND (p.proname || '(' || p.proargtypes::text || ')') <> ALL (wanted)
+              ORDER BY p.oid LOOP
+        BEGIN
+            EXECUTE pg_catalog.format('DROP ROUTINE %s', r.oid::regprocedure);
+        EXCEPTION WHEN dependent_objects_still_exist THEN
+            GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+            blocked := blocked || pg_catalog.format('%s is no longer part of pglogq; %s',
+                                                    r.oid::regprocedure, pg_catalog.replace(detail, E'\n', '; '));
+        END;
     END LOOP;
+    IF pg_catalog.cardinality(blocked) > 0 THEN
+        RAISE EXCEPTION 'pglogq install refused: objects of yours depend on pglogq functions it must drop: %',
+            pg_catalog.array_to_string(blocked, ' | ')
+            USING ERRCODE = 'PQ050',
+                  DETAIL = pg_catalog.array_to_string(blocked, E'\n'),
+                  HINT = 'drop those objects (save their definitions first), run the install again, then '
+                         're-create them against the new signature; nothing was changed';
+    END IF;
 END
-$drop$;
+{_BLOCK_TAG};
+"""
+
+
+def views_code_sql() -> str:
+    """views.sql, run so that a view it must drop while a user object depends on it gives PQ050."""
+    views = views_sql()
+    if not views:
+        return ""
+    return rf"""
+DO {_BLOCK_TAG}
+DECLARE
+    detail text;
+BEGIN
+    EXECUTE {_quote(views)};
+EXCEPTION WHEN dependent_objects_still_exist THEN
+    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+    RAISE EXCEPTION 'pglogq install refused: objects of yours depend on a pglogq view it must drop: %',
+        pg_catalog.replace(detail, E'\n', '; ')
+        USING ERRCODE = 'PQ050', DETAIL = detail,
+              HINT = 'drop those objects (save their definitions first), run the install again, then '
+                     're-create them; nothing was changed';
+END
+{_BLOCK_TAG};
 """
 
 
 def plan(applied: set[int]) -> list[tuple[str, str]]:
     """The statements that bring a database with ``applied`` migrations to the latest schema."""
-    steps: list[tuple[str, str]] = []
+    steps: list[tuple[str, str]] = [("search_path", PIN_SEARCH_PATH_SQL), ("check", check_sql())]
     for m in migrations():
         if m.version not in applied:
             steps.append((f"migration {m.version:04d}_{m.name}", m.sql))
             steps.append((f"record {m.version}", record_sql(m)))
-    steps.append(("drop functions and views", DROP_CODE_SQL))
-    for name, sql in functions():
-        steps.append((f"function {name}", sql))
-    views = views_sql()
+    steps.append(("functions", code_sql()))
+    views = views_code_sql()
     if views:
         steps.append(("views", views))
     steps.append(("roles", roles_sql()))
+    steps.append(("restore search_path", RESTORE_SEARCH_PATH_SQL))
     return steps
 
 
+def guarded_migration_sql(m: Migration) -> str:
+    """A migration that applies itself only when ``schema_version`` does not record it (the
+    one-file script can thus run on a database at any earlier version, or an up-to-date one)."""
+    return f"""
+DO {_BLOCK_TAG}
+DECLARE
+    done boolean := false;
+BEGIN
+    IF to_regclass('pglogq.schema_version') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pglogq.schema_version WHERE version = {m.version})' INTO done;
+    END IF;
+    IF NOT done THEN
+        EXECUTE {_quote(m.sql)};
+        EXECUTE {_quote(record_sql(m))};
+    END IF;
+END
+{_BLOCK_TAG};
+"""
+
+
 def one_file_sql() -> str:
-    """The whole schema as one script for psql (a fresh install, in one transaction)."""
+    """The whole schema as one script for psql, in one transaction: it installs, upgrades from
+    any earlier version (each migration checks ``schema_version``) or re-applies the functions,
+    exactly as ``install_schema()`` does."""
     parts = [f"-- pglogq schema, version {latest_version()}: psql -v ON_ERROR_STOP=1 -f this.sql",
              "BEGIN;", f"SELECT pg_advisory_xact_lock(hashtext('{LOCK_KEY}'));"]
-    for label, sql in plan(set()):
+    all_versions = {m.version for m in migrations()}
+    for label, sql in plan(all_versions):
+        if label == "check":
+            parts.append(f"-- {label}\n{sql}")
+            for m in migrations():
+                parts.append(f"-- migration {m.version:04d}_{m.name}\n{guarded_migration_sql(m)}")
+            continue
         parts.append(f"-- {label}\n{sql}")
     parts.append("COMMIT;")
     return "\n".join(parts) + "\n"

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from conftest import is_superuser
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 import pglogq
@@ -233,6 +233,39 @@ def test_login_role_without_grant_can_call_nothing(dsn: str, logins: Callable[..
             c.send("q", {})
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             c.queue_info()
+
+
+# -- roles are cluster-wide (issue 21 #8) -----------------------------------------------------------
+
+
+def test_pglogq_roles_reach_every_database_until_connect_is_revoked(
+    dsn: str, new_db: Callable[[], str], logins: Callable[..., str]
+) -> None:
+    """issue 21 #8: pglogq_admin, pglogq_writer and pglogq_reader are cluster-wide roles, and every
+    database grants CONNECT to PUBLIC by default: a login given pglogq_admin for one database
+    administers the queues of every other database where pglogq is installed.  What isolates
+    tenants is CONNECT (docs/how-to/psql-only.md, "Several databases in one cluster"): once the
+    other database revokes it from PUBLIC, the login cannot reach it at all."""
+    tenant_a = logins("pglogq_admin")  # meant for the database of dsn only
+    other_db = new_db()  # another application's database, pglogq installed, same cluster
+    user = conninfo_to_dict(tenant_a)["user"]
+    intruder = make_conninfo(other_db, user=user)
+    with pglogq.Client(other_db) as owner:
+        owner.create_queue("theirs")
+    # the fact the docs state: it works across databases
+    with pglogq.Client(intruder) as c:
+        assert c.create_queue("planted")
+        assert c.drop_queue("theirs")
+        assert c.drop_queue("planted")
+    # the isolation the docs recommend
+    other_name = conninfo_to_dict(other_db)["dbname"]
+    with psycopg.connect(other_db, autocommit=True) as conn:
+        conn.execute(f'REVOKE CONNECT ON DATABASE "{other_name}" FROM PUBLIC'.encode())
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        psycopg.connect(intruder).close()
+    # its own database is untouched by that
+    with pglogq.Client(tenant_a) as c:
+        assert c.create_queue("mine")
 
 
 # -- shadowing -----------------------------------------------------------------------------------

@@ -231,6 +231,40 @@ def test_upgrade_from_an_earlier_version_with_data(
         assert c.queue_info("q")[0].retry_depth == 1 and c.queue_info("q")[0].delayed == 1
 
 
+@pytest.mark.parametrize("release", RELEASES, ids=[r.stem for r in RELEASES])
+def test_one_file_script_upgrades_an_earlier_version(
+    release: Path, empty_db: Callable[[], str], fresh_catalog: dict[str, list[tuple[Any, ...]]]
+) -> None:
+    """`pglogq schema sql | psql` on a database at an earlier version upgrades it (each migration
+    checks schema_version) to the same catalog as a fresh install, keeping the data; before, the
+    script was a first install only and stopped at the first existing table."""
+    dsn = empty_db()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(release.read_text().encode())
+        old_api_workload(conn)
+        before = table_rows(conn)
+        conn.execute(schema.one_file_sql().encode())
+        assert catalog(conn) == fresh_catalog
+        after = table_rows(conn)
+        for table, rows in before.items():
+            assert len(after[table]) == len(rows), table
+
+
+def test_reinstall_keeps_user_objects_on_an_upgraded_database(empty_db: Callable[[], str]) -> None:
+    """issue 12 #3 on the upgrade path: a user view over queue_info() made on the v1 schema
+    survives the upgrade to now (queue_info's signature did not change since)."""
+    dsn = empty_db()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(RELEASES[0].read_text().encode())
+        conn.execute("SELECT pglogq.create_queue('q')")
+        conn.execute("CREATE VIEW public.names AS SELECT queue_name FROM pglogq.queue_info()")
+    with pglogq.Client(dsn) as c:
+        c.install_schema()
+        c.install_schema()
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT * FROM public.names").fetchall() == [("q",)]
+
+
 def test_reinstall_with_open_batches_is_a_noop(dsn: str) -> None:
     """The same on the current version: install_schema() again changes no row and no grant."""
     with pglogq.Client(dsn) as c, psycopg.connect(dsn, autocommit=True) as conn:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from pglogq import errors as pe
 from pglogq import schema as sch
 from pglogq.cli import queries as cq
 from pglogq.cli.app import App, common_options, json_option, pass_app
@@ -24,7 +25,10 @@ def _install(app: App, *, upgrade: bool) -> None:
         raise CliError(
             "pglogq is not installed in this database", Exit.SCHEMA, hint="run `pglogq schema install`"
         )
-    applied = client.install_schema(conn=app.conn)
+    try:
+        applied = client.install_schema(conn=app.conn)
+    except pe.InstallNotPermitted as exc:
+        raise CliError(exc.message, Exit.PERMISSION, hint=exc.hint) from exc
     after = client.schema_versions(conn=app.conn)
     db = app.conn.execute(cq.SERVER_INFO).fetchone()
     dbname = db[0] if db else "?"
