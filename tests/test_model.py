@@ -3,7 +3,9 @@
 Rules: send, send_batch, send in a transaction that rolls back, send with a savepoint rolled
 back, tick, receive (a consumer "crashing" is a receive that forgets its page: the same page
 must come back), ack, nack, maintenance (retry pump), forced rotation, DLQ replay,
-subscribe / unsubscribe, seek to the latest tick.
+subscribe / unsubscribe, seek to the latest tick and to the earliest one (a replay), cancel of an
+event nobody was handed, pruning, retention with a limit nobody exceeds, and a re-install of the
+schema between any two steps (issue 12 #17).
 
 The model keeps, per consumer, a multiset of the deliveries it still owes (an event once, plus
 once per retry or replay), the consumer's open page, its pending retries and dead letters, and
@@ -64,6 +66,11 @@ class QueueModel(RuleBasedStateMachine):
         self.dead: dict[str, set[int]] = {}
         self.unticked: Counter[tuple[int, int | None]] = Counter()  # (msg id, owner generation)
         self.rolled: set[int] = set()
+        self.sent: set[int] = set()  # committed sends (original events, every consumer's)
+        self.fresh: set[int] = set()  # sent since the last rotation: still stored for sure
+        self.handed: set[int] = set()  # returned by some receive
+        self.cancelled: set[int] = set()  # cancel() said true: never delivered again, replay included
+        self.replayable: dict[str, set[int]] = {}  # a seek back may deliver these once more
 
     @initialize()
     def start(self) -> None:
@@ -76,6 +83,8 @@ class QueueModel(RuleBasedStateMachine):
     # -- producing ---------------------------------------------------------------------------
 
     def committed(self, ids: list[int]) -> None:
+        self.sent.update(ids)
+        self.fresh.update(ids)
         for i in ids:
             self.unticked[(i, None)] += 1
             for c in self.gen:
@@ -130,6 +139,27 @@ class QueueModel(RuleBasedStateMachine):
     @rule()
     def rotate(self) -> None:
         self.c.rotate(self.q)
+        self.fresh.clear()
+
+    @rule()
+    def prune(self) -> None:
+        """Pruning removes only what nobody can need: every later step still holds."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("SELECT pglogq.maint_prune(%s)", (self.q,))
+
+    @rule()
+    def retention_within_the_limit(self) -> None:
+        """A limit of an hour moves nobody here (every event is seconds old): nothing skipped."""
+        self.c.set_queue_config(self.q, "max_consumer_lag", "1 hour")
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            moved = conn.execute("SELECT pglogq.maint_retention(%s)", (self.q,)).fetchone()
+        assert moved == (0,)
+        assert all(i.skipped_events == 0 for i in self.c.consumer_info(self.q))
+
+    @rule()
+    def reinstall(self) -> None:
+        """install_schema is safe at every start-up: open pages, cursors and retries survive it."""
+        self.c.install_schema()
 
     # -- consuming ---------------------------------------------------------------------------
 
@@ -142,6 +172,8 @@ class QueueModel(RuleBasedStateMachine):
         got = self.c.receive(self.q, c, max_messages=size).messages
         ids = [m.msg_id for m in got]
         assert not set(ids) & self.rolled, "a rolled-back send was delivered"
+        assert not set(ids) & self.cancelled, "a cancelled event was delivered"
+        self.handed.update(ids)
         keys = [(-m.priority, int(m.txid), m.msg_id) for m in got]
         assert keys == sorted(keys), "page out of delivery order"
         assert len({m.batch_id for m in got}) <= 1
@@ -155,7 +187,7 @@ class QueueModel(RuleBasedStateMachine):
         else:
             owed = self.owed[c].copy()
             for i in ids:
-                assert owed[i] > 0, f"{c} got {i}, which it is not owed"
+                assert owed[i] > 0 or i in self.replayable[c], f"{c} got {i}, which it is not owed"
                 owed[i] -= 1
         self.page[c] = got
 
@@ -163,10 +195,7 @@ class QueueModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def ack(self, data: st.DataObject) -> None:
         c = data.draw(st.sampled_from(sorted(k for k, v in self.page.items() if v)))
-        page = self.page.pop(c)
-        assert self.c.ack(page[0].batch_id) is True
-        for m in page:
-            self.owed[c][m.msg_id] -= 1
+        self.ack_all(c)
 
     @precondition(lambda self: any(self.page.values()))
     @rule(data=st.data())
@@ -229,6 +258,7 @@ class QueueModel(RuleBasedStateMachine):
             self.gen[c] = next(self.gens)
             self.owed[c] = Counter({i: n for (i, owner), n in self.unticked.items() if owner is None})
             self.retry[c], self.dead[c] = set(), set()
+            self.replayable[c] = set()
 
     @precondition(lambda self: bool(self.gen))
     @rule(data=st.data())
@@ -238,7 +268,7 @@ class QueueModel(RuleBasedStateMachine):
         g = self.gen.pop(c)
         for key in [k for k in self.unticked if k[1] == g]:
             del self.unticked[key]  # retried for it only: nobody gets them any more
-        for d in (self.owed, self.page, self.retry, self.dead):
+        for d in (self.owed, self.page, self.retry, self.dead, self.replayable):
             d.pop(c, None)  # type: ignore[attr-defined]
 
     @precondition(lambda self: bool(self.gen))
@@ -249,6 +279,28 @@ class QueueModel(RuleBasedStateMachine):
         g = self.gen[c]
         self.owed[c] = Counter({i: n for (i, owner), n in self.unticked.items() if owner in (None, g)})
         self.page.pop(c, None)
+
+    @precondition(lambda self: bool(self.gen))
+    @rule(data=st.data())
+    def seek_earliest(self, data: st.DataObject) -> None:
+        """A replay: what is owed still comes; stored events may come again; cancelled never."""
+        c = data.draw(st.sampled_from(sorted(self.gen)))
+        self.c.seek(self.q, c, to="earliest", force=True)
+        self.page.pop(c, None)
+        self.replayable[c] |= self.sent - self.cancelled
+
+    @precondition(lambda self: bool(self.fresh - self.handed - self.cancelled))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """An event nobody was handed (whatever the cursors passed) can be cancelled, for good."""
+        i = data.draw(st.sampled_from(sorted(self.fresh - self.handed - self.cancelled)))
+        assert self.c.cancel(self.q, i) is True, i
+        self.cancelled.add(i)
+        for c in self.owed:
+            self.owed[c][i] = 0
+        self.unticked.pop((i, None), None)
+        for ids in self.replayable.values():
+            ids.discard(i)
 
     # -- invariants --------------------------------------------------------------------------
 
@@ -273,9 +325,10 @@ class QueueModel(RuleBasedStateMachine):
                         if not got:
                             break
                         assert not {m.msg_id for m in got} & self.rolled
+                        assert not {m.msg_id for m in got} & self.cancelled
                         if not self.page.get(c):
                             for m in got:
-                                assert self.owed[c][m.msg_id] > 0, (c, m.msg_id)
+                                assert self.owed[c][m.msg_id] > 0 or m.msg_id in self.replayable[c], (c, m.msg_id)
                         self.page[c] = got
                         self.ack_all(c)
             for c in self.gen:
@@ -287,7 +340,10 @@ class QueueModel(RuleBasedStateMachine):
         page = self.page.pop(c)
         assert self.c.ack(page[0].batch_id) is True
         for m in page:
-            self.owed[c][m.msg_id] -= 1
+            if self.owed[c][m.msg_id] > 0:
+                self.owed[c][m.msg_id] -= 1
+            else:  # a second delivery after a seek back
+                assert m.msg_id in self.replayable[c], (c, m.msg_id)
 
 
 @pytest.fixture(scope="module")
