@@ -4,10 +4,13 @@
 --             worker_name  set it to run as one of several cooperating workers of the consumer
 --             (each worker gets different batches; a silent worker's batch is taken over)
 -- Returns:    setof pglogq.message, in delivery order: priority desc, then transaction order.
---             Empty when no new tick has been made since the last batch.
+--             Empty only when nothing is left to receive up to the last tick: batches with
+--             nothing for this consumer (cancelled events, other consumers' retries) are
+--             closed and passed in the same call.
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ004 invalid worker name;
 --             PQ019 max_messages out of range.
--- Tables:     subscription (lock and one update), tick (read), event (read).
+-- Tables:     subscription (lock and one update; a batch found empty is closed through
+--             _close_batch), progress (rows of such a batch deleted), tick (read), event (read).
 -- Until ack(batch_id), calling receive again returns the same page (a crash before ack
 -- redelivers).  ack acknowledges exactly the returned page; the next receive returns the rest
 -- of the batch; the consumer passes the batch when all of it is acknowledged.  Two concurrent
@@ -25,7 +28,7 @@ DECLARE
     page pglogq.message[];
     n integer;
     last_row pglogq.message;
-    empty_batches integer := 0;
+    stored boolean;
 BEGIN
     IF max_messages IS NULL OR max_messages < 1 OR max_messages > 100000 THEN
         RAISE EXCEPTION 'invalid max_messages %: use 1..100000', coalesce(max_messages::text, 'NULL')
@@ -50,6 +53,9 @@ BEGIN
              WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
         END IF;
     END IF;
+    -- the holder's row may hold an open batch (from an earlier call); a batch taken below is
+    -- written to the row only at the end, with the page
+    stored := h.batch_id IS NOT NULL;
     LOOP
         IF h.batch_id IS NULL THEN
             h := pglogq._take_batch(q, c.sub_id, h);
@@ -74,16 +80,27 @@ BEGIN
                                                         h.page_prio, h.page_txid, h.page_id,
                                                         max_messages + 1) m);
         n := cardinality(page);
-        EXIT WHEN n > 0 OR empty_batches >= 100;
-        -- nothing (left) in this batch for us: pass it and look at the next one
-        empty_batches := empty_batches + 1;
+        EXIT WHEN n > 0;
+        -- nothing (left) in this batch for us (all of it cancelled, or others' retries): close
+        -- it and look at the next one, until a batch has something or no tick is left -- never
+        -- return empty while a ticked event waits, never leave an empty batch open.  Each turn
+        -- passes at least one tick, so the work is bounded by the ticks behind the cursor.
+        IF stored THEN
+            PERFORM pglogq._close_batch(h.sub_id, true);
+            stored := false;
+        END IF;
         h.batch_id := NULL;
         h.batch_prev_tick := NULL;
         h.batch_cur_tick := NULL;
         h.batch_big := NULL;
+        h.batch_started_at := NULL;
         h.page_prio := NULL;
         h.page_txid := NULL;
         h.page_id := NULL;
+        h.page_end_prio := NULL;
+        h.page_end_txid := NULL;
+        h.page_end_id := NULL;
+        h.page_more := NULL;
     END LOOP;
     IF n > max_messages THEN
         last_row := page[max_messages];
@@ -99,9 +116,6 @@ BEGIN
            page_more = (n > max_messages),
            heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
      WHERE s.sub_id = h.sub_id;
-    IF n = 0 THEN
-        RETURN;
-    END IF;
     RETURN QUERY
     SELECT h.batch_id, m.msg_id, m.type, m.payload, m.headers, m.retry_count, m.created_at, m.priority, m.txid
       FROM unnest(page[1:max_messages]) m;
