@@ -7,7 +7,8 @@
 --             Empty only when nothing is left to receive up to the last tick: batches with
 --             nothing for this consumer (cancelled events, other consumers' retries) are
 --             closed and passed in the same call.
--- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ004 invalid worker name;
+-- Raises:     PQ001 unknown queue; PQ002 unknown consumer (also when it is unsubscribed, or its
+--             queue dropped, while the call waits); PQ004 invalid worker name;
 --             PQ019 max_messages out of range.
 -- Tables:     subscription (lock and one update; a batch found empty is closed through
 --             _close_batch), progress (rows of such a batch deleted), tick (read), event (read).
@@ -38,6 +39,11 @@ BEGIN
     c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
     IF worker_name IS NULL THEN
         SELECT * INTO h FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            -- unsubscribed (or its queue dropped) by a transaction that committed while we waited
+            RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
+                USING ERRCODE = 'PQ002';
+        END IF;
     ELSE
         IF worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
             RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
@@ -46,6 +52,13 @@ BEGIN
         SELECT * INTO h FROM pglogq.subscription s
          WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
         IF NOT FOUND THEN
+            -- a new worker: its consumer must still exist (KEY SHARE does not conflict with the
+            -- NO KEY UPDATE locks of receive, seek and retention, only with its removal)
+            PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR KEY SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
+                    USING ERRCODE = 'PQ002';
+            END IF;
             INSERT INTO pglogq.subscription (queue_id, consumer_name, parent_id, worker_name, heartbeat_at, last_seen)
             VALUES (q.queue_id, c.consumer_name, c.sub_id, receive.worker_name, clock_timestamp(), clock_timestamp())
             ON CONFLICT DO NOTHING;
