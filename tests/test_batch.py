@@ -576,3 +576,27 @@ def test_ack_rolled_back_leaves_the_page_current(client: pglogq.Client, dsn: str
     again = client.receive("q", "c", max_messages=3)
     assert (again.id, [m.msg_id for m in again]) == (page.id, ids)
     assert again.ack() is True
+
+
+def test_receive_never_takes_a_batch_whose_ticks_are_gone_for_empty(
+    client: pglogq.Client, sql: psycopg.Connection[Any]
+) -> None:
+    """An open batch whose tick row vanished (what a prune racing a seek can do, issue 21 #1):
+    receive found "no events" in it and closed it, skipping them; now it refuses (PQ017) and
+    keeps the batch, so a forced seek back can recover the events."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    ids = client.send_batch("q", [{"n": i} for i in range(3)])
+    client.tick("q", force=True)
+    page = client.receive("q", "c", max_messages=1)
+    assert page.ack() is True
+    prev = one(sql, "SELECT batch_prev_tick FROM pglogq.subscription WHERE consumer_name = 'c'")
+    saved = sql.execute("DELETE FROM pglogq.tick WHERE tick_id = %s RETURNING *", (prev,)).fetchone()
+    before = sql.execute("SELECT * FROM pglogq.subscription ORDER BY sub_id").fetchall()
+    with pytest.raises(pglogq.SeekOutOfRange):
+        client.receive("q", "c")
+    assert sql.execute("SELECT * FROM pglogq.subscription ORDER BY sub_id").fetchall() == before
+    assert open_batches(sql, "c") == 1
+    # the tick back (as a seek to a kept tick would do): nothing was skipped
+    sql.execute("INSERT INTO pglogq.tick VALUES (%s, %s, %s, %s, %s)", saved)
+    assert [m.msg_id for m in client.receive("q", "c", max_messages=10)] == ids[1:]

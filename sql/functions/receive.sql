@@ -9,7 +9,7 @@
 --             closed and passed in the same call.
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer (also when it is unsubscribed, or its
 --             queue dropped, while the call waits); PQ004 invalid worker name;
---             PQ019 max_messages out of range.
+--             PQ017 a tick of the cursor or of the open batch is gone; PQ019 max_messages out of range.
 -- Tables:     subscription (lock and one update; a batch found empty is closed through
 --             _close_batch), progress (rows of such a batch deleted), tick (read), event (read).
 -- Until ack(batch_id), calling receive again returns the same page (a crash before ack
@@ -88,6 +88,12 @@ BEGIN
          WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_prev_tick;
         SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
          WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_cur_tick;
+        IF prev_snap IS NULL OR cur_snap IS NULL THEN
+            -- never take "its ticks are gone" for "it is empty": that would skip its events
+            RAISE EXCEPTION 'tick % or % of the open batch of consumer "%" is gone',
+                h.batch_prev_tick, h.batch_cur_tick, c.consumer_name
+                USING ERRCODE = 'PQ017', HINT = 'seek the consumer (force => true) to a tick that still exists';
+        END IF;
         page := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
                                                         prev_snap, cur_snap, h.batch_big,
                                                         h.page_prio, h.page_txid, h.page_id,
