@@ -32,7 +32,7 @@ BEGIN
     END IF;
     IF (last_msg_id IS NOT NULL AND h.page_end_id <> last_msg_id)
        OR (last_txid IS NOT NULL AND h.page_end_txid <> last_txid) THEN
-        RAISE EXCEPTION 'the page of batch % ending at message % is not the current page, which ends at message %',
+        RAISE EXCEPTION 'the page of batch % ending at message % was acknowledged already or replaced by another receive; the current page ends at message %',
             batch_id, coalesce(last_msg_id::text, last_txid::text), h.page_end_id
             USING ERRCODE = 'PQ009',
                   HINT = 'another process acknowledged it or received another page of the batch meanwhile: '
