@@ -79,7 +79,7 @@ def big(n: int) -> dict[str, str]:
 
 
 def stale(w: World) -> int:
-    return w.batch_id - 1048576  # same holder, an older sequence number: not its current batch
+    return w.batch_id - 1  # issued just before c's batch (to the dead-letter queue's consumer), acknowledged since
 
 
 LONG49 = "q" * 49
@@ -190,11 +190,11 @@ TABLE: list[Bad] = [
     # -- ids -----------------------------------------------------------------------------------
     Bad("ack-null", "SQL", "ids", "ack(NULL)", "PQ008", sql("SELECT pglogq.ack(NULL)"), "ack"),
     Bad("ack-negative", "SQL", "ids", "ack(-5)", "PQ008", sql("SELECT pglogq.ack(-5)"), "ack"),
-    Bad("ack-unknown-holder", "SQL", "ids", "ack of a batch id whose holder does not exist", "PQ008",
-        sql("SELECT pglogq.ack(%s)", (1 << 40) * 1048576 + 1048575), "ack"),
-    Bad("ack-stale", "SQL", "ids", "ack of an earlier batch of the same consumer", "PQ009",
+    Bad("ack-unknown-holder", "SQL", "ids", "ack of a batch id never issued (2^63 - 1)", "PQ008",
+        sql("SELECT pglogq.ack(%s)", (1 << 63) - 1), "ack"),
+    Bad("ack-stale", "SQL", "ids", "ack of a batch acknowledged already", "PQ009",
         sql("SELECT pglogq.ack(%s)", stale), "ack"),
-    Bad("nack-stale", "SQL", "ids", "nack of an earlier batch of the same consumer", "PQ009",
+    Bad("nack-stale", "SQL", "ids", "nack of a batch acknowledged already", "PQ009",
         sql("SELECT pglogq.nack(%s, %s)", stale, lambda w: w.msg.msg_id), "nack"),
     Bad("nack-unknown-msg", "SQL", "ids", "nack of a message not in the returned page", "PQ010",
         sql("SELECT pglogq.nack(%s, 999999)", lambda w: w.batch_id), "nack"),
@@ -266,7 +266,7 @@ TABLE: list[Bad] = [
         lambda w: w.client.set_queue_config("q", "max_retries", 0)),
     Bad("py-ack-unknown", "Python", "ids", "Client.ack(12345)", "UnknownBatch",
         lambda w: w.client.ack(12345)),
-    Bad("py-ack-stale", "Python", "ids", "Client.ack of an earlier batch", "StaleBatch",
+    Bad("py-ack-stale", "Python", "ids", "Client.ack of a batch acknowledged already", "StaleBatch",
         lambda w: w.client.ack(stale(w))),
     Bad("py-dlq-unknown", "Python", "ids", "Client.dlq_replay(-1)", "UnknownDeadLetter",
         lambda w: w.client.dlq_replay(-1)),

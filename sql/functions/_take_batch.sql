@@ -3,7 +3,10 @@
 --             consumer itself, or one of its cooperating workers), locked by the caller
 -- Returns:    h with its batch fields set (not yet written), or h unchanged when no batch is ready.
 -- Tables:     subscription (lock and update of the consumer row; takeover of a silent worker's
---             batch), tick (read).
+--             batch, closed through _close_batch), progress (the silent worker's rows deleted),
+--             tick (read), batch_seq (a new batch id).
+-- The batch id is the next value of pglogq.batch_seq, a plain unique number (see _holder); a
+-- batch taken over gets a new id, so the silent worker's id is refused from then on.
 -- A cooperating worker first takes over the open batch of a worker silent for longer than the
 -- queue's dead_interval; otherwise the consumer's cursor moves past the new batch at once, and
 -- the open batch holds its place for rotation until it is acknowledged.  Ticks are merged into
@@ -32,15 +35,10 @@ BEGIN
          ORDER BY s.batch_id LIMIT 1
            FOR NO KEY UPDATE SKIP LOCKED;
         IF FOUND THEN
-            UPDATE pglogq.subscription s
-               SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
-                   batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
-                   page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL
-             WHERE s.sub_id = d.sub_id;
-            DELETE FROM pglogq.progress p WHERE p.sub_id = d.sub_id;
+            PERFORM pglogq._close_batch(d.sub_id);
             RAISE NOTICE 'worker "%" took over batch % of silent worker "%" (last heartbeat %)',
                 h.worker_name, d.batch_id, d.worker_name, d.heartbeat_at;
-            h.batch_id := (nextval('pglogq.batch_seq') * 1048576) + h.sub_id;
+            h.batch_id := nextval('pglogq.batch_seq');
             h.batch_prev_tick := d.batch_prev_tick;
             h.batch_cur_tick := d.batch_cur_tick;
             h.batch_big := d.batch_big;
@@ -98,7 +96,7 @@ BEGIN
     ELSE
         h.last_tick := cur_id;
     END IF;
-    h.batch_id := (nextval('pglogq.batch_seq') * 1048576) + h.sub_id;
+    h.batch_id := nextval('pglogq.batch_seq');
     h.batch_prev_tick := prev.tick_id;
     h.batch_cur_tick := cur_id;
     h.batch_big := cur_total - prev.tick_event_total > q.big_batch_events;

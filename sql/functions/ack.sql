@@ -1,17 +1,19 @@
 -- pglogq.ack(batch_id, last_msg_id, last_txid): acknowledge the page that receive returned last.
 -- Parameters: batch_id  from receive
 --             last_msg_id, last_txid  the msg_id and txid of the last message of the page being
---             acknowledged (optional; clients pass them): the ack is refused when the current
---             page ends elsewhere, i.e. when another process using the same consumer (or worker)
---             name acknowledged that page and received the next one meanwhile.  Without them
---             an ack from such a twin would acknowledge a page it never saw.
--- Returns:    true; false when receive has returned nothing of this batch yet (or that page
---             was acknowledged already).
+--             acknowledged (optional; clients pass them): they name the page, and the ack is
+--             refused unless the page receive returned last for this holder ends exactly there
+--             and is not acknowledged yet.  So when two processes use the same consumer (or
+--             worker) name, the first ack of a page wins and the other's is refused; an ack of
+--             a page that another receive has replaced meanwhile is refused too.  Without them
+--             an ack acknowledges whatever page receive returned last.
+-- Returns:    true; false (only without last_msg_id / last_txid) when receive has returned
+--             nothing of this batch yet, or that page was acknowledged already.
 -- Raises:     PQ008 unknown batch; PQ009 not the current batch of its consumer/worker, or the
---             current page is not the one ending at last_msg_id / last_txid.
--- Tables:     subscription (update), progress (rows of the batch removed when it is finished).
--- When the acknowledged page was the last of the batch, the batch is finished and the next
--- receive starts the next one; otherwise the next receive returns the next page.
+--             page named by last_msg_id / last_txid is not the current unacknowledged page.
+-- Tables:     subscription (update), progress (rows of the batch removed).
+-- When the acknowledged page was the last of the batch, the batch is closed (_close_batch) and
+-- the next receive starts the next one; otherwise the next receive returns the next page.
 CREATE OR REPLACE FUNCTION pglogq.ack(batch_id bigint, last_msg_id bigint DEFAULT NULL, last_txid xid8 DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -20,14 +22,21 @@ DECLARE
 BEGIN
     h := pglogq._holder(batch_id);
     IF h.page_end_txid IS NULL THEN
-        RETURN false;
+        IF last_msg_id IS NULL AND last_txid IS NULL THEN
+            RETURN false;
+        END IF;
+        RAISE EXCEPTION 'the page of batch % ending at message % is not the current page: it was acknowledged already',
+            batch_id, coalesce(last_msg_id::text, last_txid::text)
+            USING ERRCODE = 'PQ009',
+                  HINT = 'another process acknowledged it: do two processes use the same consumer or worker name?';
     END IF;
     IF (last_msg_id IS NOT NULL AND h.page_end_id <> last_msg_id)
        OR (last_txid IS NOT NULL AND h.page_end_txid <> last_txid) THEN
-        RAISE EXCEPTION 'the page of batch % ending at message % was acknowledged already; the current page ends at message %',
-            batch_id, coalesce(last_msg_id::text, '?'), h.page_end_id
+        RAISE EXCEPTION 'the page of batch % ending at message % was acknowledged already or replaced by another receive; the current page ends at message %',
+            batch_id, coalesce(last_msg_id::text, last_txid::text), h.page_end_id
             USING ERRCODE = 'PQ009',
-                  HINT = 'another process acknowledged it: do two processes use the same consumer or worker name?';
+                  HINT = 'another process acknowledged it or received another page of the batch meanwhile: '
+                         'do two processes use the same consumer or worker name?';
     END IF;
     IF h.page_more THEN
         UPDATE pglogq.subscription s
@@ -35,14 +44,9 @@ BEGIN
                page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,
                heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
          WHERE s.sub_id = h.sub_id;
+        DELETE FROM pglogq.progress p WHERE p.sub_id = h.sub_id AND p.batch_id = ack.batch_id;
     ELSE
-        UPDATE pglogq.subscription s
-           SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
-               batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
-               page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,
-               heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
-         WHERE s.sub_id = h.sub_id;
+        PERFORM pglogq._close_batch(h.sub_id, true);
     END IF;
-    DELETE FROM pglogq.progress p WHERE p.sub_id = h.sub_id AND p.batch_id = ack.batch_id;
     RETURN true;
 END $$;

@@ -3,20 +3,22 @@
 -- Returns:    true; false when the batch is no longer its holder's (acknowledged already, or taken
 --             over by another worker after this one fell silent for the queue's dead_interval):
 --             the caller must stop handling the batch and drop it without acknowledging.
--- Raises:     PQ008 malformed batch id.
+-- Raises:     PQ008 unknown batch id (NULL, below 1, or never issued).
 -- Tables:     subscription (update of the holder's heartbeat_at; HOT, the row has fillfactor 50).
 -- Call it well within dead_interval (the consumer runtime does it every heartbeat_interval while
 -- handlers run).  A heartbeat that waits behind an ack of the same batch sees the ack's result.
 CREATE OR REPLACE FUNCTION pglogq.heartbeat(batch_id bigint)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    h pglogq.subscription;
 BEGIN
-    IF batch_id IS NULL OR batch_id < 1048576 THEN
-        RAISE EXCEPTION 'unknown batch %', coalesce(batch_id::text, 'NULL') USING ERRCODE = 'PQ008';
+    h := pglogq._holder(batch_id, false);
+    IF h.sub_id IS NULL THEN
+        RETURN false;
     END IF;
     UPDATE pglogq.subscription s
        SET heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
-     WHERE s.sub_id = (heartbeat.batch_id % 1048576)::integer
-       AND s.batch_id = heartbeat.batch_id;
-    RETURN FOUND;
+     WHERE s.sub_id = h.sub_id;
+    RETURN true;
 END $$;

@@ -4,10 +4,14 @@
 --             worker_name  set it to run as one of several cooperating workers of the consumer
 --             (each worker gets different batches; a silent worker's batch is taken over)
 -- Returns:    setof pglogq.message, in delivery order: priority desc, then transaction order.
---             Empty when no new tick has been made since the last batch.
--- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ004 invalid worker name;
---             PQ019 max_messages out of range.
--- Tables:     subscription (lock and one update), tick (read), event (read).
+--             Empty only when nothing is left to receive up to the last tick: batches with
+--             nothing for this consumer (cancelled events, other consumers' retries) are
+--             closed and passed in the same call.
+-- Raises:     PQ001 unknown queue; PQ002 unknown consumer (also when it is unsubscribed, or its
+--             queue dropped, while the call waits); PQ004 invalid worker name;
+--             PQ017 a tick of the cursor or of the open batch is gone; PQ019 max_messages out of range.
+-- Tables:     subscription (lock and one update; a batch found empty is closed through
+--             _close_batch), progress (rows of such a batch deleted), tick (read), event (read).
 -- Until ack(batch_id), calling receive again returns the same page (a crash before ack
 -- redelivers).  ack acknowledges exactly the returned page; the next receive returns the rest
 -- of the batch; the consumer passes the batch when all of it is acknowledged.  Two concurrent
@@ -25,7 +29,7 @@ DECLARE
     page pglogq.message[];
     n integer;
     last_row pglogq.message;
-    empty_batches integer := 0;
+    stored boolean;
 BEGIN
     IF max_messages IS NULL OR max_messages < 1 OR max_messages > 100000 THEN
         RAISE EXCEPTION 'invalid max_messages %: use 1..100000', coalesce(max_messages::text, 'NULL')
@@ -35,6 +39,11 @@ BEGIN
     c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
     IF worker_name IS NULL THEN
         SELECT * INTO h FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            -- unsubscribed (or its queue dropped) by a transaction that committed while we waited
+            RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
+                USING ERRCODE = 'PQ002';
+        END IF;
     ELSE
         IF worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
             RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
@@ -43,6 +52,13 @@ BEGIN
         SELECT * INTO h FROM pglogq.subscription s
          WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
         IF NOT FOUND THEN
+            -- a new worker: its consumer must still exist (KEY SHARE does not conflict with the
+            -- NO KEY UPDATE locks of receive, seek and retention, only with its removal)
+            PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR KEY SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
+                    USING ERRCODE = 'PQ002';
+            END IF;
             INSERT INTO pglogq.subscription (queue_id, consumer_name, parent_id, worker_name, heartbeat_at, last_seen)
             VALUES (q.queue_id, c.consumer_name, c.sub_id, receive.worker_name, clock_timestamp(), clock_timestamp())
             ON CONFLICT DO NOTHING;
@@ -50,6 +66,9 @@ BEGIN
              WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
         END IF;
     END IF;
+    -- the holder's row may hold an open batch (from an earlier call); a batch taken below is
+    -- written to the row only at the end, with the page
+    stored := h.batch_id IS NOT NULL;
     LOOP
         IF h.batch_id IS NULL THEN
             h := pglogq._take_batch(q, c.sub_id, h);
@@ -69,21 +88,38 @@ BEGIN
          WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_prev_tick;
         SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
          WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_cur_tick;
+        IF prev_snap IS NULL OR cur_snap IS NULL THEN
+            -- never take "its ticks are gone" for "it is empty": that would skip its events
+            RAISE EXCEPTION 'tick % or % of the open batch of consumer "%" is gone',
+                h.batch_prev_tick, h.batch_cur_tick, c.consumer_name
+                USING ERRCODE = 'PQ017', HINT = 'seek the consumer (force => true) to a tick that still exists';
+        END IF;
         page := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
                                                         prev_snap, cur_snap, h.batch_big,
                                                         h.page_prio, h.page_txid, h.page_id,
                                                         max_messages + 1) m);
         n := cardinality(page);
-        EXIT WHEN n > 0 OR empty_batches >= 100;
-        -- nothing (left) in this batch for us: pass it and look at the next one
-        empty_batches := empty_batches + 1;
+        EXIT WHEN n > 0;
+        -- nothing (left) in this batch for us (all of it cancelled, or others' retries): close
+        -- it and look at the next one, until a batch has something or no tick is left -- never
+        -- return empty while a ticked event waits, never leave an empty batch open.  Each turn
+        -- passes at least one tick, so the work is bounded by the ticks behind the cursor.
+        IF stored THEN
+            PERFORM pglogq._close_batch(h.sub_id, true);
+            stored := false;
+        END IF;
         h.batch_id := NULL;
         h.batch_prev_tick := NULL;
         h.batch_cur_tick := NULL;
         h.batch_big := NULL;
+        h.batch_started_at := NULL;
         h.page_prio := NULL;
         h.page_txid := NULL;
         h.page_id := NULL;
+        h.page_end_prio := NULL;
+        h.page_end_txid := NULL;
+        h.page_end_id := NULL;
+        h.page_more := NULL;
     END LOOP;
     IF n > max_messages THEN
         last_row := page[max_messages];
@@ -99,9 +135,6 @@ BEGIN
            page_more = (n > max_messages),
            heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
      WHERE s.sub_id = h.sub_id;
-    IF n = 0 THEN
-        RETURN;
-    END IF;
     RETURN QUERY
     SELECT h.batch_id, m.msg_id, m.type, m.payload, m.headers, m.retry_count, m.created_at, m.priority, m.txid
       FROM unnest(page[1:max_messages]) m;

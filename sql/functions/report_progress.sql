@@ -7,7 +7,7 @@
 --             started_at  when handling began (default: the first report; never in the future)
 -- Returns:    true; false when the batch is no longer its holder's (acknowledged, or taken over):
 --             stop handling it.
--- Raises:     PQ008 malformed batch id; PQ010 msg_id is not in the page of the batch;
+-- Raises:     PQ008 unknown batch id (NULL, below 1, or never issued); PQ010 msg_id is not in the page of the batch;
 --             PQ025 invalid percent, stage, counters or worker.
 -- Tables:     progress (insert or update one row), subscription (heartbeat), event (read, on the
 --             first report of an event only).
@@ -25,9 +25,6 @@ DECLARE
     cur_snap pg_snapshot;
     now_ts timestamptz := clock_timestamp();
 BEGIN
-    IF batch_id IS NULL OR batch_id < 1048576 THEN
-        RAISE EXCEPTION 'unknown batch %', coalesce(batch_id::text, 'NULL') USING ERRCODE = 'PQ008';
-    END IF;
     IF percent IS NOT NULL AND (percent < 0 OR percent > 100 OR percent = 'NaN'::numeric) THEN
         RAISE EXCEPTION 'invalid percent %: use 0..100', percent USING ERRCODE = 'PQ025';
     END IF;
@@ -44,10 +41,8 @@ BEGIN
     IF msg_id IS NULL THEN
         RAISE EXCEPTION 'message NULL is not in the page of batch %', batch_id USING ERRCODE = 'PQ010';
     END IF;
-    SELECT * INTO h FROM pglogq.subscription s
-     WHERE s.sub_id = (report_progress.batch_id % 1048576)::integer AND s.batch_id = report_progress.batch_id
-       FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
+    h := pglogq._holder(batch_id, false);
+    IF h.sub_id IS NULL THEN
         RETURN false;
     END IF;
     UPDATE pglogq.progress p
