@@ -455,3 +455,29 @@ def test_receive_human_output_prints_each_page(dsn: str, monkeypatch: pytest.Mon
     assert all(f'{{"n":{i}}}' in out for i in range(5))
     assert "5 event(s) received and acknowledged" in out
     assert unacked_ids(dsn) == []
+
+
+def test_an_empty_dsn_is_refused_not_replaced(dsn: str) -> None:
+    """`--dsn "$DATABASE_URL"` with the variable unset must not talk to another database."""
+    r = run(None, "--dsn", "", "queue", "list", env={"PGLOGQ_DSN": dsn})
+    assert r.exit_code == Exit.USAGE and "empty DSN" in r.stderr
+
+
+def test_dlq_replay_of_several_ids_is_all_or_nothing(dsn: str) -> None:
+    """`dlq replay 1 2 999`: one unknown id, none replayed (before: the first ones were)."""
+    setup_queue(dsn)
+    sql(dsn, "SELECT pglogq.set_queue_config('q', 'max_retries', '1')")
+    send_raw(dsn, "q", '{"n": 1}')
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(2):
+            rows = conn.execute("SELECT batch_id, msg_id, txid::text FROM pglogq.receive('q', 'c', 10)").fetchall()
+            for b, m, t in rows:
+                conn.execute("SELECT pglogq.nack(%s, %s, '0 s'::interval, 'boom', %s::xid8)", (b, m, t))
+            if rows:
+                conn.execute("SELECT pglogq.ack(%s, %s, %s::xid8)", (rows[-1][0], rows[-1][1], rows[-1][2]))
+            conn.execute("SELECT pglogq.maint_pump()")
+            conn.execute("SELECT pglogq.force_tick('q')")
+    dead = [r[0] for r in sql(dsn, "SELECT dead_id FROM pglogq.dead_letter")]
+    assert len(dead) == 1
+    fails(dsn, Exit.NOT_FOUND, "dlq", "replay", str(dead[0]), "999999")
+    assert [r[0] for r in sql(dsn, "SELECT dead_id FROM pglogq.dead_letter")] == dead

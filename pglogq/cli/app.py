@@ -131,7 +131,10 @@ def pass_app(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _set_dsn(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+def _set_dsn(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None and not value.strip():
+        # `--dsn "$DATABASE_URL"` with the variable unset must not fall back to another database
+        raise click.BadParameter("empty DSN: give one, or leave --dsn out to use $PGLOGQ_DSN", param=param)
     if value:
         get_app(ctx).dsn_option = value
 

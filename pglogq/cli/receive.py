@@ -32,6 +32,7 @@ from pglogq.cli.output import (
     stdout_closed,
 )
 from pglogq.cli.params import duration_callback
+from pglogq.errors import PglogqError
 from pglogq.models import Message
 
 PAGE = 1000
@@ -70,11 +71,13 @@ class _Step:
     ACKING = "acknowledging"
 
 
-def _left(step: str, done: int, page: int) -> str:
+def _left(step: str, done: int, page: int, *, refused: bool = False) -> str:
     """What an interrupted or failed run has consumed, in one sentence."""
     before = f"{done} event(s) shown and acknowledged"
     if step == _Step.PRINTING:
         return f"{before}; the page being printed ({page} event(s)) was not acknowledged (the consumer gets it again)"
+    if step == _Step.ACKING and refused:
+        return f"{before}; the last page ({page} event(s)) was shown but its acknowledgement was refused"
     if step == _Step.ACKING:
         return (f"{before}; the last page ({page} event(s)) was shown but may not be acknowledged"
                 " (if not, the consumer gets it again)")
@@ -147,7 +150,9 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
             raise  # nothing was shown nor acknowledged: the error alone says it all
         _close_array(app, opened)
         err = to_cli_error(exc)
-        raise CliError(f"{err.format_message()}; {_left(step, done, page)}", err.exit_code) from exc
+        refused = isinstance(exc, PglogqError)  # the server answered: that ack did not happen
+        raise CliError(f"{err.format_message()}; {_left(step, done, page, refused=refused)}",
+                       err.exit_code) from exc
     if app.json:
         click.echo("\n]" if opened else "[]")
         return
