@@ -132,7 +132,8 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
             done += page
             step = _Step.RECEIVING
     except KeyboardInterrupt:
-        _close_array(app, opened)
+        if step != _Step.PRINTING:  # in the middle of a page the output is broken anyway
+            _close_array(app, opened)
         raise CliError(f"interrupted: {_left(step, done, page)}", Exit.INTERRUPTED) from None
     except OSError as exc:
         if stdout_closed(exc) and step == _Step.PRINTING:
