@@ -212,8 +212,9 @@ def test_send_options_and_receive(dsn: str) -> None:
 def test_send_refuses_bad_stdin_lines(dsn: str) -> None:
     ok(dsn, "queue", "create", "orders")
     r = fails(dsn, Exit.INVALID, "send", "orders", "--batch-size", "2", input='{"a":1}\n{"a":2}\n{oops\n')
-    assert "line 3" in r.stderr and "2 event(s) before it were sent" in r.stderr
-    assert stored(dsn, "orders") == 2
+    # all or nothing (issue 21 #15): the lines before it were not sent either
+    assert "line 3" in r.stderr and "nothing was sent" in r.stderr
+    assert stored(dsn, "orders") == 0
     r = fails(dsn, Exit.INVALID, "send", "orders", input="nope\n")
     assert "nothing was sent" in r.stderr
     r = run(dsn, "send", "orders", "--key", "k", input='{"a":1}\n')

@@ -19,6 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import pglogq
 from pglogq.cli.errors import CliError, Exit
+from pglogq.cli.jsontext import register_raw_loaders
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import EmbeddedUnavailable
 
@@ -41,9 +42,11 @@ class App:
     def dsn(self) -> str:
         if self._dsn is None:
             try:
-                self._dsn = resolve_dsn(self.dsn_option)
+                dsn = resolve_dsn(self.dsn_option)
             except EmbeddedUnavailable as exc:
                 raise CliError(exc.message, Exit.CONNECTION, hint=exc.hint) from exc
+            check_dsn(dsn, "--dsn" if self.dsn_option else "PGLOGQ_DSN")
+            self._dsn = dsn
         return self._dsn
 
     def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
@@ -59,6 +62,8 @@ class App:
                 Exit.CONNECTION,
             ) from exc
         self._closers.append(conn.close)
+        # payloads and headers stay JSON text: printed exactly, never decoded (see jsontext)
+        register_raw_loaders(conn)
         return conn
 
     @property
@@ -82,6 +87,18 @@ class App:
             with contextlib.suppress(Exception):
                 closer()
         self._closers.clear()
+
+
+def check_dsn(dsn: str, where: str) -> None:
+    """Refuse a DSN that cannot be parsed (usage error: it can never connect)."""
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if dsn and dsn in why:
+            why = why.replace(dsn, "<the DSN>")  # it may hold a password
+        raise CliError(f"invalid DSN in {where}: {why}", Exit.USAGE,
+                       hint="use a URI (postgresql://user@host/db) or key=value pairs (host=... dbname=...)") from exc
 
 
 def describe_dsn(dsn: str) -> str:
@@ -114,7 +131,10 @@ def pass_app(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _set_dsn(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+def _set_dsn(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None and not value.strip():
+        # `--dsn "$DATABASE_URL"` with the variable unset must not fall back to another database
+        raise click.BadParameter("empty DSN: give one, or leave --dsn out to use $PGLOGQ_DSN", param=param)
     if value:
         get_app(ctx).dsn_option = value
 

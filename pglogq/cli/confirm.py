@@ -36,5 +36,9 @@ def confirm(question: str, *, yes: bool) -> None:
             Exit.NOT_CONFIRMED,
             hint="stdin is not a terminal; pass --yes to confirm",
         )
-    if not click.confirm(question, default=False, err=True):
+    try:
+        answer = click.confirm(question, default=False, err=True)
+    except click.Abort:  # Ctrl-C or end of input at the prompt
+        answer = False
+    if not answer:
         raise CliError("not confirmed: nothing changed", Exit.NOT_CONFIRMED)

@@ -8,6 +8,7 @@ from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.confirm import confirm, yes_option
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import ago, duration, emit_json, fmt, print_table
+from pglogq.cli.params import Int8
 from pglogq.errors import BatchOpen
 from pglogq.models import SeekPlan
 
@@ -74,6 +75,8 @@ def list_(app: App, queue: str | None) -> None:
     "pending_events", "last_seen", "batch_id", "batch_open_since", "workers", "open_batches",
     "retry_depth", "dead_letters"}]
     """
+    if queue is not None:
+        app.client.queue_info(queue, conn=app.conn)  # unknown queue → not found (3), not an empty list
     rows = app.client.consumer_info(queue, conn=app.conn)
     if app.json:
         emit_json(rows)
@@ -115,7 +118,7 @@ def describe_plan(queue: str, name: str, plan: SeekPlan) -> list[str]:
 @click.argument("name")
 @click.option("--to", "to", metavar="POSITION",
               help="earliest | latest | a tick id | a timestamp ('2026-05-01 12:00+00', '15 minutes ago').")
-@click.option("--by", "by", type=int, metavar="[-+]N",
+@click.option("--by", "by", type=Int8("count"), metavar="[-+]N",
               help="Move by about N events: -N replays, +N skips.")
 @click.option("--execute", is_flag=True, help="Apply the plan (without it, only print it).")
 @click.option("--force", is_flag=True, help="Also when a batch is open: drop the open batch(es).")

@@ -15,7 +15,7 @@ from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.confirm import confirm, yes_option
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import ago, console, emit_json, fmt, print_table, short
-from pglogq.cli.params import duration_callback
+from pglogq.cli.params import Int8, duration_callback
 from pglogq.errors import UnknownDeadLetter, translate
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -100,7 +100,7 @@ def inspect(app: App, queue: str, consumer: str | None, type_: str | None, older
 
 
 @dlq.command()
-@click.argument("dead_id", type=int)
+@click.argument("dead_id", type=Int8("dead letter id"))
 @common_options
 @json_option
 @pass_app
@@ -126,18 +126,21 @@ def show(app: App, dead_id: int) -> None:
 
 
 @dlq.command()
-@click.argument("dead_ids", type=int, nargs=-1, required=True)
+@click.argument("dead_ids", type=Int8("dead letter id"), nargs=-1, required=True)
 @common_options
 @json_option
 @pass_app
 def replay(app: App, dead_ids: tuple[int, ...]) -> None:
     """Send dead letters DEAD_IDS back to the consumer that dead-lettered each (only to it).
 
+    All in one transaction: when one is unknown, none is replayed.
+
     JSON: {"replayed": [{"dead_id": int, "msg_id": int}]}
     """
     out = []
-    for d in dead_ids:
-        out.append({"dead_id": d, "msg_id": app.client.dlq_replay(d, conn=app.conn)})
+    with app.conn.transaction():  # all or nothing
+        for d in dead_ids:
+            out.append({"dead_id": d, "msg_id": app.client.dlq_replay(d, conn=app.conn)})
     if app.json:
         emit_json({"replayed": out})
         return

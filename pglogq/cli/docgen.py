@@ -32,7 +32,19 @@ Every command:
   code of its class (below); `--debug` adds the traceback;
 - asks before destructive or bulk actions (`queue drop`, `consumer unsubscribe`,
   `dlq replay-all`, `dlq purge`) unless `--yes`, and refuses without `--yes` when stdin is not a
-  terminal (scripts, pipes, CI).
+  terminal (scripts, pipes, CI);
+- changes nothing when it refuses an input: a command that changes several things (`queue create
+  --set`, `send` from stdin, `dlq replay ID...`) does all of them in one transaction, or none;
+- treats a closed stdout (the reader went away, e.g. `| head`) as a normal end: exit 0, nothing
+  more printed, and `receive` acknowledges only the pages it wrote; Ctrl-C exits 130 and says
+  what was done before (`tail` and `status --watch` end normally on Ctrl-C);
+- prints payloads and headers exactly as PostgreSQL stores them, and sends a payload exactly as
+  written (checked first: `NaN` and `Infinity` are not JSON).
+
+A value that does not parse as its option's type, or lies outside the range shown in the help
+(`--max 0`, `--delay 99999999999d`, a DSN that cannot be parsed), is a usage error (2); a
+well-formed value that pglogq refuses (a bad name or setting, a payload PostgreSQL refuses, an
+integer beyond 64 bits, a seek position out of range) is invalid input (4).
 """
 
 

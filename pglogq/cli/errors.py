@@ -4,7 +4,7 @@
 | ---- | ------- |
 | 0    | success |
 | 1    | any other error (an unexpected server error, a bug: rerun with ``--debug``) |
-| 2    | usage error: unknown command or option, missing argument (click) |
+| 2    | usage error: unknown command or option, missing argument, a malformed option value or DSN |
 | 3    | not found: unknown queue, consumer, batch or dead letter |
 | 4    | invalid input: bad name, config value, payload, seek position out of range |
 | 5    | conflict: already exists, queue in use, batch open, batch no longer current |
@@ -14,6 +14,14 @@
 | 9    | command not available in this installation (a hosted command's module is missing) |
 | 10   | not confirmed: a destructive or bulk action declined, or refused without ``--yes`` |
 | 11   | ``status --check`` found a problem (ticker stalled, rotation blocked, ...) |
+| 130  | interrupted (Ctrl-C); the message says what was done before |
+
+A value that does not parse as its option's type, or lies outside the range shown in the help
+(``--max 0``, ``--delay 99999999999d``, a DSN that cannot be parsed), is a usage error (2); a
+well-formed value that pglogq refuses (a bad name or setting, a payload PostgreSQL would refuse, an
+integer beyond 64 bits, a seek position out of range) is invalid input (4).  A closed stdout (the
+reader went away, e.g. ``| head``) is a normal end: exit 0, nothing more is printed, and a command
+that acknowledges events acknowledges only what it wrote.
 """
 
 from __future__ import annotations
@@ -40,14 +48,17 @@ class Exit(IntEnum):
     NOT_AVAILABLE = 9
     NOT_CONFIRMED = 10
     CHECK_FAILED = 11
+    INTERRUPTED = 130
 
 
 EXIT_TABLE: list[tuple[int, str]] = [
     (Exit.OK, "success"),
     (Exit.OTHER, "any other error (an unexpected server error; rerun with --debug)"),
-    (Exit.USAGE, "usage error: unknown command or option, missing argument"),
+    (Exit.USAGE, "usage error: unknown command or option, missing argument, a value not of the option's"
+                 " type or outside the range its help shows, a DSN that cannot be parsed"),
     (Exit.NOT_FOUND, "not found: unknown queue, consumer, batch or dead letter"),
-    (Exit.INVALID, "invalid input: bad name, config value, payload, seek position out of range"),
+    (Exit.INVALID, "invalid input: bad name, config value, payload, an integer beyond 64 bits, seek"
+                   " position out of range"),
     (Exit.CONFLICT, "conflict: already exists, queue in use, batch open, batch no longer current"),
     (Exit.CONNECTION, "cannot connect to the database (or no DSN and no embedded PostgreSQL)"),
     (Exit.SCHEMA, "pglogq is not installed in that database, or its schema is of another version"),
@@ -55,6 +66,7 @@ EXIT_TABLE: list[tuple[int, str]] = [
     (Exit.NOT_AVAILABLE, "command not available in this installation"),
     (Exit.NOT_CONFIRMED, "not confirmed: declined, or refused without --yes on a non-terminal"),
     (Exit.CHECK_FAILED, "status --check found a problem"),
+    (Exit.INTERRUPTED, "interrupted (Ctrl-C); the message says what was done before"),
 ]
 """The documented table (rendered into docs/reference/cli.md)."""
 
@@ -89,17 +101,29 @@ _CLASS_CODES: list[tuple[type[BaseException], Exit]] = [
 ]
 
 
+# SQLSTATEs of a connection that failed or was closed by the server (the rest of class 57 is not)
+_CONNECTION_STATES = ("57P01", "57P02", "57P03")
+
+
 def exit_code_for(exc: BaseException) -> Exit:
     """The exit code of an exception raised while running a command."""
     for cls, code in _CLASS_CODES:
         if isinstance(exc, cls):
             return code
-    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.QueryCanceled):
-        return Exit.CONNECTION
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return Exit.PERMISSION
     if _schema_missing(exc):
         return Exit.SCHEMA
+    if isinstance(exc, psycopg.Error):
+        state = exc.sqlstate or ""
+        if state.startswith(("22", "54")):
+            return Exit.INVALID  # data exception, or input too large / too deep for the server
+        if state.startswith(("40", "55")):
+            return Exit.CONFLICT  # serialization failure, deadlock, lock not available: try again
+        if isinstance(exc, psycopg.OperationalError) and (
+            not state or state.startswith("08") or state in _CONNECTION_STATES
+        ):
+            return Exit.CONNECTION
     return Exit.OTHER
 
 

@@ -8,8 +8,9 @@ from typing import Any
 import click
 
 from pglogq.cli.app import common_options, get_app
-from pglogq.cli.errors import CliError, to_cli_error
+from pglogq.cli.errors import CliError, Exit, to_cli_error
 from pglogq.cli.lazy import LazyGroup
+from pglogq.cli.output import quiet_stdout, stdout_closed
 
 # Commands that live with the part of pglogq they run; loaded on first use.
 HOSTED: dict[str, tuple[str, str]] = {
@@ -30,7 +31,13 @@ class PglogqGroup(LazyGroup):
         except (click.exceptions.Exit, click.Abort, click.UsageError):
             raise
         except KeyboardInterrupt:
-            raise click.Abort() from None
+            raise CliError("interrupted", Exit.INTERRUPTED) from None
+        except OSError as exc:
+            if not stdout_closed(exc):
+                raise to_cli_error(exc) from exc
+            # the reader went away (`| head`): a normal end; print nothing more
+            quiet_stdout()
+            raise click.exceptions.Exit(0) from None
         except Exception as exc:
             app = get_app(ctx)
             if app.debug:

@@ -7,8 +7,10 @@ zone; durations are numbers of seconds (float); sizes are bytes (integer); absen
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
+import errno
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime, timedelta
@@ -20,6 +22,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from pglogq.cli import jsontext
 
 
 def jsonable(value: Any) -> Any:
@@ -36,23 +40,71 @@ def jsonable(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, timedelta):
         return round(value.total_seconds(), 6)
-    if isinstance(value, Decimal):
-        return float(value)
-    return value
+    if isinstance(value, Decimal) and not value.is_finite():
+        return None
+    return value  # a finite Decimal is written exactly (jsontext.dumps)
 
 
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(jsonable(value), indent=2, sort_keys=False))
+    click.echo(jsontext.dumps(jsonable(value), indent=2))
 
 
 def emit_json_line(value: Any) -> None:
-    click.echo(json.dumps(jsonable(value), separators=(",", ":")))
+    click.echo(jsontext.dumps(jsonable(value)))
+
+
+def flush_stdout() -> None:
+    """Make sure what was printed has left the process (before acknowledging it)."""
+    sys.stdout.flush()
+
+
+def stdout_closed(exc: BaseException) -> bool:
+    """Whether ``exc`` says stdout's reader went away (a closed pipe)."""
+    return isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE)
+
+
+def quiet_stdout() -> None:
+    """After a closed pipe: drop whatever is still buffered for stdout, and print nothing more."""
+    with contextlib.suppress(Exception):
+        real = sys.__stdout__
+        if real is not None and sys.stdout is real:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, real.fileno())
+            os.close(devnull)
+    sys.stdout = _Quiet(sys.stdout)
+
+
+class _Quiet:
+    """A stdout whose reader went away: writes and flushes do nothing (Python flushes at exit)."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self._wrapped = wrapped
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+
+class _Console(Console):
+    """rich's console, except that a closed pipe raises BrokenPipeError for the command to
+    handle (a normal end, nothing more acknowledged) instead of exiting 1 on its own."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "stdout closed")
 
 
 def console(stderr: bool = False) -> Console:
     """A console on the current stdout (or stderr); 80 columns when not a terminal."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(file=stream, highlight=False, soft_wrap=False)
+    return _Console(file=stream, highlight=False, soft_wrap=False)
 
 
 def table(
@@ -94,12 +146,12 @@ def fmt(value: Any) -> str:
         return duration(value)
     if isinstance(value, datetime):
         return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    if isinstance(value, float):
-        return f"{value:,.1f}"
+    if isinstance(value, (float, Decimal)):
+        return f"{float(value):,.1f}"
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"))
+        return jsontext.dumps(value)
     return str(value)
 
 
@@ -141,7 +193,7 @@ def ago(when: datetime | None, now: datetime | None = None) -> str:
 
 
 def short(text: Any, width: int = 40) -> str:
-    s = text if isinstance(text, str) else json.dumps(text, separators=(",", ":"))
+    s = text if isinstance(text, str) else jsontext.dumps(text)
     return s if len(s) <= width else s[: width - 1] + "…"
 
 

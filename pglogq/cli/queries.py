@@ -60,3 +60,13 @@ DLQ_PURGE: LiteralString = """
 SELECT pglogq.dlq_purge(%(queue)s, older_than => %(older_than)s, consumer_name => %(consumer)s,
                         msg_type => %(type)s)
 """
+
+# pglogq send: payloads go as JSON text (cast by the server), so they arrive exactly as typed
+SEND_TEXT: LiteralString = """
+SELECT pglogq.send(%(queue)s, %(payload)s::jsonb, type => %(type)s, headers => %(headers)s::jsonb,
+                   priority => %(priority)s, idempotency_key => %(key)s, delay => %(delay)s)
+"""
+SEND_BATCH_TEXT: LiteralString = """
+SELECT pglogq.send_batch_json(%(queue)s, %(payload)s::jsonb, type => %(type)s, headers => %(headers)s::jsonb,
+                              priority => %(priority)s, delay => %(delay)s)
+"""

@@ -24,7 +24,7 @@ def parse_setting(text: str) -> tuple[str, str]:
     """``param=value`` → (param, value)."""
     param, sep, value = text.partition("=")
     if not sep or not param.strip():
-        raise click.BadParameter(f"expected PARAM=VALUE, got {text!r}")
+        raise click.BadParameter(f"expected PARAM=VALUE, got {text!r}", param_hint="'--set'")
     return param.strip(), value.strip()
 
 
@@ -52,11 +52,15 @@ def queue() -> None:
 def create(app: App, name: str, settings: tuple[str, ...]) -> None:
     """Create queue NAME (nothing changes if it exists already).
 
+    The queue and every --set go in one transaction: when a setting is refused, nothing is
+    created or changed.
+
     JSON: {"queue": str, "created": bool, "config": {param: value}}
     """
     pairs = [parse_setting(s) for s in settings]
-    created = app.client.create_queue(name, conn=app.conn)
-    applied = {p: app.client.set_queue_config(name, p, v, conn=app.conn) for p, v in pairs}
+    with app.conn.transaction():  # all or nothing
+        created = app.client.create_queue(name, conn=app.conn)
+        applied = {p: app.client.set_queue_config(name, p, v, conn=app.conn) for p, v in pairs}
     if app.json:
         emit_json({"queue": name, "created": created, "config": applied})
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -16,9 +17,22 @@ from typing import Any
 import click
 from psycopg import sql
 
+from pglogq.cli import jsontext
 from pglogq.cli.app import App, common_options, json_option, pass_app
-from pglogq.cli.output import emit_json, emit_json_line, fmt, info, print_table, short
+from pglogq.cli.errors import CliError, Exit, to_cli_error
+from pglogq.cli.output import (
+    emit_json_line,
+    flush_stdout,
+    fmt,
+    info,
+    jsonable,
+    print_table,
+    quiet_stdout,
+    short,
+    stdout_closed,
+)
 from pglogq.cli.params import duration_callback
+from pglogq.errors import PglogqError
 from pglogq.models import Message
 
 PAGE = 1000
@@ -40,6 +54,36 @@ def _print_messages(msgs: list[Message]) -> None:
     )
 
 
+def _show_page(app: App, msgs: list[Message], first: bool) -> None:
+    """Print one page: rows of a table, or elements of the JSON array (opened by the first)."""
+    if app.json:
+        inner = jsontext.dumps(jsonable([_message_json(m) for m in msgs]), indent=2)[2:-2]  # without "[\n", "\n]"
+        click.echo(("[\n" if first else ",\n") + inner, nl=False)
+    else:
+        _print_messages(msgs)
+
+
+class _Step:
+    """Where a receive run is: what an error or Ctrl-C leaves behind depends on it."""
+
+    RECEIVING = "receiving"
+    PRINTING = "printing"
+    ACKING = "acknowledging"
+
+
+def _left(step: str, done: int, page: int, *, refused: bool = False) -> str:
+    """What an interrupted or failed run has consumed, in one sentence."""
+    before = f"{done} event(s) shown and acknowledged"
+    if step == _Step.PRINTING:
+        return f"{before}; the page being printed ({page} event(s)) was not acknowledged (the consumer gets it again)"
+    if step == _Step.ACKING and refused:
+        return f"{before}; the last page ({page} event(s)) was shown but its acknowledgement was refused"
+    if step == _Step.ACKING:
+        return (f"{before}; the last page ({page} event(s)) was shown but may not be acknowledged"
+                " (if not, the consumer gets it again)")
+    return f"{before}; nothing after them was acknowledged"
+
+
 @click.command()
 @click.argument("queue")
 @click.argument("consumer")
@@ -54,31 +98,76 @@ def _print_messages(msgs: list[Message]) -> None:
 def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: str | None) -> None:
     """Receive and acknowledge up to --max events of CONSUMER on QUEUE.
 
-    Events are acknowledged page by page as they are printed: what is shown is consumed.
-    With --peek the current page is shown and left unacknowledged.  Only ticked events are
-    delivered (a ticker must run: `pglogq ticker run`).
+    Page by page, each page is printed (and flushed) first and acknowledged after: what is
+    shown is consumed, and only that.  After an error, a closed stdout or Ctrl-C nothing more
+    is acknowledged, and the message says how many events were shown and acknowledged.  With
+    --peek the current page is shown and left unacknowledged.  Only ticked events are
+    delivered (a ticker must run: `pglogq ticker run`).  Payloads are printed exactly as
+    PostgreSQL stores them.
 
     JSON: [{"batch_id", "msg_id", "type", "payload", "headers", "retry_count", "created_at",
     "priority"}]
     """
-    got: list[Message] = []
-    while len(got) < max_:
-        batch = app.client.receive(queue, consumer, max_messages=min(PAGE, max_ - len(got)), worker=worker,
-                                   conn=app.conn)
-        if not batch:
-            break
-        got.extend(batch.messages)
-        if peek:
-            break
-        batch.ack(conn=app.conn)
+    done = 0  # events printed and acknowledged
+    page = 0
+    step = _Step.RECEIVING
+    opened = False  # the JSON array has been opened on stdout
+    try:
+        while done < max_:
+            step = _Step.RECEIVING
+            batch = app.client.receive(queue, consumer, max_messages=min(PAGE, max_ - done), worker=worker,
+                                       conn=app.conn)
+            if not batch:
+                break
+            page = len(batch)
+            step = _Step.PRINTING
+            _show_page(app, batch.messages, not opened)
+            opened = True
+            flush_stdout()
+            if peek:
+                done = page
+                break
+            step = _Step.ACKING
+            batch.ack(conn=app.conn)
+            done += page
+            step = _Step.RECEIVING
+    except KeyboardInterrupt:
+        if step != _Step.PRINTING:  # in the middle of a page the output is broken anyway
+            _close_array(app, opened)
+        raise CliError(f"interrupted: {_left(step, done, page)}", Exit.INTERRUPTED) from None
+    except OSError as exc:
+        if stdout_closed(exc) and step == _Step.PRINTING:
+            quiet_stdout()
+            info(f"pglogq: stdout closed: {_left(step, done, page)}")
+            raise click.exceptions.Exit(0) from None
+        err = to_cli_error(exc)
+        if step == _Step.PRINTING:
+            err = CliError(f"cannot print: {exc}", Exit.OTHER)
+        else:
+            _close_array(app, opened)
+        raise CliError(f"{err.format_message()}; {_left(step, done, page)}", err.exit_code) from exc
+    except Exception as exc:
+        if step == _Step.RECEIVING and not opened:
+            raise  # nothing was shown nor acknowledged: the error alone says it all
+        _close_array(app, opened)
+        err = to_cli_error(exc)
+        refused = isinstance(exc, PglogqError)  # the server answered: that ack did not happen
+        raise CliError(f"{err.format_message()}; {_left(step, done, page, refused=refused)}",
+                       err.exit_code) from exc
     if app.json:
-        emit_json([_message_json(m) for m in got])
+        click.echo("\n]" if opened else "[]")
         return
-    if not got:
+    if not done:
         click.echo("no events (nothing ticked since the last batch)")
         return
-    _print_messages(got)
-    click.echo(f"{len(got)} event(s) " + ("shown, not acknowledged (--peek)" if peek else "received and acknowledged"))
+    click.echo(f"{done} event(s) " + ("shown, not acknowledged (--peek)" if peek else "received and acknowledged"))
+
+
+def _close_array(app: App, opened: bool) -> None:
+    """After an error: end the JSON document, so stdout holds exactly the events shown."""
+    if app.json:
+        with contextlib.suppress(Exception):
+            click.echo("\n]" if opened else "[]")
 
 
 @contextmanager
@@ -124,13 +213,14 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
     conn = app.conn
     listen = app.connect()
     listen.execute(sql.SQL("LISTEN {}").format(sql.Identifier(f"pglogq.{queue}")))
-    client.subscribe(queue, name, conn=conn)
-    if not app.json:
-        info(f"following {queue!r} as throw-away consumer {name!r} (Ctrl-C to stop)")
-    seen = 0
+    seen = 0  # events printed (a page is acknowledged once all of it is printed and flushed)
+    closed = False
     deadline = time.monotonic() + for_.total_seconds() if for_ is not None else None
     try:
         with _sigterm_as_interrupt():
+            client.subscribe(queue, name, conn=conn)
+            if not app.json:
+                info(f"following {queue!r} as throw-away consumer {name!r} (Ctrl-C to stop)")
             while max_ is None or seen < max_:
                 if tick:
                     client.tick(queue, conn=conn)
@@ -142,7 +232,8 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
                             emit_json_line(_message_json(m))
                         else:
                             click.echo(f"{m.msg_id}\t{m.type or '-'}\t{fmt(m.created_at)}\t{short(m.payload, 200)}")
-                    seen += len(batch)
+                        seen += 1
+                    flush_stdout()
                     batch.ack(conn=conn)
                     continue
                 wait = poll.total_seconds()
@@ -153,8 +244,27 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
                 for _ in listen.notifies(timeout=max(wait, 0.01), stop_after=1):
                     pass
     except KeyboardInterrupt:
-        pass
+        pass  # Ctrl-C (or SIGTERM) is how tail ends
+    except OSError as exc:
+        if not stdout_closed(exc):
+            raise
+        closed = True  # the reader went away (`| head`): a normal end
+        quiet_stdout()
     finally:
-        client.unsubscribe(queue, name, conn=conn)
-    if not app.json:
-        info(f"{seen} event(s); consumer {name!r} removed")
+        with _signals_held():
+            client.unsubscribe(queue, name, conn=conn)
+    info(f"{seen} event(s) printed" + (" (stdout closed)" if closed else "") + f"; consumer {name!r} removed")
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while cleaning up, so a second one cannot leave the consumer behind."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

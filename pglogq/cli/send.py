@@ -1,4 +1,11 @@
-"""``pglogq send``: append one event, or many from JSON lines on stdin."""
+"""``pglogq send``: append one event, or many from JSON lines on stdin (all or nothing).
+
+Payloads are sent as JSON text and cast by the server, never decoded into Python values and
+encoded again: what the user typed is what is stored (big integers, ``1.10``, ``1e400``).  Each
+one is checked first the way PostgreSQL will check it (``NaN`` and ``Infinity`` are refused).
+Lines from stdin are sent in one transaction: either every line is sent, or (a bad line, a line
+the server refuses, Ctrl-C, a lost connection) nothing is, and the message names the line.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +13,76 @@ import json
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import Any
 
 import click
+import psycopg
 
+from pglogq.cli import queries as cq
 from pglogq.cli.app import App, common_options, json_option, pass_app
-from pglogq.cli.errors import CliError, Exit
+from pglogq.cli.errors import CliError, Exit, to_cli_error
+from pglogq.cli.jsontext import check
 from pglogq.cli.output import emit_json
 from pglogq.cli.params import duration_callback, key_values_callback
+from pglogq.errors import PglogqError, translate
 
-
-def _json_lines(stream: TextIO) -> Iterator[tuple[int, Any]]:
-    for n, line in enumerate(stream, 1):
-        if line.strip():
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise _BadLine(n, exc.msg) from exc
+NOTHING_SENT = "nothing was sent (the lines go in one transaction: all or nothing)"
 
 
 class _BadLine(Exception):
-    def __init__(self, line: int, why: str) -> None:
-        super().__init__(f"line {line}: {why}")
+    """Line ``line`` of stdin cannot be sent; ``error`` says why (a CliError)."""
+
+    def __init__(self, line: str, error: CliError) -> None:
+        super().__init__(f"line {line}: {error.format_message()}")
         self.line = line
-        self.why = why
+        self.error = error
+
+
+def _lines() -> Iterator[tuple[int, str]]:
+    """(line number, text) of the non-blank lines of stdin; a line that is not UTF-8 is refused."""
+    raw = getattr(sys.stdin, "buffer", None)
+    if raw is None:  # pragma: no cover - a text-only stdin
+        for n, line in enumerate(sys.stdin, 1):
+            if line.strip():
+                yield n, line
+        return
+    for n, data in enumerate(raw, 1):
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _BadLine(str(n), CliError(f"not UTF-8 ({exc.reason} at byte {exc.start})", Exit.INVALID)) from exc
+        if line.strip():
+            yield n, line
+
+
+def _send_one(app: App, params: dict[str, Any]) -> list[int]:
+    try:
+        row = app.conn.execute(cq.SEND_BATCH_TEXT if params["batch"] else cq.SEND_TEXT, params).fetchone()
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+    value = row[0] if row else None
+    if params["batch"]:
+        return [int(i) for i in value or []]
+    if value is None:  # pragma: no cover - send always returns an id
+        raise CliError("the server returned no message id", Exit.OTHER)
+    return [int(value)]
+
+
+def _send_lines(app: App, lines: list[tuple[int, str]], params: dict[str, Any]) -> list[int]:
+    """Send ``lines`` in one statement (inside the open transaction); name the line refused."""
+    try:
+        with app.conn.transaction():  # a savepoint: the lines can be tried one by one after it
+            return _send_one(app, {**params, "batch": True, "payload": "[" + ",".join(t for _, t in lines) + "]"})
+    except (psycopg.Error, PglogqError) as exc:
+        whole = exc
+    for n, text in lines:  # which line? each alone, in its own savepoint
+        try:
+            with app.conn.transaction():
+                _send_one(app, {**params, "batch": True, "payload": f"[{text}]"})
+        except (psycopg.Error, PglogqError) as exc:
+            raise _BadLine(str(n), to_cli_error(exc)) from exc
+    first, last = lines[0][0], lines[-1][0]
+    raise _BadLine(f"{first}-{last}", to_cli_error(whole)) from whole
 
 
 @click.command()
@@ -52,9 +105,11 @@ def send(app: App, queue: str, payload: str | None, type_: str | None, headers: 
          key: str | None, priority: int, delay: timedelta | None, batch_size: int) -> None:
     """Append an event to QUEUE.
 
-    PAYLOAD is a JSON value ('{"id": 42}').  Without PAYLOAD (or with -), JSON lines are read
-    from stdin and sent in batches (one send_batch call per --batch-size lines); each batch
-    commits on its own.  Examples:
+    PAYLOAD is a JSON value ('{"id": 42}'), stored exactly as written (NaN and Infinity are
+    not JSON and are refused).  Without PAYLOAD (or with -), JSON lines are read from stdin and
+    sent in batches (one send_batch call per --batch-size lines), all in one transaction: every
+    line is sent, or none is (a bad line, a line the server refuses, Ctrl-C), and the error
+    names the line.  Examples:
 
     \b
       pglogq send orders '{"id": 42}' --type order.created
@@ -62,36 +117,21 @@ def send(app: App, queue: str, payload: str | None, type_: str | None, headers: 
 
     JSON: {"queue": str, "count": int, "ids": [int]}
     """
-    hdrs = headers or None
+    params: dict[str, Any] = {"queue": queue, "type": type_, "headers": json.dumps(headers) if headers else None,
+                              "priority": priority, "key": key, "delay": delay}
     if payload is not None and payload != "-":
         try:
-            value = json.loads(payload)
-        except json.JSONDecodeError as exc:
-            raise CliError(f"PAYLOAD is not valid JSON: {exc.msg} (at character {exc.pos})", Exit.INVALID,
+            text = check(payload)
+        except ValueError as exc:
+            raise CliError(f"PAYLOAD is not valid JSON: {exc}", Exit.INVALID,
                            hint="quote it for the shell, e.g. '{\"id\": 42}' or '\"text\"'") from exc
-        ids = [app.client.send(queue, value, type=type_, headers=hdrs, priority=priority,
-                               idempotency_key=key, delay=delay, conn=app.conn)]
+        ids = _send_one(app, {**params, "batch": False, "payload": text})
     else:
         if sys.stdin.isatty():
             raise click.UsageError("give a PAYLOAD, or pipe JSON lines on stdin")
         if key is not None:
             raise click.UsageError("--key applies to a single PAYLOAD, not to lines from stdin")
-        ids = []
-        batch: list[Any] = []
-        stream = sys.stdin
-        try:
-            for _, value in _json_lines(stream):
-                batch.append(value)
-                if len(batch) >= batch_size:
-                    ids += app.client.send_batch(queue, batch, type=type_, headers=hdrs, priority=priority,
-                                                 delay=delay, conn=app.conn)
-                    batch = []
-        except _BadLine as exc:
-            raise CliError(f"stdin line {exc.line} is not valid JSON: {exc.why}", Exit.INVALID,
-                           hint=f"{len(ids)} event(s) before it were sent" if ids else "nothing was sent") from exc
-        if batch:
-            ids += app.client.send_batch(queue, batch, type=type_, headers=hdrs, priority=priority,
-                                         delay=delay, conn=app.conn)
+        ids = _send_stdin(app, params, batch_size)
     if app.json:
         emit_json({"queue": queue, "count": len(ids), "ids": ids})
     elif len(ids) == 1:
@@ -100,3 +140,37 @@ def send(app: App, queue: str, payload: str | None, type_: str | None, headers: 
         click.echo(f"sent {len(ids)} events to {queue!r}: ids {ids[0]}..{ids[-1]}")
     else:
         click.echo("nothing to send (no lines on stdin)")
+
+
+def _send_stdin(app: App, params: dict[str, Any], batch_size: int) -> list[int]:
+    ids: list[int] = []
+    batch: list[tuple[int, str]] = []
+    committing = False
+    try:
+        with app.conn.transaction():
+            for n, line in _lines():
+                try:
+                    batch.append((n, check(line)))
+                except ValueError as exc:
+                    raise _BadLine(str(n), CliError(f"not valid JSON: {exc}", Exit.INVALID)) from exc
+                if len(batch) >= batch_size:
+                    ids += _send_lines(app, batch, params)
+                    batch = []
+            if batch:
+                ids += _send_lines(app, batch, params)
+            committing = True
+    except _BadLine as exc:
+        raise CliError(f"stdin line {exc.line}: {exc.error.message}", exc.error.exit_code,
+                       hint=NOTHING_SENT) from exc
+    except KeyboardInterrupt:
+        if committing:
+            raise CliError("interrupted while committing: the lines may or may not be sent",
+                           Exit.INTERRUPTED) from None
+        raise CliError(f"interrupted: {NOTHING_SENT}", Exit.INTERRUPTED) from None
+    except Exception as exc:
+        err = to_cli_error(exc)
+        if committing:
+            raise CliError(f"{err.message}: the commit failed, the lines may or may not be sent",
+                           err.exit_code) from exc
+        raise CliError(err.message, err.exit_code, hint=NOTHING_SENT) from exc
+    return ids

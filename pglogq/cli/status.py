@@ -15,7 +15,7 @@ from pglogq.cli import queries as cq
 from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import ago, console, duration, emit_json, emit_json_line, fmt, jsonable, size, table
-from pglogq.cli.params import duration_callback
+from pglogq.cli.params import Seconds, duration_callback
 from pglogq.models import ConsumerInfo, QueueInfo
 
 
@@ -115,7 +115,7 @@ def to_json(data: dict[str, Any]) -> dict[str, Any]:
 
 @click.command()
 @click.argument("queue", required=False)
-@click.option("--watch", type=float, is_flag=False, flag_value=2.0, default=None, metavar="SECONDS",
+@click.option("--watch", type=Seconds(), is_flag=False, flag_value=2.0, default=None, metavar="SECONDS",
               help="Refresh every SECONDS (2 if not given) until Ctrl-C.")
 @click.option("--count", type=click.IntRange(1), help="With --watch: stop after this many refreshes.")
 @click.option("--stall-after", callback=duration_callback, default="10s", show_default=True, metavar="DURATION",
