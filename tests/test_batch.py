@@ -598,5 +598,5 @@ def test_receive_never_takes_a_batch_whose_ticks_are_gone_for_empty(
     assert sql.execute("SELECT * FROM pglogq.subscription ORDER BY sub_id").fetchall() == before
     assert open_batches(sql, "c") == 1
     # the tick back (as a seek to a kept tick would do): nothing was skipped
-    sql.execute("INSERT INTO pglogq.tick VALUES (%s, %s, %s, %s, %s)", saved)
+    sql.execute("INSERT INTO pglogq.tick VALUES (" + ", ".join(["%s"] * len(saved)) + ")", saved)
     assert [m.msg_id for m in client.receive("q", "c", max_messages=10)] == ids[1:]

@@ -69,14 +69,10 @@ BEGIN
         CONTINUE WHEN target.tick_id IS NULL;
         -- open batches that end by the target are dropped (their events are skipped); one that
         -- ends after it holds events ticked within the limit and stays
-        UPDATE pglogq.subscription w
-           SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
-               batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
-               page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL
-         WHERE (w.sub_id = s.sub_id OR w.parent_id = s.sub_id) AND w.batch_cur_tick <= target.tick_id;
+        PERFORM pglogq._close_batch(w.sub_id) FROM pglogq.subscription w
+          WHERE (w.sub_id = s.sub_id OR w.parent_id = s.sub_id) AND w.batch_id IS NOT NULL
+            AND w.batch_cur_tick <= target.tick_id;
         moved := FOUND;
-        DELETE FROM pglogq.progress pr USING pglogq.subscription w
-         WHERE pr.sub_id = w.sub_id AND (w.sub_id = s.sub_id OR w.parent_id = s.sub_id) AND w.batch_id IS NULL;
         UPDATE pglogq.subscription c SET last_tick = target.tick_id
          WHERE c.sub_id = s.sub_id AND c.last_tick < target.tick_id;
         moved := moved OR FOUND;
@@ -85,7 +81,7 @@ BEGIN
            SET skipped_events = c.skipped_events + greatest(target.tick_event_total - pos.tick_event_total, 0),
                skipped_at = clock_timestamp()
          WHERE c.sub_id = s.sub_id;
-        RAISE WARNING 'consumer "%" of queue "%" was % behind (limit %): moved forward to tick %, skipping about % events',
+        RAISE WARNING 'consumer "%" of queue "%" was % behind (limit %): moved forward to tick %, skipping % events',
             s.consumer_name, q.queue_name, date_trunc('second', clock_timestamp() - nxt_time),
             q.max_consumer_lag, target.tick_id, greatest(target.tick_event_total - pos.tick_event_total, 0);
         n := n + 1;

@@ -24,7 +24,6 @@ DECLARE
     q pglogq.queue;
     c pglogq.subscription;
     p record;
-    holders integer[];
 BEGIN
     q := pglogq._queue(queue_name);
     c := pglogq._consumer(q.queue_id, q.queue_name, consumer_name);
@@ -39,14 +38,8 @@ BEGIN
                 USING ERRCODE = 'PQ016',
                       HINT = 'ack them (stop its workers) first, or pass force => true to drop them';
         END IF;
-        holders := ARRAY(SELECT s.sub_id FROM pglogq.subscription s
-                          WHERE (s.sub_id = c.sub_id OR s.parent_id = c.sub_id) AND s.batch_id IS NOT NULL);
-        UPDATE pglogq.subscription s
-           SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
-               batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
-               page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL
-         WHERE s.sub_id = ANY (holders);
-        DELETE FROM pglogq.progress pr WHERE pr.sub_id = ANY (holders);
+        PERFORM pglogq._close_batch(s.sub_id) FROM pglogq.subscription s
+          WHERE (s.sub_id = c.sub_id OR s.parent_id = c.sub_id) AND s.batch_id IS NOT NULL;
     END IF;
     UPDATE pglogq.subscription s SET last_tick = p.target_tick WHERE s.sub_id = c.sub_id;
     current_tick := p.current_tick;
