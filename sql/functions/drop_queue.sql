@@ -2,11 +2,11 @@
 -- Parameters: queue_name; force  drop even if consumers are subscribed or events are stored
 -- Returns:    true if dropped, false if there was no such queue.
 -- Raises:     PQ004 invalid name; PQ013 (without force) the queue is still in use: it has
---             consumers, or it stores events someone could still get: delayed events not yet
---             moved to the log, retries waiting, dead letters, or events in the log committed
---             after the last tick (a consumer subscribing now would receive them).  Events already
---             ticked while the queue has no consumer are not counted: nobody can receive them
---             except by a new consumer's seek back.
+--             consumers (their retries and dead letters go with them), or it stores events a
+--             consumer subscribing now would receive: delayed events not yet moved to the log,
+--             or events in the log committed after the last tick and not cancelled.  Events
+--             already ticked are not counted: with no consumer left, nobody is waiting for them
+--             (a new consumer starts after them).
 -- Tables:     queue and everything referencing it (cascade), event partitions (dropped).
 -- Locks, in this order (the order every other call takes them in): the queue name's advisory
 -- lock, exclusive (waits for every open transaction that has called a function of this queue;
@@ -40,10 +40,6 @@ BEGIN
         SELECT concat_ws(', ',
                    CASE WHEN EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.queue_id = q.queue_id)
                         THEN 'delayed events' END,
-                   CASE WHEN EXISTS (SELECT 1 FROM pglogq.retry r WHERE r.queue_id = q.queue_id)
-                        THEN 'retries' END,
-                   CASE WHEN EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.queue_id = q.queue_id)
-                        THEN 'dead letters' END,
                    CASE WHEN EXISTS (SELECT 1 FROM pglogq.event e
                                       WHERE e.ev_queue = q.queue_id AND e.ev_owner IS NULL
                                         AND (last_snap IS NULL
@@ -56,7 +52,7 @@ BEGIN
         IF stored <> '' THEN
             RAISE EXCEPTION 'queue "%" still stores undelivered events: %', q.queue_name, stored
                 USING ERRCODE = 'PQ013',
-                      HINT = 'tick and consume them, purge the dead letters (dlq_purge), or pass force => true';
+                      HINT = 'cancel them, or wait for the delayed ones and tick, or pass force => true';
         END IF;
     END IF;
     LOCK TABLE ONLY pglogq.event IN ACCESS EXCLUSIVE MODE;
