@@ -123,7 +123,7 @@ def test_send_batch_keys_in_opposite_orders_concurrently(client: pglogq.Client, 
     client.create_queue("q")
     keys = [f"k{i:03d}" for i in range(40)]
     errors: list[BaseException] = []
-    results: list[list[int]] = []
+    results: list[dict[str, int]] = []
 
     def run(order: list[str], tag: int) -> None:
         try:
@@ -132,7 +132,7 @@ def test_send_batch_keys_in_opposite_orders_concurrently(client: pglogq.Client, 
                     ks = [f"{k}-{t}" for k in order]
                     row = conn.execute(BATCH, ([f'{{"t": {tag}}}'] * len(ks), ks)).fetchone()
                     assert row is not None
-                    results.append(dict(zip(ks, row[0])))  # type: ignore[arg-type]
+                    results.append(dict(zip(ks, row[0], strict=True)))
         except BaseException as exc:
             errors.append(exc)
 
@@ -144,7 +144,7 @@ def test_send_batch_keys_in_opposite_orders_concurrently(client: pglogq.Client, 
     assert not errors, errors
     merged: dict[str, set[int]] = {}
     for r in results:
-        for k, v in r.items():  # type: ignore[attr-defined]
+        for k, v in r.items():
             merged.setdefault(k, set()).add(v)
     assert all(len(v) == 1 for v in merged.values())  # one id per key, whoever won
 
