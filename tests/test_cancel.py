@@ -5,9 +5,12 @@ Regression tests of issue 12 #6, #7 and #8 (the older cancel tests are in test_s
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 from failure_support import Call, drain, rotate_all
+from psycopg.conninfo import make_conninfo
 
 import pglogq
 
@@ -156,3 +159,63 @@ def test_an_event_handed_before_the_cancel_commits_fails_the_commit(client: pglo
 
 def test_cancel_conflict_maps_to_its_class() -> None:
     assert pglogq.errors.BY_SQLSTATE["PQ035"] is pglogq.CancelConflict
+
+
+def test_cancel_as_a_writer_login_in_an_open_transaction(client: pglogq.Client, dsn: str) -> None:
+    """The check at COMMIT runs as the session's role: a pglogq_writer login must get the same
+    answers (and PQ035) as a superuser, with no lock held meanwhile."""
+    name = f"pglogq_test_writer_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{name}" LOGIN')
+        conn.execute(f'GRANT pglogq_writer TO "{name}"')
+    try:
+        setup_queue(client)
+        e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
+        client.tick("q", force=True)
+        with psycopg.connect(make_conninfo(dsn, user=name)) as writer:
+            assert writer.execute("SELECT pglogq.cancel('q', %s)", (f,)).fetchone() == (True,)
+            writer.commit()
+            assert writer.execute("SELECT pglogq.cancel('q', %s)", (e,)).fetchone() == (True,)
+            assert ids(list(client.receive("q", "a"))) == [e]  # not blocked; hands e
+            with pytest.raises(psycopg.Error) as err:
+                writer.commit()
+            assert err.value.sqlstate == "PQ035"
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{name}"')
+            conn.execute(f'DROP ROLE "{name}"')
+
+
+def test_reinstall_keeps_the_commit_check(client: pglogq.Client, dsn: str) -> None:
+    """Re-installing the schema re-creates the deferred check on pglogq.cancelled."""
+    setup_queue(client)
+    client.install_schema()
+    client.install_schema()
+    (e,) = client.send_batch("q", [{"n": 1}])
+    client.tick("q", force=True)
+    with psycopg.connect(dsn) as producer:
+        assert client.cancel("q", e, conn=producer) is True
+        client.receive("q", "a")
+        with pytest.raises(psycopg.Error) as err:
+            producer.commit()
+        assert err.value.sqlstate == "PQ035"
+
+
+def test_concurrent_cancels_of_one_event_one_wins(client: pglogq.Client, dsn: str) -> None:
+    setup_queue(client)
+    (e,) = client.send_batch("q", [{"n": 1}])
+    with psycopg.connect(dsn) as one:
+        assert client.cancel("q", e, conn=one) is True
+        two = Call(dsn, lambda c: c.execute("SELECT pglogq.cancel('q', %s)", (e,)).fetchone())
+        two.start()
+        one.commit()
+    assert two.outcome() == (False,)
+
+
+@pytest.mark.parametrize("msg_id", [None, 0, -1, 2**31, 2**63 - 1])
+def test_cancel_boundaries(client: pglogq.Client, dsn: str, msg_id: int | None) -> None:
+    setup_queue(client)
+    client.send("q", {})
+    with psycopg.connect(dsn) as conn, pytest.raises(psycopg.Error) as err:
+        conn.execute("SELECT pglogq.cancel('q', %s::bigint)", (msg_id,))
+    assert err.value.sqlstate == "PQ021"

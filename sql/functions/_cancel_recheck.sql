@@ -5,11 +5,13 @@
 -- Raises:     PQ035 a consumer was handed the event before the cancelling transaction committed.
 -- Tables:     subscription (FOR SHARE on the queue's rows, held only while the transaction
 --             commits), cancelled, event, tick, handed_run (read).
+-- SECURITY DEFINER: a deferred trigger runs at COMMIT as the session's role (a pglogq_writer
+-- login may not read the subscriptions), not as cancel()'s owner.
 -- cancel() holds no lock after it returns, so that a producer's open transaction never blocks a
 -- consumer.  The locks taken here wait for receives running at COMMIT; a receive starting later
 -- waits for the COMMIT and then sees the cancellation.
 CREATE OR REPLACE FUNCTION pglogq._cancel_recheck()
-RETURNS trigger LANGUAGE plpgsql
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     e pglogq.event;
@@ -26,8 +28,8 @@ BEGIN
      WHERE x.ev_queue = NEW.queue_id AND x.ev_txid = NEW.ev_txid AND x.ev_id = NEW.msg_id AND x.ev_owner IS NULL
      LIMIT 1;
     IF FOUND AND pglogq._cancel_handed(e.ev_queue, e.ev_txid, e.ev_id, e.ev_priority) THEN
-        RAISE EXCEPTION 'cannot cancel message % on queue %: a consumer was handed it before the cancelling transaction committed',
-            NEW.msg_id, NEW.queue_id
+        RAISE EXCEPTION 'cannot cancel message % on queue "%": a consumer was handed it before the cancelling transaction committed',
+            NEW.msg_id, (SELECT x.queue_name FROM pglogq.queue x WHERE x.queue_id = NEW.queue_id)
             USING ERRCODE = 'PQ035',
                   HINT = 'the transaction is rolled back and the event is delivered; cancel in a short transaction, '
                          'or retry (cancel then returns false)';
