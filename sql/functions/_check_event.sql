@@ -2,7 +2,7 @@
 -- Parameters: the event's fields; max_bytes  the queue's max_payload_bytes;
 --             pos  index in a batch (for the message), or NULL
 -- Returns:    nothing.
--- Raises:     PQ006 payload too large; PQ007 invalid payload/type/headers; PQ019 priority out of range.
+-- Raises:     PQ006 payload and headers together larger than max_bytes (their stored jsonb sizes); PQ007 invalid payload/type/headers; PQ019 priority out of range.
 -- Tables:     none.
 CREATE OR REPLACE FUNCTION pglogq._check_event(
     payload jsonb, type text, headers jsonb, priority integer, max_bytes integer, pos integer)
@@ -14,9 +14,10 @@ BEGIN
     IF payload IS NULL THEN
         RAISE EXCEPTION 'payload must not be NULL%', at USING ERRCODE = 'PQ007';
     END IF;
-    IF pg_column_size(payload) > max_bytes THEN
-        RAISE EXCEPTION 'payload too large%: % bytes, the queue accepts at most %', at,
-            pg_column_size(payload), max_bytes
+    IF pg_column_size(payload) + coalesce(pg_column_size(headers), 0) > max_bytes THEN
+        RAISE EXCEPTION 'payload too large%: % bytes (payload %, headers %), the queue accepts at most %', at,
+            pg_column_size(payload) + coalesce(pg_column_size(headers), 0), pg_column_size(payload),
+            coalesce(pg_column_size(headers), 0), max_bytes
             USING ERRCODE = 'PQ006', HINT = 'raise it with set_queue_config(queue, ''max_payload_bytes'', ...)';
     END IF;
     IF headers IS NOT NULL AND jsonb_typeof(headers) <> 'object' THEN

@@ -3,7 +3,8 @@
 -- Returns:    true if created, false if it already existed (nothing changed).
 -- Raises:     PQ004 invalid name.
 -- Tables:     queue, tick, event partitions (created), a per-queue id sequence.
--- Concurrency: racing creators of one name serialise on an advisory lock; one wins.
+-- Concurrency: racing creators of one name serialise on an advisory lock; one wins.  Locks in
+-- drop_queue's order: the name's advisory lock, the registry lock, then the event table.
 CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -13,7 +14,9 @@ DECLARE
     qtab text;
 BEGIN
     PERFORM pglogq._check_name(queue_name, 'queue', 48);
-    -- one registration at a time: no deadlock between racing creators
+    -- the name's lock (as drop_queue), then one registration at a time: no deadlock between
+    -- racing creators, droppers and a ticker pass
+    PERFORM pg_advisory_xact_lock(hashtext('pglogq.queue'), hashtext(create_queue.queue_name));
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
     IF EXISTS (SELECT 1 FROM pglogq.queue x WHERE x.queue_name = create_queue.queue_name) THEN
         RETURN false;

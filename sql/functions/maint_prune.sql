@@ -15,7 +15,6 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     q pglogq.queue;
     slow bigint;
-    slow_snap pg_snapshot;
     keep_from bigint;
     fresh boolean;
     n integer;
@@ -64,11 +63,12 @@ BEGIN
      WHERE k.queue_id = q.queue_id AND k.created_at < now() - q.idempotency_window;
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;
-    -- cancel markers (a separate statement: its rule belongs to cancel, and may change with it)
-    SELECT t.tick_snapshot INTO slow_snap FROM pglogq.tick t
-     WHERE fresh AND t.queue_id = q.queue_id AND t.tick_id = slow;
+    -- cancel markers (a separate statement: its rule belongs to cancel): a cancellation lasts as
+    -- long as its event row, i.e. until rotation truncated the event's table
     DELETE FROM pglogq.cancelled c
-     WHERE c.queue_id = q.queue_id AND pg_visible_in_snapshot(c.ev_txid, slow_snap)
+     WHERE fresh AND c.queue_id = q.queue_id
+       AND NOT EXISTS (SELECT 1 FROM pglogq.event e
+                        WHERE e.ev_queue = c.queue_id AND e.ev_txid = c.ev_txid AND e.ev_id = c.msg_id)
        AND NOT EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.queue_id = c.queue_id AND d.msg_id = c.msg_id);
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;

@@ -67,6 +67,7 @@ BEGIN
          WHERE t.queue_id = q.queue_id AND t.tick_id > pos.tick_id AND t.tick_time < limit_at
          ORDER BY t.tick_id DESC LIMIT 1;
         CONTINUE WHEN target.tick_id IS NULL;
+        PERFORM pglogq._cursor_jump(s.sub_id, target.tick_id);  -- for cancel(): skipped is not handed
         -- open batches that end by the target are dropped (their events are skipped); one that
         -- ends after it holds events ticked within the limit and stays
         PERFORM pglogq._close_batch(w.sub_id) FROM pglogq.subscription w

@@ -31,6 +31,9 @@ BEGIN
     FOR q IN SELECT * FROM pglogq.queue x
               WHERE queue_info.for_queue IS NULL OR x.queue_name = queue_info.for_queue
               ORDER BY x.queue_name LOOP
+        -- a queue being dropped: wait for the drop (see pglogq._queue), skip it once it is gone
+        PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(q.queue_name));
+        CONTINUE WHEN to_regclass(format('pglogq.%I', 'event_' || q.queue_id || '_seq')) IS NULL;
         SELECT * INTO lt FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
         SELECT * INTO old FROM pglogq.tick t
          WHERE t.queue_id = q.queue_id AND t.tick_time >= lt.tick_time - interval '1 minute'

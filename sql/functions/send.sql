@@ -1,11 +1,12 @@
 -- pglogq.send(queue_name, payload, ...): append one event to a queue.
--- Parameters: queue_name; payload  any JSON value (not SQL NULL), at most max_payload_bytes
+-- Parameters: queue_name; payload  any JSON value (not SQL NULL)
 --             type  free text, at most 255 bytes; headers  a JSON object or NULL
+--             (payload and headers together at most max_payload_bytes, as stored jsonb)
 --             priority  0..32767, higher first when a backlog exists (default 100)
 --             idempotency_key  same key in the same queue within idempotency_window → same id, no new event
 --             deliver_at / delay  deliver no earlier than this (one of them, not both)
 -- Returns:    the message id.
--- Raises:     PQ001 unknown queue; PQ006 payload too large; PQ007 invalid payload or headers;
+-- Raises:     PQ001 unknown queue; PQ006 payload + headers too large; PQ007 invalid payload or headers;
 --             PQ011 invalid delay; PQ019 invalid argument.
 -- Tables:     event (insert into the current child), delayed, idempotency_key.
 -- Runs in the caller's transaction: the event is delivered only if that transaction commits.
@@ -25,11 +26,16 @@ DECLARE
     got bigint;
     due timestamptz;
 BEGIN
+    -- a drop_queue of this queue runs first or waits for this transaction (see pglogq._queue)
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send.queue_name));
     SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window
       INTO qid, slot, seq, maxbytes, win
       FROM pglogq.queue q WHERE q.queue_name = send.queue_name;
     IF NOT FOUND THEN
         PERFORM pglogq._queue(queue_name);  -- raises PQ001 with a hint
+    END IF;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM pglogq._queue(queue_name);  -- an older snapshot may show a dropped queue: 40001
     END IF;
     -- the helpers run only when there is something to check (they raise the errors): each call
     -- of a function with its own search_path costs more than the whole plain send

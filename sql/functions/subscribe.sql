@@ -3,6 +3,7 @@
 -- Returns:    true if subscribed, false if it already was (nothing changed).
 -- Raises:     PQ001 unknown queue; PQ004 invalid name.
 -- Tables:     subscription (insert), tick (read).
+-- Locks: the queue name's advisory lock (shared, see _queue), then the registry lock.
 -- Concurrency: racing subscribers of one name serialise on an advisory lock; one wins.
 CREATE OR REPLACE FUNCTION pglogq.subscribe(queue_name text, consumer_name text)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
@@ -10,6 +11,7 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     q pglogq.queue;
     last bigint;
+    snap pg_snapshot;
 BEGIN
     PERFORM pglogq._check_name(consumer_name, 'consumer', 63);
     q := pglogq._queue(queue_name);
@@ -21,8 +23,10 @@ BEGIN
                   AND s.parent_id IS NULL) THEN
         RETURN false;
     END IF;
-    SELECT max(tick_id) INTO last FROM pglogq.tick t WHERE t.queue_id = q.queue_id;
-    INSERT INTO pglogq.subscription (queue_id, consumer_name, last_tick, last_seen)
-    VALUES (q.queue_id, subscribe.consumer_name, last, now());
+    SELECT t.tick_id, t.tick_snapshot INTO last, snap FROM pglogq.tick t
+     WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
+    -- handed_from: the events already ticked were never handed to it (see pglogq.cancel)
+    INSERT INTO pglogq.subscription (queue_id, consumer_name, last_tick, last_seen, handed_from)
+    VALUES (q.queue_id, subscribe.consumer_name, last, now(), snap);
     RETURN true;
 END $$;

@@ -20,6 +20,8 @@ BEGIN
     IF queue_name IS NOT NULL THEN
         qid := (pglogq._queue(queue_name)).queue_id;
     END IF;
+    -- the event table before any queue's rows, as drop_queue takes them: no deadlock with it
+    LOCK TABLE ONLY pglogq.event IN ACCESS SHARE MODE;
     FOR qid IN SELECT x.queue_id FROM pglogq.queue x
                 WHERE (ticker.queue_name IS NULL AND NOT x.paused) OR x.queue_id = qid
                 ORDER BY x.queue_id LOOP

@@ -1,0 +1,46 @@
+-- pglogq._cancel_handed(queue_id, ev_txid, ev_id, ev_priority): has some consumer of the queue
+-- been handed this event?
+-- Parameters: queue_id; ev_txid, ev_id, ev_priority  the event row (its original, ev_owner NULL)
+-- Returns:    true when the event was handed to a consumer that still exists.
+-- Raises:     nothing.
+-- Tables:     subscription, tick, handed_run (read).
+-- Handed means returned by receive in a page (to the consumer or one of its workers), or
+-- acknowledged.  A consumer hands itself what its cursor moves through by receiving: the events
+-- visible in its cursor tick and not visible where its current run started (handed_from: set by
+-- subscribe, seek and retention), minus the part of an open batch after the page receive
+-- returned last; plus the runs that ended at an earlier jump (handed_run).  A cursor that
+-- jumps past an event (subscribe after it, seek forward, retention) does not hand it.  When a
+-- seek or retention drops an open batch, the whole dropped batch counts as handed.
+CREATE OR REPLACE FUNCTION pglogq._cancel_handed(queue_id integer, ev_txid xid8, ev_id bigint, ev_priority integer)
+RETURNS boolean LANGUAGE sql STABLE
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM pglogq.subscription c
+          JOIN pglogq.tick t ON t.queue_id = c.queue_id AND t.tick_id = c.last_tick
+         WHERE c.queue_id = _cancel_handed.queue_id AND c.parent_id IS NULL
+           AND pg_visible_in_snapshot(_cancel_handed.ev_txid, t.tick_snapshot)
+           AND (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, c.handed_from))
+           AND NOT EXISTS (
+               SELECT 1 FROM pglogq.subscription h
+                 JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
+                 JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
+                WHERE (h.sub_id = c.sub_id OR h.parent_id = c.sub_id) AND h.batch_id IS NOT NULL
+                  AND pg_visible_in_snapshot(_cancel_handed.ev_txid, tc.tick_snapshot)
+                  AND NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, tp.tick_snapshot)
+                  AND (coalesce(h.page_end_txid, h.page_txid) IS NULL
+                       OR CASE WHEN h.batch_big
+                               THEN (_cancel_handed.ev_txid, _cancel_handed.ev_id)
+                                    > (coalesce(h.page_end_txid, h.page_txid),
+                                       CASE WHEN h.page_end_txid IS NULL THEN h.page_id ELSE h.page_end_id END)
+                               ELSE (-_cancel_handed.ev_priority, _cancel_handed.ev_txid, _cancel_handed.ev_id)
+                                    > (-(CASE WHEN h.page_end_txid IS NULL THEN h.page_prio ELSE h.page_end_prio END),
+                                       coalesce(h.page_end_txid, h.page_txid),
+                                       CASE WHEN h.page_end_txid IS NULL THEN h.page_id ELSE h.page_end_id END)
+                          END)))
+        OR EXISTS (
+        SELECT 1 FROM pglogq.subscription c
+          JOIN pglogq.handed_run r ON r.sub_id = c.sub_id
+         WHERE c.queue_id = _cancel_handed.queue_id AND c.parent_id IS NULL
+           AND pg_visible_in_snapshot(_cancel_handed.ev_txid, r.to_snap)
+           AND (r.from_snap IS NULL OR NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, r.from_snap)));
+$$;

@@ -1,0 +1,19 @@
+-- pglogq._event_txid_floor(queue_id, msg_id): a txid the event with this id cannot be below.
+-- Parameters: queue_id; msg_id
+-- Returns:    xid8 (0 when the kept ticks cannot tell: the caller then scans every stored event).
+-- Raises:     nothing.
+-- Tables:     tick (read).
+-- Lets a look-up by message id use the (ev_txid, ev_id) index.  The ticker reads the id
+-- sequence before it takes the snapshot, so an id above a tick's tick_event_seq was drawn after
+-- that tick began, by a transaction still running when any earlier tick's snapshot was taken:
+-- its txid is at least that earlier snapshot's xmin (a delayed event moved by the pump, or a
+-- retry, is inserted later still).
+CREATE OR REPLACE FUNCTION pglogq._event_txid_floor(queue_id integer, msg_id bigint)
+RETURNS xid8 LANGUAGE sql STABLE
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+    SELECT coalesce(
+        (SELECT pg_snapshot_xmin(t.tick_snapshot) FROM pglogq.tick t
+          WHERE t.queue_id = _event_txid_floor.queue_id AND t.tick_event_seq < _event_txid_floor.msg_id
+          ORDER BY t.tick_id DESC OFFSET 1 LIMIT 1),
+        '0'::xid8);
+$$;
