@@ -13,6 +13,7 @@ from pglogq.errors import (
     AlreadyExists,
     BatchLost,
     BatchOpen,
+    ClientClosed,
     InvalidArgument,
     InvalidConfig,
     InvalidDelay,
@@ -30,13 +31,14 @@ from pglogq.errors import (
     StaleBatch,
     TickerMisuse,
     TxidWentBackwards,
+    UndecodableEvent,
     UnknownBatch,
     UnknownConsumer,
     UnknownDeadLetter,
     UnknownMessage,
     UnknownQueue,
 )
-from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan
+from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan, Undecodable
 from pglogq.retry import RetryPolicy
 from pglogq.ticker.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
 
@@ -53,6 +55,7 @@ __all__ = [
     "BatchLost",
     "BatchOpen",
     "Client",
+    "ClientClosed",
     "Consumer",
     "ConsumerInfo",
     "DeadLetter",
@@ -81,6 +84,8 @@ __all__ = [
     "TickerHandle",
     "TickerMisuse",
     "TxidWentBackwards",
+    "Undecodable",
+    "UndecodableEvent",
     "UnknownBatch",
     "UnknownConsumer",
     "UnknownDeadLetter",

@@ -18,7 +18,7 @@ import pytest
 from consumer_support import MODES, Spec, run_once
 
 import pglogq
-from pglogq.models import Undecodable
+from pglogq.models import Undecodable  # noqa: E402
 
 
 def setup(api: Any) -> None:
@@ -88,7 +88,7 @@ def test_nan_and_infinity_are_refused_client_side(api: Any, bad: Any) -> None:
         api.send_batch("q", [{"ok": 1}, [bad]])
     with pytest.raises(pglogq.InvalidPayload):
         api.send("q", {"x": 1}, headers={"h": bad})
-    assert api.queue_info("q")[0].pending_estimate == 0
+    assert api.queue_info("q")[0].pending_estimate == 0  # no id was even taken
 
 
 def test_unserialisable_payloads_are_invalid_payload(api: Any) -> None:
