@@ -157,7 +157,7 @@ class Runner:
         return [o if o is not None else (ABANDONED, None) for o in out]
 
 
-async def _race(tasks: list[asyncio.Future[None]], abandon: asyncio.Event) -> None:
+async def _race(tasks: Sequence[asyncio.Future[None]], abandon: asyncio.Event) -> None:
     """Wait for ``tasks``; when ``abandon`` is set first, cancel them and wait until they unwound."""
     watcher: asyncio.Future[Any] = asyncio.ensure_future(abandon.wait())
     everything: asyncio.Future[Any] = asyncio.gather(*tasks)

@@ -21,8 +21,8 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool
 from typing_extensions import LiteralString, Self
 
+import pglogq._codec as v
 from pglogq import _compat, schema
-from pglogq import _codec as v
 from pglogq import _queries as q
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
@@ -62,13 +62,15 @@ def _dead_letter(row: Sequence[Any]) -> DeadLetter:
     errors: list[str] = []
     payload = v.decode(row[5], "payload", errors)
     headers = v.decode(row[6], "headers", errors)
-    return DeadLetter(*row[:5], payload, headers, *row[7:12], "; ".join(errors) if errors else None)
+    values = [*row[:5], payload, headers, *row[7:12], "; ".join(errors) if errors else None]
+    return DeadLetter(*values)
 
 
 def _in_flight(row: Sequence[Any]) -> InFlight:
     errors: list[str] = []
     counters = v.decode(row[11], "counters", errors)
-    return InFlight(*row[:11], counters, "; ".join(errors) if errors else None)
+    values = [*row[:11], counters, "; ".join(errors) if errors else None]
+    return InFlight(*values)
 
 
 def _batch_id(batch_id: Any) -> int | None:
@@ -350,7 +352,9 @@ class Client:
 
     def cancel(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> bool:
         """Cancel an event no consumer has received yet; False if one already has."""
-        mid = v.integer(msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"'))
+        mid = v.integer(
+            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
+        )
         return bool(self._value(q.CANCEL, (v.name(queue, "queue"), mid), conn))
 
     # -- ticking and maintenance ----------------------------------------------------------

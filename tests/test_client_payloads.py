@@ -18,7 +18,7 @@ import pytest
 from consumer_support import MODES, Spec, run_once
 
 import pglogq
-from pglogq.models import Undecodable  # noqa: E402
+from pglogq.models import Undecodable
 
 
 def setup(api: Any) -> None:
