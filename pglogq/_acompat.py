@@ -169,7 +169,9 @@ async def _race(tasks: Sequence[asyncio.Future[None]], abandon: asyncio.Event) -
     finally:
         watcher.cancel()
     if not everything.done():
-        everything.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        everything.cancel()  # cancels every task; done once they have all unwound
+        await asyncio.wait([everything])
+        with contextlib.suppress(asyncio.CancelledError):
+            everything.exception()  # retrieved: the cancellation is the expected outcome
     else:
         everything.result()

@@ -186,28 +186,59 @@ def test_a_handler_that_swallows_its_sql_error_does_not_break_the_next_one(
     assert row is not None and row[0] == ids[0] and "HandlerLeftTransactionFailed" in row[1]
 
 
+WORKER_APP = """
+import asyncio, os, time
+import psycopg
+import pglogq
+
+DSN = os.environ["PGLOGQ_DSN"]
+
+
+def started():
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute("INSERT INTO started VALUES (1)")
+
+
+if os.environ["T_MODE"] == "asyncio":
+    consumer = pglogq.AsyncConsumer(DSN, "wq", "wc")
+
+    @consumer.handler()
+    async def handle(msg):
+        started()
+        await asyncio.sleep(300)
+else:
+    consumer = pglogq.Consumer(DSN, "wq", "wc")
+
+    @consumer.handler()
+    def handle(msg):
+        started()
+        time.sleep(300)
+"""
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_worker_exits_promptly_on_a_second_sigterm(mode: str, client: pglogq.Client, dsn: str) -> None:
+def test_worker_exits_promptly_on_a_second_sigterm(
+    mode: str, client: pglogq.Client, dsn: str, tmp_path: Path
+) -> None:
     """issue 21 #11: `pglogq worker` did not exit on a second SIGTERM while a handler ran."""
     client.create_queue("wq")
     client.subscribe("wq", "wc")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        from consumer_support import HANDLED_DDL
-
-        conn.execute(HANDLED_DDL)
+        conn.execute("CREATE TABLE started (n int)")
     client.send("wq", {"n": 1})
     client.tick("wq", force=True)
-    env = dict(os.environ, PGLOGQ_DSN=dsn, T_QUEUE="wq", T_CONSUMER="wc", T_WORKER="w1",
-               T_MODE="asyncio" if mode == "asyncio" else "thread", T_SLEEP="300",
-               PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "pglogq.worker", "consumer_support:make_worker"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    (tmp_path / "worker_app.py").write_text(WORKER_APP)
+    env = dict(os.environ, PGLOGQ_DSN=dsn, T_MODE=mode,
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", ""), str(HERE.parent)]))
+    proc = subprocess.Popen([sys.executable, "-m", "pglogq.worker", "worker_app:consumer"], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        for _ in range(600):  # the handler is running once the batch is in flight
-            if client.consumer_info("wq", "wc")[0].open_batches:
-                break
-            time.sleep(0.05)
-        time.sleep(0.3)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for _ in range(1200):  # until the handler runs
+                row = conn.execute("SELECT count(*) FROM started").fetchone()
+                if row is not None and row[0]:
+                    break
+                time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         proc.send_signal(signal.SIGTERM)
@@ -218,3 +249,4 @@ def test_worker_exits_promptly_on_a_second_sigterm(mode: str, client: pglogq.Cli
             proc.communicate()
     assert proc.returncode == 0, out
     assert "abandoning" in out and "1 abandoned" in out
+    assert len(client.receive("wq", "wc")) == 1  # the page comes back
