@@ -94,6 +94,10 @@ _TOKEN = f"\x00pglogq-{secrets.token_hex(8)}:"
 _TOKEN_RE = re.compile('"' + re.escape(json.dumps(_TOKEN)[1:-1]) + r'([^"]*)"')
 
 
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+"""A \\u0000 escape (not an escaped backslash followed by "u0000")."""
+
+
 def _default(value: Any) -> Any:
     if isinstance(value, Decimal):
         if not value.is_finite():
@@ -122,6 +126,8 @@ def dumps(value: Any, what: str = "payload") -> str:
         text = _STRING_OR_BIG_FLOAT.sub(_plain_float, text)
     if "\\u0000pglogq-" in text:
         text = _TOKEN_RE.sub(lambda m: m.group(1), text)
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
+        raise InvalidPayload(f"invalid {what}: a string contains a NUL character (\\u0000), which jsonb cannot hold")
     if not text.isascii():
         try:
             text.encode("utf-8")
@@ -191,6 +197,11 @@ def text(value: Any, what: str, error: type[PglogqError] = InvalidArgument, *, n
         raise error(f"invalid {what}: a str is expected, got {type(value).__name__}")
     if "\x00" in value:
         raise error(f"invalid {what}: contains a NUL character, which PostgreSQL text cannot hold")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: not Unicode text
+            raise error(f"invalid {what}: {exc}") from None
     return value
 
 
