@@ -14,6 +14,7 @@ from pglogq.errors import (
     BatchLost,
     BatchOpen,
     CancelConflict,
+    ClientClosed,
     DependentObjects,
     InstallNotPermitted,
     InvalidArgument,
@@ -34,13 +35,14 @@ from pglogq.errors import (
     StaleBatch,
     TickerMisuse,
     TxidWentBackwards,
+    UndecodableEvent,
     UnknownBatch,
     UnknownConsumer,
     UnknownDeadLetter,
     UnknownMessage,
     UnknownQueue,
 )
-from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan
+from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan, Undecodable
 from pglogq.retry import RetryPolicy
 from pglogq.ticker.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
 
@@ -58,6 +60,7 @@ __all__ = [
     "BatchOpen",
     "CancelConflict",
     "Client",
+    "ClientClosed",
     "Consumer",
     "ConsumerInfo",
     "DeadLetter",
@@ -89,6 +92,8 @@ __all__ = [
     "TickerHandle",
     "TickerMisuse",
     "TxidWentBackwards",
+    "Undecodable",
+    "UndecodableEvent",
     "UnknownBatch",
     "UnknownConsumer",
     "UnknownDeadLetter",

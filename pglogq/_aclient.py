@@ -6,48 +6,94 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, TypeVar
 
-import orjson
 import psycopg
-from psycopg.rows import TupleRow
-from psycopg.types.json import Jsonb, set_json_loads
+from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 from typing_extensions import LiteralString, Self
 
+import pglogq._codec as v
+from pglogq import _acompat, schema
 from pglogq import _queries as q
-from pglogq import schema
 from pglogq.dsn import resolve_dsn
-from pglogq.errors import translate
+from pglogq.errors import (
+    ClientClosed,
+    InvalidArgument,
+    InvalidConfig,
+    InvalidDelay,
+    InvalidPayload,
+    InvalidProgress,
+    MessageNotInBatch,
+    SeekOutOfRange,
+    StaleBatch,
+    UnknownBatch,
+    UnknownDeadLetter,
+    UnknownMessage,
+    translate,
+)
 from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan
 
 AnyConn = psycopg.AsyncConnection[Any]
 T = TypeVar("T")
 
 
-async def _configure(conn: AnyConn) -> None:
-    """Pooled connections parse jsonb with orjson (several times faster than json for receive)."""
-    set_json_loads(orjson.loads, conn)
-
-
-def _json(value: Any) -> Jsonb | None:
-    return None if value is None else Jsonb(value)
-
-
 def _info(cls: type[T], row: Sequence[Any]) -> T:
     return cls(*row[: len(fields(cls))])  # type: ignore[arg-type]
 
 
-def _position(to: str | int | datetime | None) -> str | None:
-    if to is None or isinstance(to, str):
-        return to
+def _message(row: Sequence[Any]) -> Message:
+    errors: list[str] = []
+    payload = v.decode(row[3], "payload", errors)
+    headers = v.decode(row[4], "headers", errors) if row[4] is not None else None
+    return Message(row[0], row[1], row[2], payload, headers, row[5], row[6], row[7], row[8],
+                   "; ".join(errors) if errors else None)
+
+
+def _dead_letter(row: Sequence[Any]) -> DeadLetter:
+    errors: list[str] = []
+    payload = v.decode(row[5], "payload", errors)
+    headers = v.decode(row[6], "headers", errors)
+    values = [*row[:5], payload, headers, *row[7:12], "; ".join(errors) if errors else None]
+    return DeadLetter(*values)
+
+
+def _in_flight(row: Sequence[Any]) -> InFlight:
+    errors: list[str] = []
+    counters = v.decode(row[11], "counters", errors)
+    values = [*row[:11], counters, "; ".join(errors) if errors else None]
+    return InFlight(*values)
+
+
+def _batch_id(batch_id: Any) -> int | None:
+    return v.integer(batch_id, "batch id", v.INT8, lambda n: UnknownBatch(f"unknown batch {n}"))
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"invalid {what}: True or False is expected, got {value!r}")
+    return value
+
+
+def _position(to: Any, queue: str | None) -> str | None:
+    if to is None:
+        return None
+    if isinstance(to, str):
+        return v.text(to, "seek position")
     if isinstance(to, datetime):
-        return to.isoformat()
-    return str(int(to))
+        moment = v.moment(to, "seek position", InvalidArgument)
+        assert moment is not None
+        return moment.isoformat()
+    tick = v.integer(
+        to, "seek position", v.INT8, lambda n: SeekOutOfRange(f'tick {n} of queue "{queue}" is not kept'), null=False
+    )
+    return str(tick)
 
 
 @dataclass
@@ -109,6 +155,15 @@ class AsyncClient:
         self._own_pool = pool is None
         self._min_size = min_size
         self._max_size = max_size
+        self._opened = False
+        self._closed = False
+        self._lock = threading.Lock()  # never held across an await
+        self._loop: object | None = None  # the event loop the pool works on (asyncio only)
+
+    @property
+    def max_size(self) -> int:
+        """The largest number of connections this client's pool opens."""
+        return self._pool.max_size if self._pool is not None else self._max_size
 
     async def __aenter__(self) -> Self:
         return self
@@ -117,23 +172,55 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        if self._pool is not None and self._own_pool:
-            await self._pool.close()
-            self._pool = None
+        """Close the pool (if the client made it).  Calls after this raise :class:`ClientClosed`."""
+        with self._lock:
+            self._closed = True
+            pool = self._pool if self._own_pool else None
+            if pool is not None:
+                self._pool = None
+            stale = pool is not None and not _acompat.same_loop(self._loop)
+        if pool is not None:
+            if stale:  # made on an event loop that is gone: close its connections without it
+                _acompat.discard_pool(pool)
+            else:
+                await pool.close()
 
     async def _get_pool(self) -> AsyncConnectionPool[Any]:
-        if self._pool is None:
-            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                self.dsn or "",
-                min_size=self._min_size,
-                max_size=self._max_size,
-                kwargs={"autocommit": True},
-                configure=_configure,
-                open=False,
-            )
-            await pool.open()
-            self._pool = pool
-        return self._pool
+        stale: AsyncConnectionPool[Any] | None = None
+        with self._lock:
+            if self._closed:
+                raise ClientClosed(f"{type(self).__name__} is closed")
+            pool = self._pool
+            if pool is not None and self._opened and not _acompat.same_loop(self._loop):
+                # asyncio: the pool belongs to another event loop (asyncio.run called twice)
+                if not self._own_pool:
+                    raise RuntimeError(
+                        "the connection pool given to AsyncClient works on another event loop: "
+                        "give each event loop its own pool (or let the client make it)"
+                    )
+                if _acompat.loop_running_elsewhere(self._loop):
+                    raise RuntimeError(
+                        "this AsyncClient is in use on another running event loop: use one client per loop"
+                    )
+                stale, pool, self._pool, self._opened = pool, None, None, False
+            if pool is None:
+                pool = AsyncConnectionPool(
+                    self.dsn or "",
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    kwargs={"autocommit": True},
+                    open=False,
+                )
+                self._pool = pool
+            ready = self._opened
+        if stale is not None:
+            _acompat.discard_pool(stale)
+        if not ready:
+            await pool.open()  # safe when another caller opened it meanwhile
+            with self._lock:
+                self._opened = True
+                self._loop = _acompat.current_loop()
+        return pool
 
     @asynccontextmanager
     async def connection(self, conn: AnyConn | None = None) -> AsyncIterator[AnyConn]:
@@ -146,9 +233,12 @@ class AsyncClient:
             yield c
 
     async def _rows(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> list[TupleRow]:
+        # an own cursor with tuple rows: the caller's row factory, loaders and prepare threshold
+        # must not change what the client reads (prepare=False: a caller's prepared statements
+        # would outlive a schema re-install)
         try:
-            async with self.connection(conn) as c:
-                cur = await c.execute(sql, params)
+            async with self.connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(sql, params, prepare=False if conn is not None else None)
                 return await cur.fetchall()
         except psycopg.Error as exc:
             raise translate(exc) from exc
@@ -165,16 +255,16 @@ class AsyncClient:
         Returns the labels of the migrations applied (empty when already up to date)."""
         applied: list[str] = []
         try:
-            async with self.connection(conn) as c, c.transaction():
-                await c.execute(q.SCHEMA_LOCK)
-                cur = await c.execute(q.SCHEMA_EXISTS)
+            async with self.connection(conn) as c, c.transaction(), c.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(q.SCHEMA_LOCK, prepare=False)
+                await cur.execute(q.SCHEMA_EXISTS, prepare=False)
                 row = await cur.fetchone()
                 done: set[int] = set()
                 if row and row[0]:
-                    cur = await c.execute(q.SCHEMA_VERSIONS)
+                    await cur.execute(q.SCHEMA_VERSIONS, prepare=False)
                     done = {r[0] for r in await cur.fetchall()}
                 for label, sql in schema.plan(done):
-                    await c.execute(sql.encode())
+                    await cur.execute(sql.encode(), prepare=False)
                     if label.startswith("migration"):
                         applied.append(label)
         except psycopg.Error as exc:
@@ -191,23 +281,24 @@ class AsyncClient:
 
     async def create_queue(self, queue: str, *, conn: AnyConn | None = None) -> bool:
         """Create a queue; False if it existed already."""
-        return bool(await self._value(q.CREATE_QUEUE, (queue,), conn))
+        return bool(await self._value(q.CREATE_QUEUE, (v.name(queue, "queue"),), conn))
 
     async def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:
         """Drop a queue and all its events; refuses while consumers exist unless ``force``."""
-        return bool(await self._value(q.DROP_QUEUE, (queue, force), conn))
+        return bool(await self._value(q.DROP_QUEUE, (v.name(queue, "queue"), _flag(force, "force")), conn))
 
     async def set_queue_config(self, queue: str, param: str, value: object, *, conn: AnyConn | None = None) -> str:
         """Change one queue setting (see ``pglogq.set_queue_config``); returns the new value."""
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        return str(await self._value(q.SET_QUEUE_CONFIG, (queue, param, text), conn))
+        params = (v.name(queue, "queue"), v.text(param, "setting", InvalidConfig), v.text(text, "value", InvalidConfig))
+        return str(await self._value(q.SET_QUEUE_CONFIG, params, conn))
 
     async def subscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
         """Register a consumer; it receives events ticked from now on.  False if it existed."""
-        return bool(await self._value(q.SUBSCRIBE, (queue, consumer), conn))
+        return bool(await self._value(q.SUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))
 
     async def unsubscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
-        return bool(await self._value(q.UNSUBSCRIBE, (queue, consumer), conn))
+        return bool(await self._value(q.UNSUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))
 
     # -- producing ------------------------------------------------------------------------
 
@@ -225,13 +316,11 @@ class AsyncClient:
         conn: AnyConn | None = None,
     ) -> int:
         """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
-        return int(
-            await self._value(
-                q.SEND,
-                (queue, Jsonb(payload), type, _json(headers), priority, idempotency_key, deliver_at, delay),
-                conn,
-            )
+        params = (
+            v.name(queue, "queue"), v.jsonb(payload), *_event_options(type, headers, priority, deliver_at, delay),
         )
+        key = v.text(idempotency_key, "idempotency key")
+        return int(await self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
 
     async def send_batch(
         self,
@@ -247,28 +336,35 @@ class AsyncClient:
         conn: AnyConn | None = None,
     ) -> list[int]:
         """Append many events in one statement; returns their ids in order."""
-        keys = list(idempotency_keys) if idempotency_keys is not None else None
-        ids = await self._value(
-            q.SEND_BATCH,
-            (queue, Jsonb(list(payloads)), type, _json(headers), priority, keys, deliver_at, delay),
-            conn,
+        keys = None
+        if idempotency_keys is not None:
+            if isinstance(idempotency_keys, (str, bytes)):
+                raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
+            keys = [v.text(k, "idempotency key") for k in idempotency_keys]
+        params = (
+            v.name(queue, "queue"), v.jsonb(v.payload_list(payloads)),
+            *_event_options(type, headers, priority, deliver_at, delay),
         )
+        ids = await self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn)
         return [int(i) for i in ids or []]
 
     async def cancel(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> bool:
         """Cancel an event no consumer has received yet; False if one already has."""
-        return bool(await self._value(q.CANCEL, (queue, msg_id), conn))
+        mid = v.integer(
+            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
+        )
+        return bool(await self._value(q.CANCEL, (v.name(queue, "queue"), mid), conn))
 
     # -- ticking and maintenance ----------------------------------------------------------
 
     async def tick(self, queue: str | None = None, *, force: bool = False, conn: AnyConn | None = None) -> int:
         """Tick queues whose thresholds say so (``force``: tick ``queue`` now).  Returns ticks made."""
-        if force:
+        if _flag(force, "force"):
             if queue is None:
                 raise ValueError("force=True needs a queue name")
-            await self._value(q.FORCE_TICK, (queue,), conn)
+            await self._value(q.FORCE_TICK, (v.name(queue, "queue"),), conn)
             return 1
-        return int(await self._value(q.TICKER, (queue,), conn))
+        return int(await self._value(q.TICKER, (v.name(queue, "queue"),), conn))
 
     async def maintain(self) -> dict[str, int]:
         """Run every maintenance step that is due, each in its own transaction."""
@@ -281,8 +377,9 @@ class AsyncClient:
 
     async def rotate(self, queue: str, *, force: bool = True) -> bool:
         """Rotation step 1 then step 2, in separate transactions.  True if tables rotated."""
-        rotated = bool(await self._value(q.ROTATE_STEP1, (queue, force), None))
-        await self._value(q.ROTATE_STEP2, (queue,), None)
+        name = v.name(queue, "queue")
+        rotated = bool(await self._value(q.ROTATE_STEP1, (name, _flag(force, "force")), None))
+        await self._value(q.ROTATE_STEP2, (name,), None)
         return rotated
 
     # -- consuming ------------------------------------------------------------------------
@@ -297,8 +394,12 @@ class AsyncClient:
         conn: AnyConn | None = None,
     ) -> AsyncBatch:
         """The current page of the consumer's batch (the same page until it is acknowledged)."""
-        rows = await self._rows(q.RECEIVE, (queue, consumer, max_messages, worker), conn)
-        msgs = [Message(*r) for r in rows]
+        size = v.integer(
+            max_messages, "max_messages", v.INT4,
+            lambda n: InvalidArgument(f"invalid max_messages {n}: use 1..100000"),
+        )
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"))
+        msgs = [_message(r) for r in await self._rows(q.RECEIVE, params, conn)]
         return AsyncBatch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
     async def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:
@@ -307,6 +408,7 @@ class AsyncClient:
         ``last``: the page's last message.  Pass it (``Batch.ack`` does): the ack is then refused
         with :class:`StaleBatch` if that page was acknowledged already by another process using
         the same consumer or worker name, instead of acknowledging a page this one never saw."""
+        batch_id, last = _ack_args(batch_id, last)  # type: ignore[assignment]
         params = (batch_id, last.msg_id if last else None, last.txid if last else None)
         return bool(await self._value(q.ACK, params, conn))
 
@@ -319,7 +421,17 @@ class AsyncClient:
         conn: AnyConn | None = None,
     ) -> str:
         """Fail one received message: 'retry' (it comes back to this consumer) or 'dead'."""
-        return str(await self._value(q.NACK, (msg.batch_id, msg.msg_id, retry_after, reason, msg.txid), conn))
+        if not isinstance(msg, Message):
+            raise InvalidArgument(f"nack takes a received Message, got {type(msg).__name__}")
+        params = (
+            _batch_id(msg.batch_id),
+            v.integer(msg.msg_id, "message id", v.INT8,
+                      lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {msg.batch_id}")),
+            v.interval(retry_after, "retry_after", InvalidDelay),
+            v.text(reason, "reason"),
+            v.text(msg.txid, "txid"),
+        )
+        return str(await self._value(q.NACK, params, conn))
 
     # -- seeking --------------------------------------------------------------------------
 
@@ -336,7 +448,7 @@ class AsyncClient:
 
         ``to``: 'earliest', 'latest', a tick id, a timestamp (or text such as '10 minutes ago');
         or ``by_events``: about this many events back (negative) or forward."""
-        rows = await self._rows(q.SEEK_PLAN, (queue, consumer, _position(to), by_events), conn)
+        rows = await self._rows(q.SEEK_PLAN, _seek_args(queue, consumer, to, by_events), conn)
         return _info(SeekPlan, rows[0])
 
     async def seek(
@@ -352,7 +464,7 @@ class AsyncClient:
         """Move the consumer's cursor (see :meth:`seek_plan`); returns the plan applied.
 
         Refuses while a batch of the consumer or its workers is open unless ``force``."""
-        rows = await self._rows(q.SEEK, (queue, consumer, _position(to), by_events, force), conn)
+        rows = await self._rows(q.SEEK, (*_seek_args(queue, consumer, to, by_events), _flag(force, "force")), conn)
         return _info(SeekPlan, rows[0])
 
     # -- dead letters ---------------------------------------------------------------------
@@ -368,12 +480,17 @@ class AsyncClient:
         conn: AnyConn | None = None,
     ) -> list[DeadLetter]:
         """Dead letters of a queue (or of one consumer), oldest first; filter by type or age."""
-        rows = await self._rows(q.DLQ_INSPECT, (queue, consumer, limit, type, older_than), conn)
-        return [_info(DeadLetter, r) for r in rows]
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"),
+            v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
+            v.text(type, "type"), v.interval(older_than, "older_than", InvalidArgument),
+        )
+        return [_dead_letter(r) for r in await self._rows(q.DLQ_INSPECT, params, conn)]
 
     async def dlq_replay(self, dead_id: int, *, conn: AnyConn | None = None) -> int:
         """Send a dead letter back to the consumer that dead-lettered it; returns its msg_id."""
-        return int(await self._value(q.DLQ_REPLAY, (dead_id,), conn))
+        did = v.integer(dead_id, "dead letter id", v.INT8, lambda n: UnknownDeadLetter(f"unknown dead letter {n}"))
+        return int(await self._value(q.DLQ_REPLAY, (did,), conn))
 
     async def dlq_replay_all(
         self,
@@ -385,7 +502,11 @@ class AsyncClient:
         conn: AnyConn | None = None,
     ) -> int:
         """Replay every matching dead letter, each to its own consumer; returns how many."""
-        return int(await self._value(q.DLQ_REPLAY_ALL, (queue, consumer, type, older_than), conn))
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
+            v.interval(older_than, "older_than", InvalidArgument),
+        )
+        return int(await self._value(q.DLQ_REPLAY_ALL, params, conn))
 
     async def dlq_purge(
         self,
@@ -397,30 +518,36 @@ class AsyncClient:
         conn: AnyConn | None = None,
     ) -> int:
         """Delete dead letters for good (those older than ``older_than``; all when None)."""
-        return int(await self._value(q.DLQ_PURGE, (queue, older_than, consumer, type), conn))
+        params = (
+            v.name(queue, "queue"), v.interval(older_than, "older_than", InvalidArgument),
+            v.name(consumer, "consumer"), v.text(type, "type"),
+        )
+        return int(await self._value(q.DLQ_PURGE, params, conn))
 
     # -- monitoring -----------------------------------------------------------------------
 
     async def queue_info(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[QueueInfo]:
-        return [_info(QueueInfo, r) for r in await self._rows(q.QUEUE_INFO, (queue,), conn)]
+        return [_info(QueueInfo, r) for r in await self._rows(q.QUEUE_INFO, (v.name(queue, "queue"),), conn)]
 
     async def consumer_info(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
     ) -> list[ConsumerInfo]:
-        return [_info(ConsumerInfo, r) for r in await self._rows(q.CONSUMER_INFO, (queue, consumer), conn)]
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
+        return [_info(ConsumerInfo, r) for r in await self._rows(q.CONSUMER_INFO, params, conn)]
 
     async def in_flight(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
     ) -> list[InFlight]:
         """Events being handled right now, with their progress (the view ``pglogq.in_flight``)."""
+        queue, consumer = v.name(queue, "queue"), v.name(consumer, "consumer")
         rows = await self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
-        return [_info(InFlight, r) for r in rows]
+        return [_in_flight(r) for r in rows]
 
     # -- workers: heartbeat and progress ---------------------------------------------------
 
     async def heartbeat(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
         """Say the batch is still being handled; False when it is no longer ours (drop it)."""
-        return bool(await self._value(q.HEARTBEAT, (batch_id,), conn))
+        return bool(await self._value(q.HEARTBEAT, (_batch_id(batch_id),), conn))
 
     async def report_progress(
         self,
@@ -437,10 +564,48 @@ class AsyncClient:
         """Record the progress of one running event (also a heartbeat of its batch).
 
         ``None`` keeps the last reported value.  False when the batch is no longer ours."""
-        return bool(
-            await self._value(
-                q.REPORT_PROGRESS,
-                (batch_id, msg_id, percent, stage, _json(counters), worker, started_at),
-                conn,
-            )
+        if percent is not None and (isinstance(percent, bool) or not isinstance(percent, (int, float, Decimal))):
+            raise InvalidProgress(f"invalid percent {percent!r}: a number within 0..100 is expected")
+        try:
+            counts = v.jsonb_or_none(counters, "counters")
+        except InvalidPayload as exc:
+            raise InvalidProgress(exc.message) from exc
+        params = (
+            _batch_id(batch_id),
+            v.integer(msg_id, "message id", v.INT8,
+                      lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {batch_id}")),
+            percent, v.text(stage, "stage", InvalidProgress), counts, v.text(worker, "worker label", InvalidProgress),
+            v.moment(started_at, "started_at", InvalidProgress),
         )
+        return bool(await self._value(q.REPORT_PROGRESS, params, conn))
+
+
+def _event_options(
+    type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any
+) -> tuple[Any, ...]:
+    """send's and send_batch's shared options, checked: (type, headers, priority, deliver_at, delay)."""
+    return (
+        v.text(type, "event type", InvalidPayload),
+        v.jsonb_or_none(headers, "headers"),
+        v.integer(priority, "priority", v.INT4,
+                  lambda n: InvalidArgument(f"invalid priority: {n} (use 0..32767, higher first)")),
+        v.moment(deliver_at, "deliver_at", InvalidDelay),
+        v.interval(delay, "delay", InvalidDelay),
+    )
+
+
+def _ack_args(batch_id: Any, last: Any) -> tuple[int | None, Message | None]:
+    if last is not None:
+        if not isinstance(last, Message):
+            raise InvalidArgument(f"last must be the page's last Message, got {type(last).__name__}")
+        v.integer(last.msg_id, "message id", v.INT8,
+                  lambda n: StaleBatch(f"the page of batch {batch_id} ending at message {n} is not the current one"))
+        v.text(last.txid, "txid")
+    return _batch_id(batch_id), last
+
+
+def _seek_args(queue: Any, consumer: Any, to: Any, by_events: Any) -> tuple[Any, ...]:
+    name = v.name(queue, "queue")
+    by = v.integer(by_events, "by_events", v.INT8,
+                   lambda n: SeekOutOfRange(f'cannot move consumer "{consumer}" by {n} events'))
+    return (name, v.name(consumer, "consumer"), _position(to, name), by)

@@ -8,48 +8,94 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, TypeVar
 
-import orjson
 import psycopg
-from psycopg.rows import TupleRow
-from psycopg.types.json import Jsonb, set_json_loads
+from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool
 from typing_extensions import LiteralString, Self
 
+import pglogq._codec as v
+from pglogq import _compat, schema
 from pglogq import _queries as q
-from pglogq import schema
 from pglogq.dsn import resolve_dsn
-from pglogq.errors import translate
+from pglogq.errors import (
+    ClientClosed,
+    InvalidArgument,
+    InvalidConfig,
+    InvalidDelay,
+    InvalidPayload,
+    InvalidProgress,
+    MessageNotInBatch,
+    SeekOutOfRange,
+    StaleBatch,
+    UnknownBatch,
+    UnknownDeadLetter,
+    UnknownMessage,
+    translate,
+)
 from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan
 
 AnyConn = psycopg.Connection[Any]
 T = TypeVar("T")
 
 
-def _configure(conn: AnyConn) -> None:
-    """Pooled connections parse jsonb with orjson (several times faster than json for receive)."""
-    set_json_loads(orjson.loads, conn)
-
-
-def _json(value: Any) -> Jsonb | None:
-    return None if value is None else Jsonb(value)
-
-
 def _info(cls: type[T], row: Sequence[Any]) -> T:
     return cls(*row[: len(fields(cls))])  # type: ignore[arg-type]
 
 
-def _position(to: str | int | datetime | None) -> str | None:
-    if to is None or isinstance(to, str):
-        return to
+def _message(row: Sequence[Any]) -> Message:
+    errors: list[str] = []
+    payload = v.decode(row[3], "payload", errors)
+    headers = v.decode(row[4], "headers", errors) if row[4] is not None else None
+    return Message(row[0], row[1], row[2], payload, headers, row[5], row[6], row[7], row[8],
+                   "; ".join(errors) if errors else None)
+
+
+def _dead_letter(row: Sequence[Any]) -> DeadLetter:
+    errors: list[str] = []
+    payload = v.decode(row[5], "payload", errors)
+    headers = v.decode(row[6], "headers", errors)
+    values = [*row[:5], payload, headers, *row[7:12], "; ".join(errors) if errors else None]
+    return DeadLetter(*values)
+
+
+def _in_flight(row: Sequence[Any]) -> InFlight:
+    errors: list[str] = []
+    counters = v.decode(row[11], "counters", errors)
+    values = [*row[:11], counters, "; ".join(errors) if errors else None]
+    return InFlight(*values)
+
+
+def _batch_id(batch_id: Any) -> int | None:
+    return v.integer(batch_id, "batch id", v.INT8, lambda n: UnknownBatch(f"unknown batch {n}"))
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"invalid {what}: True or False is expected, got {value!r}")
+    return value
+
+
+def _position(to: Any, queue: str | None) -> str | None:
+    if to is None:
+        return None
+    if isinstance(to, str):
+        return v.text(to, "seek position")
     if isinstance(to, datetime):
-        return to.isoformat()
-    return str(int(to))
+        moment = v.moment(to, "seek position", InvalidArgument)
+        assert moment is not None
+        return moment.isoformat()
+    tick = v.integer(
+        to, "seek position", v.INT8, lambda n: SeekOutOfRange(f'tick {n} of queue "{queue}" is not kept'), null=False
+    )
+    return str(tick)
 
 
 @dataclass
@@ -111,6 +157,15 @@ class Client:
         self._own_pool = pool is None
         self._min_size = min_size
         self._max_size = max_size
+        self._opened = False
+        self._closed = False
+        self._lock = threading.Lock()  # never held across an await
+        self._loop: object | None = None  # the event loop the pool works on (asyncio only)
+
+    @property
+    def max_size(self) -> int:
+        """The largest number of connections this client's pool opens."""
+        return self._pool.max_size if self._pool is not None else self._max_size
 
     def __enter__(self) -> Self:
         return self
@@ -119,23 +174,55 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        if self._pool is not None and self._own_pool:
-            self._pool.close()
-            self._pool = None
+        """Close the pool (if the client made it).  Calls after this raise :class:`ClientClosed`."""
+        with self._lock:
+            self._closed = True
+            pool = self._pool if self._own_pool else None
+            if pool is not None:
+                self._pool = None
+            stale = pool is not None and not _compat.same_loop(self._loop)
+        if pool is not None:
+            if stale:  # made on an event loop that is gone: close its connections without it
+                _compat.discard_pool(pool)
+            else:
+                pool.close()
 
     def _get_pool(self) -> ConnectionPool[Any]:
-        if self._pool is None:
-            pool: ConnectionPool[Any] = ConnectionPool(
-                self.dsn or "",
-                min_size=self._min_size,
-                max_size=self._max_size,
-                kwargs={"autocommit": True},
-                configure=_configure,
-                open=False,
-            )
-            pool.open()
-            self._pool = pool
-        return self._pool
+        stale: ConnectionPool[Any] | None = None
+        with self._lock:
+            if self._closed:
+                raise ClientClosed(f"{type(self).__name__} is closed")
+            pool = self._pool
+            if pool is not None and self._opened and not _compat.same_loop(self._loop):
+                # asyncio: the pool belongs to another event loop (asyncio.run called twice)
+                if not self._own_pool:
+                    raise RuntimeError(
+                        "the connection pool given to Client works on another event loop: "
+                        "give each event loop its own pool (or let the client make it)"
+                    )
+                if _compat.loop_running_elsewhere(self._loop):
+                    raise RuntimeError(
+                        "this Client is in use on another running event loop: use one client per loop"
+                    )
+                stale, pool, self._pool, self._opened = pool, None, None, False
+            if pool is None:
+                pool = ConnectionPool(
+                    self.dsn or "",
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    kwargs={"autocommit": True},
+                    open=False,
+                )
+                self._pool = pool
+            ready = self._opened
+        if stale is not None:
+            _compat.discard_pool(stale)
+        if not ready:
+            pool.open()  # safe when another caller opened it meanwhile
+            with self._lock:
+                self._opened = True
+                self._loop = _compat.current_loop()
+        return pool
 
     @contextmanager
     def connection(self, conn: AnyConn | None = None) -> Iterator[AnyConn]:
@@ -148,9 +235,12 @@ class Client:
             yield c
 
     def _rows(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> list[TupleRow]:
+        # an own cursor with tuple rows: the caller's row factory, loaders and prepare threshold
+        # must not change what the client reads (prepare=False: a caller's prepared statements
+        # would outlive a schema re-install)
         try:
-            with self.connection(conn) as c:
-                cur = c.execute(sql, params)
+            with self.connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
+                cur.execute(sql, params, prepare=False if conn is not None else None)
                 return cur.fetchall()
         except psycopg.Error as exc:
             raise translate(exc) from exc
@@ -167,16 +257,16 @@ class Client:
         Returns the labels of the migrations applied (empty when already up to date)."""
         applied: list[str] = []
         try:
-            with self.connection(conn) as c, c.transaction():
-                c.execute(q.SCHEMA_LOCK)
-                cur = c.execute(q.SCHEMA_EXISTS)
+            with self.connection(conn) as c, c.transaction(), c.cursor(row_factory=tuple_row) as cur:
+                cur.execute(q.SCHEMA_LOCK, prepare=False)
+                cur.execute(q.SCHEMA_EXISTS, prepare=False)
                 row = cur.fetchone()
                 done: set[int] = set()
                 if row and row[0]:
-                    cur = c.execute(q.SCHEMA_VERSIONS)
+                    cur.execute(q.SCHEMA_VERSIONS, prepare=False)
                     done = {r[0] for r in cur.fetchall()}
                 for label, sql in schema.plan(done):
-                    c.execute(sql.encode())
+                    cur.execute(sql.encode(), prepare=False)
                     if label.startswith("migration"):
                         applied.append(label)
         except psycopg.Error as exc:
@@ -193,23 +283,24 @@ class Client:
 
     def create_queue(self, queue: str, *, conn: AnyConn | None = None) -> bool:
         """Create a queue; False if it existed already."""
-        return bool(self._value(q.CREATE_QUEUE, (queue,), conn))
+        return bool(self._value(q.CREATE_QUEUE, (v.name(queue, "queue"),), conn))
 
     def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:
         """Drop a queue and all its events; refuses while consumers exist unless ``force``."""
-        return bool(self._value(q.DROP_QUEUE, (queue, force), conn))
+        return bool(self._value(q.DROP_QUEUE, (v.name(queue, "queue"), _flag(force, "force")), conn))
 
     def set_queue_config(self, queue: str, param: str, value: object, *, conn: AnyConn | None = None) -> str:
         """Change one queue setting (see ``pglogq.set_queue_config``); returns the new value."""
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        return str(self._value(q.SET_QUEUE_CONFIG, (queue, param, text), conn))
+        params = (v.name(queue, "queue"), v.text(param, "setting", InvalidConfig), v.text(text, "value", InvalidConfig))
+        return str(self._value(q.SET_QUEUE_CONFIG, params, conn))
 
     def subscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
         """Register a consumer; it receives events ticked from now on.  False if it existed."""
-        return bool(self._value(q.SUBSCRIBE, (queue, consumer), conn))
+        return bool(self._value(q.SUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))
 
     def unsubscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
-        return bool(self._value(q.UNSUBSCRIBE, (queue, consumer), conn))
+        return bool(self._value(q.UNSUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))
 
     # -- producing ------------------------------------------------------------------------
 
@@ -227,13 +318,11 @@ class Client:
         conn: AnyConn | None = None,
     ) -> int:
         """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
-        return int(
-            self._value(
-                q.SEND,
-                (queue, Jsonb(payload), type, _json(headers), priority, idempotency_key, deliver_at, delay),
-                conn,
-            )
+        params = (
+            v.name(queue, "queue"), v.jsonb(payload), *_event_options(type, headers, priority, deliver_at, delay),
         )
+        key = v.text(idempotency_key, "idempotency key")
+        return int(self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
 
     def send_batch(
         self,
@@ -249,28 +338,35 @@ class Client:
         conn: AnyConn | None = None,
     ) -> list[int]:
         """Append many events in one statement; returns their ids in order."""
-        keys = list(idempotency_keys) if idempotency_keys is not None else None
-        ids = self._value(
-            q.SEND_BATCH,
-            (queue, Jsonb(list(payloads)), type, _json(headers), priority, keys, deliver_at, delay),
-            conn,
+        keys = None
+        if idempotency_keys is not None:
+            if isinstance(idempotency_keys, (str, bytes)):
+                raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
+            keys = [v.text(k, "idempotency key") for k in idempotency_keys]
+        params = (
+            v.name(queue, "queue"), v.jsonb(v.payload_list(payloads)),
+            *_event_options(type, headers, priority, deliver_at, delay),
         )
+        ids = self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn)
         return [int(i) for i in ids or []]
 
     def cancel(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> bool:
         """Cancel an event no consumer has received yet; False if one already has."""
-        return bool(self._value(q.CANCEL, (queue, msg_id), conn))
+        mid = v.integer(
+            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
+        )
+        return bool(self._value(q.CANCEL, (v.name(queue, "queue"), mid), conn))
 
     # -- ticking and maintenance ----------------------------------------------------------
 
     def tick(self, queue: str | None = None, *, force: bool = False, conn: AnyConn | None = None) -> int:
         """Tick queues whose thresholds say so (``force``: tick ``queue`` now).  Returns ticks made."""
-        if force:
+        if _flag(force, "force"):
             if queue is None:
                 raise ValueError("force=True needs a queue name")
-            self._value(q.FORCE_TICK, (queue,), conn)
+            self._value(q.FORCE_TICK, (v.name(queue, "queue"),), conn)
             return 1
-        return int(self._value(q.TICKER, (queue,), conn))
+        return int(self._value(q.TICKER, (v.name(queue, "queue"),), conn))
 
     def maintain(self) -> dict[str, int]:
         """Run every maintenance step that is due, each in its own transaction."""
@@ -283,8 +379,9 @@ class Client:
 
     def rotate(self, queue: str, *, force: bool = True) -> bool:
         """Rotation step 1 then step 2, in separate transactions.  True if tables rotated."""
-        rotated = bool(self._value(q.ROTATE_STEP1, (queue, force), None))
-        self._value(q.ROTATE_STEP2, (queue,), None)
+        name = v.name(queue, "queue")
+        rotated = bool(self._value(q.ROTATE_STEP1, (name, _flag(force, "force")), None))
+        self._value(q.ROTATE_STEP2, (name,), None)
         return rotated
 
     # -- consuming ------------------------------------------------------------------------
@@ -299,8 +396,12 @@ class Client:
         conn: AnyConn | None = None,
     ) -> Batch:
         """The current page of the consumer's batch (the same page until it is acknowledged)."""
-        rows = self._rows(q.RECEIVE, (queue, consumer, max_messages, worker), conn)
-        msgs = [Message(*r) for r in rows]
+        size = v.integer(
+            max_messages, "max_messages", v.INT4,
+            lambda n: InvalidArgument(f"invalid max_messages {n}: use 1..100000"),
+        )
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"))
+        msgs = [_message(r) for r in self._rows(q.RECEIVE, params, conn)]
         return Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
     def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:
@@ -309,6 +410,7 @@ class Client:
         ``last``: the page's last message.  Pass it (``Batch.ack`` does): the ack is then refused
         with :class:`StaleBatch` if that page was acknowledged already by another process using
         the same consumer or worker name, instead of acknowledging a page this one never saw."""
+        batch_id, last = _ack_args(batch_id, last)  # type: ignore[assignment]
         params = (batch_id, last.msg_id if last else None, last.txid if last else None)
         return bool(self._value(q.ACK, params, conn))
 
@@ -321,7 +423,17 @@ class Client:
         conn: AnyConn | None = None,
     ) -> str:
         """Fail one received message: 'retry' (it comes back to this consumer) or 'dead'."""
-        return str(self._value(q.NACK, (msg.batch_id, msg.msg_id, retry_after, reason, msg.txid), conn))
+        if not isinstance(msg, Message):
+            raise InvalidArgument(f"nack takes a received Message, got {type(msg).__name__}")
+        params = (
+            _batch_id(msg.batch_id),
+            v.integer(msg.msg_id, "message id", v.INT8,
+                      lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {msg.batch_id}")),
+            v.interval(retry_after, "retry_after", InvalidDelay),
+            v.text(reason, "reason"),
+            v.text(msg.txid, "txid"),
+        )
+        return str(self._value(q.NACK, params, conn))
 
     # -- seeking --------------------------------------------------------------------------
 
@@ -338,7 +450,7 @@ class Client:
 
         ``to``: 'earliest', 'latest', a tick id, a timestamp (or text such as '10 minutes ago');
         or ``by_events``: about this many events back (negative) or forward."""
-        rows = self._rows(q.SEEK_PLAN, (queue, consumer, _position(to), by_events), conn)
+        rows = self._rows(q.SEEK_PLAN, _seek_args(queue, consumer, to, by_events), conn)
         return _info(SeekPlan, rows[0])
 
     def seek(
@@ -354,7 +466,7 @@ class Client:
         """Move the consumer's cursor (see :meth:`seek_plan`); returns the plan applied.
 
         Refuses while a batch of the consumer or its workers is open unless ``force``."""
-        rows = self._rows(q.SEEK, (queue, consumer, _position(to), by_events, force), conn)
+        rows = self._rows(q.SEEK, (*_seek_args(queue, consumer, to, by_events), _flag(force, "force")), conn)
         return _info(SeekPlan, rows[0])
 
     # -- dead letters ---------------------------------------------------------------------
@@ -370,12 +482,17 @@ class Client:
         conn: AnyConn | None = None,
     ) -> list[DeadLetter]:
         """Dead letters of a queue (or of one consumer), oldest first; filter by type or age."""
-        rows = self._rows(q.DLQ_INSPECT, (queue, consumer, limit, type, older_than), conn)
-        return [_info(DeadLetter, r) for r in rows]
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"),
+            v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
+            v.text(type, "type"), v.interval(older_than, "older_than", InvalidArgument),
+        )
+        return [_dead_letter(r) for r in self._rows(q.DLQ_INSPECT, params, conn)]
 
     def dlq_replay(self, dead_id: int, *, conn: AnyConn | None = None) -> int:
         """Send a dead letter back to the consumer that dead-lettered it; returns its msg_id."""
-        return int(self._value(q.DLQ_REPLAY, (dead_id,), conn))
+        did = v.integer(dead_id, "dead letter id", v.INT8, lambda n: UnknownDeadLetter(f"unknown dead letter {n}"))
+        return int(self._value(q.DLQ_REPLAY, (did,), conn))
 
     def dlq_replay_all(
         self,
@@ -387,7 +504,11 @@ class Client:
         conn: AnyConn | None = None,
     ) -> int:
         """Replay every matching dead letter, each to its own consumer; returns how many."""
-        return int(self._value(q.DLQ_REPLAY_ALL, (queue, consumer, type, older_than), conn))
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
+            v.interval(older_than, "older_than", InvalidArgument),
+        )
+        return int(self._value(q.DLQ_REPLAY_ALL, params, conn))
 
     def dlq_purge(
         self,
@@ -399,30 +520,36 @@ class Client:
         conn: AnyConn | None = None,
     ) -> int:
         """Delete dead letters for good (those older than ``older_than``; all when None)."""
-        return int(self._value(q.DLQ_PURGE, (queue, older_than, consumer, type), conn))
+        params = (
+            v.name(queue, "queue"), v.interval(older_than, "older_than", InvalidArgument),
+            v.name(consumer, "consumer"), v.text(type, "type"),
+        )
+        return int(self._value(q.DLQ_PURGE, params, conn))
 
     # -- monitoring -----------------------------------------------------------------------
 
     def queue_info(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[QueueInfo]:
-        return [_info(QueueInfo, r) for r in self._rows(q.QUEUE_INFO, (queue,), conn)]
+        return [_info(QueueInfo, r) for r in self._rows(q.QUEUE_INFO, (v.name(queue, "queue"),), conn)]
 
     def consumer_info(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
     ) -> list[ConsumerInfo]:
-        return [_info(ConsumerInfo, r) for r in self._rows(q.CONSUMER_INFO, (queue, consumer), conn)]
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
+        return [_info(ConsumerInfo, r) for r in self._rows(q.CONSUMER_INFO, params, conn)]
 
     def in_flight(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
     ) -> list[InFlight]:
         """Events being handled right now, with their progress (the view ``pglogq.in_flight``)."""
+        queue, consumer = v.name(queue, "queue"), v.name(consumer, "consumer")
         rows = self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
-        return [_info(InFlight, r) for r in rows]
+        return [_in_flight(r) for r in rows]
 
     # -- workers: heartbeat and progress ---------------------------------------------------
 
     def heartbeat(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
         """Say the batch is still being handled; False when it is no longer ours (drop it)."""
-        return bool(self._value(q.HEARTBEAT, (batch_id,), conn))
+        return bool(self._value(q.HEARTBEAT, (_batch_id(batch_id),), conn))
 
     def report_progress(
         self,
@@ -439,10 +566,48 @@ class Client:
         """Record the progress of one running event (also a heartbeat of its batch).
 
         ``None`` keeps the last reported value.  False when the batch is no longer ours."""
-        return bool(
-            self._value(
-                q.REPORT_PROGRESS,
-                (batch_id, msg_id, percent, stage, _json(counters), worker, started_at),
-                conn,
-            )
+        if percent is not None and (isinstance(percent, bool) or not isinstance(percent, (int, float, Decimal))):
+            raise InvalidProgress(f"invalid percent {percent!r}: a number within 0..100 is expected")
+        try:
+            counts = v.jsonb_or_none(counters, "counters")
+        except InvalidPayload as exc:
+            raise InvalidProgress(exc.message) from exc
+        params = (
+            _batch_id(batch_id),
+            v.integer(msg_id, "message id", v.INT8,
+                      lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {batch_id}")),
+            percent, v.text(stage, "stage", InvalidProgress), counts, v.text(worker, "worker label", InvalidProgress),
+            v.moment(started_at, "started_at", InvalidProgress),
         )
+        return bool(self._value(q.REPORT_PROGRESS, params, conn))
+
+
+def _event_options(
+    type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any
+) -> tuple[Any, ...]:
+    """send's and send_batch's shared options, checked: (type, headers, priority, deliver_at, delay)."""
+    return (
+        v.text(type, "event type", InvalidPayload),
+        v.jsonb_or_none(headers, "headers"),
+        v.integer(priority, "priority", v.INT4,
+                  lambda n: InvalidArgument(f"invalid priority: {n} (use 0..32767, higher first)")),
+        v.moment(deliver_at, "deliver_at", InvalidDelay),
+        v.interval(delay, "delay", InvalidDelay),
+    )
+
+
+def _ack_args(batch_id: Any, last: Any) -> tuple[int | None, Message | None]:
+    if last is not None:
+        if not isinstance(last, Message):
+            raise InvalidArgument(f"last must be the page's last Message, got {type(last).__name__}")
+        v.integer(last.msg_id, "message id", v.INT8,
+                  lambda n: StaleBatch(f"the page of batch {batch_id} ending at message {n} is not the current one"))
+        v.text(last.txid, "txid")
+    return _batch_id(batch_id), last
+
+
+def _seek_args(queue: Any, consumer: Any, to: Any, by_events: Any) -> tuple[Any, ...]:
+    name = v.name(queue, "queue")
+    by = v.integer(by_events, "by_events", v.INT8,
+                   lambda n: SeekOutOfRange(f'cannot move consumer "{consumer}" by {n} events'))
+    return (name, v.name(consumer, "consumer"), _position(to, name), by)

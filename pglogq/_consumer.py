@@ -45,7 +45,7 @@ from pglogq._runtime import (
     group_units,
     host_label,
 )
-from pglogq.errors import BatchLost, PglogqError, StaleBatch
+from pglogq.errors import BatchLost, PglogqError, StaleBatch, UndecodableEvent
 from pglogq.models import Message
 from pglogq.retry import RetryPolicy
 
@@ -60,6 +60,12 @@ _RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolT
 
 class _Dropped(Exception):
     """Internal: roll back a transactional page that must not be acknowledged."""
+
+
+class HandlerLeftTransactionFailed(Exception):
+    """A transactional handler returned with its savepoint in error: it caught an SQL error and
+    went on.  Its work is rolled back to its savepoint and the message is nacked (the next
+    messages of the page run normally)."""
 
 
 class _Page:
@@ -319,6 +325,10 @@ class Consumer:
         transactional: bool = False,
         notify_miss_limit: int = 3,
     ) -> None:
+        for what, number in (("max_messages", max_messages), ("concurrency", concurrency),
+                             ("notify_miss_limit", notify_miss_limit)):
+            if isinstance(number, bool) or not isinstance(number, int):
+                raise TypeError(f"{what} must be an int, got {number!r}")
         if not 1 <= max_messages <= 100000:
             raise ValueError(f"max_messages must be within 1..100000, got {max_messages}")
         if concurrency < 1:
@@ -335,6 +345,16 @@ class Consumer:
             raise ValueError(
                 "a thread consumer cannot interrupt a handler that holds the page's transaction: "
                 "use Consumer, or bound the handler's SQL with statement_timeout"
+            )
+        if (
+            transactional
+            and isinstance(client_or_dsn, Client)
+            and client_or_dsn.max_size < 2
+        ):
+            raise ValueError(
+                f"a transactional consumer holds one connection of its client's pool for the page's "
+                f"transaction and needs another for heartbeats, progress and acks: give it a client "
+                f"with max_size >= 2 (this one has {client_or_dsn.max_size}), or a DSN"
             )
         if worker == "auto":
             worker = auto_worker_name()
@@ -488,6 +508,7 @@ class Consumer:
                 else:
                     polled = True
         finally:
+            self._runner.close()
             self._hb_stop.set()
             beat.join()
             wake.close()
@@ -506,7 +527,7 @@ class Consumer:
             else:
                 deliveries = [Delivery(m, page, self, None) for m in batch]
                 page.deliveries = deliveries
-                units = group_units(deliveries, _type_of, self._routes)
+                units = group_units(deliveries, _type_of, self._routes, _error_of)
                 outcomes = self._runner.run([self._thunk(u) for u in units], page.abandon)
                 if self._dropped(page, outcomes):
                     return
@@ -520,8 +541,13 @@ class Consumer:
             with self.client.connection() as conn, conn.transaction():
                 deliveries = [Delivery(m, page, self, conn) for m in batch]
                 page.deliveries = deliveries
-                units = group_units(deliveries, _type_of, self._routes)
+                units = group_units(deliveries, _type_of, self._routes, _error_of)
                 outcomes = self._runner.run([self._thunk(u, conn) for u in units], page.abandon)
+                if self._runner.left_behind:
+                    # abandoned while a handler still holds the page's connection (a thread cannot
+                    # be stopped): cancel its statement and close the connection under its lock,
+                    # so the handler cannot write anything more; nothing of the page commits
+                    _compat.close_busy(conn)
                 if self._dropped(page, outcomes):
                     raise _Dropped()
                 if not self._finish(page, units, outcomes, conn):
@@ -552,11 +578,19 @@ class Consumer:
             for d in unit.items:
                 d.started_at, d._t0, d.running = started, t0, True
             try:
+                if unit.error is not None:
+                    raise UndecodableEvent(unit.error)
                 if unit.route is None:
                     raise LookupError(f"no handler for event type {unit.items[0].type!r}")
                 if conn is not None:
                     with conn.transaction():
                         self._call(unit)
+                        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                            # leaving the block with an error rolls back to the handler's savepoint
+                            raise HandlerLeftTransactionFailed(
+                                "the handler returned with its transaction in error (it caught an SQL "
+                                "error without rolling back to a savepoint): its work was rolled back"
+                            )
                 else:
                     self._call(unit)
             finally:
@@ -645,3 +679,7 @@ class Consumer:
 
 def _type_of(d: Delivery) -> str | None:
     return d.type
+
+
+def _error_of(d: Delivery) -> str | None:
+    return d.message.decode_error

@@ -1,4 +1,9 @@
-"""Every SQL statement the Python client issues, in one place."""
+"""Every SQL statement the Python client issues, in one place.
+
+They never depend on the session's settings: functions, types and operators are schema-qualified
+(a caller's ``search_path`` may put other schemas first), and jsonb comes back as text that the
+client decodes itself (see ``pglogq._codec``), whatever loaders the connection has.
+"""
 
 from __future__ import annotations
 
@@ -20,13 +25,17 @@ SEND_BATCH: LiteralString = (
 TICKER: LiteralString = "SELECT pglogq.ticker(%s)"
 FORCE_TICK: LiteralString = "SELECT pglogq.force_tick(%s)"
 RECEIVE: LiteralString = (
-    "SELECT batch_id, msg_id, type, payload, headers, retry_count, created_at, priority, txid::text"
+    "SELECT batch_id, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text, retry_count,"
+    " created_at, priority, txid::pg_catalog.text"
     " FROM pglogq.receive(%s, %s, %s, %s)"
 )
-ACK: LiteralString = "SELECT pglogq.ack(%s, %s, %s::xid8)"
-NACK: LiteralString = "SELECT pglogq.nack(%s, %s, %s, %s, %s::xid8)"
+ACK: LiteralString = "SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8)"
+NACK: LiteralString = "SELECT pglogq.nack(%s, %s, %s, %s, %s::pg_catalog.xid8)"
 CANCEL: LiteralString = "SELECT pglogq.cancel(%s, %s)"
-DLQ_INSPECT: LiteralString = "SELECT * FROM pglogq.dlq_inspect(%s, %s, %s, %s, %s)"
+DLQ_INSPECT: LiteralString = (
+    "SELECT dead_id, queue, consumer, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text,"
+    " retry_count, reason, created_at, first_failed_at, failed_at FROM pglogq.dlq_inspect(%s, %s, %s, %s, %s)"
+)
 DLQ_REPLAY: LiteralString = "SELECT pglogq.dlq_replay(%s)"
 DLQ_REPLAY_ALL: LiteralString = "SELECT pglogq.dlq_replay_all(%s, %s, %s, %s)"
 DLQ_PURGE: LiteralString = "SELECT pglogq.dlq_purge(%s, %s, %s, %s)"
@@ -40,14 +49,16 @@ SEEK: LiteralString = "SELECT * FROM pglogq.seek(%s, %s, %s, %s, %s)"
 CONSUMER_INFO: LiteralString = "SELECT * FROM pglogq.consumer_info(%s, %s)"
 HEARTBEAT: LiteralString = "SELECT pglogq.heartbeat(%s)"
 REPORT_PROGRESS: LiteralString = (
-    "SELECT pglogq.report_progress(%s, %s, %s::numeric, %s::text, %s::jsonb, %s::text, %s::timestamptz)"
+    "SELECT pglogq.report_progress(%s, %s, %s::pg_catalog.numeric, %s::pg_catalog.text, %s::pg_catalog.jsonb,"
+    " %s::pg_catalog.text, %s::pg_catalog.timestamptz)"
 )
 IN_FLIGHT: LiteralString = (
     "SELECT queue_name, consumer_name, worker, batch_id, msg_id, started_at, last_heartbeat,"
-    " running_for, silent_for, percent::float8, stage, counters FROM pglogq.in_flight"
-    " WHERE (%s::text IS NULL OR queue_name = %s) AND (%s::text IS NULL OR consumer_name = %s)"
+    " running_for, silent_for, percent::pg_catalog.float8, stage, counters::pg_catalog.text FROM pglogq.in_flight"
+    " WHERE (%s::pg_catalog.text IS NULL OR queue_name OPERATOR(pg_catalog.=) %s)"
+    " AND (%s::pg_catalog.text IS NULL OR consumer_name OPERATOR(pg_catalog.=) %s)"
     " ORDER BY started_at, msg_id"
 )
-SCHEMA_LOCK: LiteralString = "SELECT pg_advisory_xact_lock(hashtext('pglogq.schema'))"
-SCHEMA_EXISTS: LiteralString = "SELECT to_regclass('pglogq.schema_version') IS NOT NULL"
+SCHEMA_LOCK: LiteralString = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pglogq.schema'))"
+SCHEMA_EXISTS: LiteralString = "SELECT pg_catalog.to_regclass('pglogq.schema_version') IS NOT NULL"
 SCHEMA_VERSIONS: LiteralString = "SELECT version FROM pglogq.schema_version ORDER BY version"

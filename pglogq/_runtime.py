@@ -71,18 +71,31 @@ class Routes:
 
 @dataclass
 class Unit(Generic[D]):
-    """One handler call: a route (None: no handler) and the deliveries it gets."""
+    """One handler call: a route (None: no handler) and the deliveries it gets.
+
+    ``error``: the message could not be decoded; no handler is called, it fails with this reason."""
 
     route: Route | None
     items: list[D]
+    error: str | None = None
 
 
-def group_units(items: Sequence[D], type_of: Callable[[D], str | None], routes: Routes) -> list[Unit[D]]:
+def group_units(
+    items: Sequence[D],
+    type_of: Callable[[D], str | None],
+    routes: Routes,
+    error_of: Callable[[D], str | None] | None = None,
+) -> list[Unit[D]]:
     """Split a page into handler calls, in page order: one per message for message handlers,
-    one per batch handler with all its messages (at the position of the first)."""
+    one per batch handler with all its messages (at the position of the first).  A message
+    whose ``error_of`` is set (undecodable) gets a unit of its own that calls no handler."""
     units: list[Unit[D]] = []
     batch_at: dict[int, int] = {}
     for item in items:
+        error = error_of(item) if error_of is not None else None
+        if error is not None:
+            units.append(Unit(None, [item], error))
+            continue
         r = routes.route(type_of(item))
         if r is not None and r.kind == "batch":
             key = id(r)

