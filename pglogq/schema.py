@@ -2,8 +2,9 @@
 
 ``sql/migrations/NNNN_name.sql`` change tables (applied once, recorded in
 ``pglogq.schema_version``); ``sql/functions/*.sql`` hold one function each and are re-applied on
-every install or upgrade; ``sql/roles.sql`` creates the roles and grants.  The wheel carries the
-directory as ``pglogq/sql``; in a source checkout it is the top-level ``sql/``.
+every install or upgrade; ``sql/views.sql`` and ``sql/triggers.sql`` follow the functions;
+``sql/roles.sql`` creates the roles and grants.  The wheel carries the directory as
+``pglogq/sql``; in a source checkout it is the top-level ``sql/``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def roles_sql() -> str:
 
 def views_sql() -> str:
     path = sql_dir() / "views.sql"
+    return str(path.read_text(encoding="utf-8")) if path.is_file() else ""
+
+
+def triggers_sql() -> str:
+    """triggers.sql: triggers on pglogq tables that call pglogq functions (after the functions)."""
+    path = sql_dir() / "triggers.sql"
     return str(path.read_text(encoding="utf-8")) if path.is_file() else ""
 
 
@@ -265,6 +272,9 @@ def plan(applied: set[int]) -> list[tuple[str, str]]:
     views = views_code_sql()
     if views:
         steps.append(("views", views))
+    triggers = triggers_sql()
+    if triggers:
+        steps.append(("triggers", triggers))
     steps.append(("roles", roles_sql()))
     steps.append(("restore search_path", RESTORE_SEARCH_PATH_SQL))
     return steps

@@ -1,6 +1,7 @@
 -- pglogq._cancel_recheck(): trigger function; at COMMIT, refuse a cancellation whose event a
 -- consumer was handed after cancel() checked.
--- Parameters: none (trigger on pglogq.cancelled: AFTER INSERT, deferred to COMMIT).
+-- Parameters: none (trigger cancelled_recheck on pglogq.cancelled, made by sql/triggers.sql:
+--             AFTER INSERT, deferred to COMMIT).
 -- Returns:    NULL.
 -- Raises:     PQ035 a consumer was handed the event before the cancelling transaction committed.
 -- Tables:     subscription (FOR SHARE on the queue's rows, held only while the transaction
@@ -36,6 +37,3 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
-DROP TRIGGER IF EXISTS cancelled_recheck ON pglogq.cancelled;
-CREATE CONSTRAINT TRIGGER cancelled_recheck AFTER INSERT ON pglogq.cancelled
-    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pglogq._cancel_recheck();
