@@ -271,10 +271,19 @@ class QueueModel(RuleBasedStateMachine):
         for d in (self.owed, self.page, self.retry, self.dead, self.replayable):
             d.pop(c, None)  # type: ignore[attr-defined]
 
+    def drop_open_batch(self, c: str) -> None:
+        """A forced seek drops the consumer's open batch, which then counts as handed for cancel
+        (docs/reference/sql-failures.md#cancel): the model, not knowing the batch's bounds,
+        counts every ticked event the consumer was owed."""
+        unticked = {i for (i, _owner) in self.unticked}
+        self.handed.update(i for i, n in self.owed[c].items() if n > 0 and i not in unticked)
+        self.page.pop(c, None)
+
     @precondition(lambda self: bool(self.gen))
     @rule(data=st.data())
     def seek_latest(self, data: st.DataObject) -> None:
         c = data.draw(st.sampled_from(sorted(self.gen)))
+        self.drop_open_batch(c)
         self.c.seek(self.q, c, to="latest", force=True)
         g = self.gen[c]
         self.owed[c] = Counter({i: n for (i, owner), n in self.unticked.items() if owner in (None, g)})
@@ -285,8 +294,8 @@ class QueueModel(RuleBasedStateMachine):
     def seek_earliest(self, data: st.DataObject) -> None:
         """A replay: what is owed still comes; stored events may come again; cancelled never."""
         c = data.draw(st.sampled_from(sorted(self.gen)))
+        self.drop_open_batch(c)
         self.c.seek(self.q, c, to="earliest", force=True)
-        self.page.pop(c, None)
         self.replayable[c] |= self.sent - self.cancelled
 
     @precondition(lambda self: bool(self.fresh - self.handed - self.cancelled))

@@ -70,3 +70,9 @@ SEND_BATCH_TEXT: LiteralString = """
 SELECT pglogq.send_batch_json(%(queue)s, %(payload)s::jsonb, type => %(type)s, headers => %(headers)s::jsonb,
                               priority => %(priority)s, delay => %(delay)s)
 """
+
+# receive with payload and headers as jsonb (the CLI's connection reads them as raw JSON text)
+RECEIVE_RAW: LiteralString = (
+    "SELECT batch_id, msg_id, type, payload, headers, retry_count, created_at, priority,"
+    " txid::pg_catalog.text FROM pglogq.receive(%s, %s, %s, %s)"
+)

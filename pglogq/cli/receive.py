@@ -15,8 +15,11 @@ from types import FrameType
 from typing import Any
 
 import click
+import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 
+import pglogq
 from pglogq.cli import jsontext
 from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.errors import CliError, Exit, to_cli_error
@@ -32,10 +35,26 @@ from pglogq.cli.output import (
     stdout_closed,
 )
 from pglogq.cli.params import duration_callback
-from pglogq.errors import PglogqError
+from pglogq.cli.queries import RECEIVE_RAW
+from pglogq.errors import PglogqError, translate
 from pglogq.models import Message
 
 PAGE = 1000
+
+
+def receive_raw(
+    client: pglogq.Client, conn: psycopg.Connection[Any], queue: str, consumer: str, max_messages: int,
+    worker: str | None = None,
+) -> pglogq.Batch:
+    """``client.receive`` with payloads and headers kept as the server's JSON text (``conn`` has
+    the raw loaders of :mod:`jsontext`): printed exactly, never decoded, whatever they hold."""
+    try:
+        with conn.cursor(row_factory=tuple_row) as cur:
+            rows = cur.execute(RECEIVE_RAW, (queue, consumer, max_messages, worker)).fetchall()
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+    msgs = [Message(*row) for row in rows]
+    return pglogq.Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, client)
 
 
 def _message_json(m: Message) -> dict[str, Any]:
@@ -115,8 +134,7 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
     try:
         while done < max_:
             step = _Step.RECEIVING
-            batch = app.client.receive(queue, consumer, max_messages=min(PAGE, max_ - done), worker=worker,
-                                       conn=app.conn)
+            batch = receive_raw(app.client, app.conn, queue, consumer, min(PAGE, max_ - done), worker)
             if not batch:
                 break
             page = len(batch)
@@ -225,7 +243,7 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
                 if tick:
                     client.tick(queue, conn=conn)
                 page_size = PAGE if max_ is None else min(PAGE, max_ - seen)
-                batch = client.receive(queue, name, max_messages=page_size, conn=conn)
+                batch = receive_raw(client, conn, queue, name, page_size)
                 if batch:
                     for m in batch:
                         if app.json:
