@@ -1,6 +1,6 @@
 """Measure failure handling: redelivery delay, nacking throughput, side tables after a run.
 
-    python -m tests.harness.bench.failures [--dsn DSN] [--seconds 30] [--backlog 50000]
+    python -m tests.harness.measure.failures [--dsn DSN] [--seconds 30] [--backlog 50000]
 
 ``--dsn`` names a server (its maintenance database); a scratch database ``pglogq_bench_failures``
 is created there, used and dropped.  Without it the embedded PostgreSQL is used.  Three parts:
@@ -270,7 +270,7 @@ def sustained(dsn: str, seconds: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.harness.bench.failures", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tests.harness.measure.failures", description=__doc__.split("\n")[0])
     ap.add_argument("--dsn", help="server to use (default: PGLOGQ_DSN, else the embedded PostgreSQL)")
     ap.add_argument("--seconds", type=float, default=30.0, help="length of the sustained run")
     ap.add_argument("--backlog", type=int, default=50_000, help="events in the throughput backlog")
