@@ -6,10 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.tools import unasync
 
 
 def test_generated_sync_client_is_up_to_date() -> None:
+    if not (unasync.PKG / "_aclient.py").exists():
+        pytest.skip("no source checkout beside tests/ (CI's installed-wheel run): nothing to regenerate")
     assert unasync.main(["--check"]) == 0
 
 
