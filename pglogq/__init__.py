@@ -44,7 +44,7 @@ from pglogq.errors import (
 )
 from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan, Undecodable
 from pglogq.retry import RetryPolicy
-from pglogq.ticker.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
+from pglogq.tickerd.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
 
 __version__ = "0.1.0"
 

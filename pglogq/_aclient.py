@@ -1,7 +1,7 @@
 """The asyncio client: the single source of truth of the client API.
 
 ``pglogq/_client.py`` (the synchronous :class:`Client`) is generated from this file by
-``python -m pglogq._unasync``; a test fails when the two drift.  Write here, never there.
+``python -m tests.tools.unasync``; a test fails when the two drift.  Write here, never there.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The asyncio consumer runtime: the single source of truth of the consumer.
 
 ``pglogq/_consumer.py`` (the thread :class:`Consumer`) is generated from this file by
-``python -m pglogq._unasync``; the few real differences (sleeping, events, running handlers
+``python -m tests.tools.unasync``; the few real differences (sleeping, events, running handlers
 with a timeout, the heartbeat beside the loop) live in ``_acompat.py`` / ``_compat.py``.
 
 A consumer reads one page of its subscription's batch at a time (``receive``), routes every

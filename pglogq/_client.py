@@ -1,9 +1,9 @@
-# Generated from pglogq/_aclient.py by `python -m pglogq._unasync`. Do not edit:
+# Generated from pglogq/_aclient.py by `python -m tests.tools.unasync`. Do not edit:
 # change the async source and regenerate.
 """The asyncio client: the single source of truth of the client API.
 
 ``pglogq/_client.py`` (the synchronous :class:`Client`) is generated from this file by
-``python -m pglogq._unasync``; a test fails when the two drift.  Write here, never there.
+``python -m tests.tools.unasync``; a test fails when the two drift.  Write here, never there.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-# Generated from pglogq/_aconsumer.py by `python -m pglogq._unasync`. Do not edit:
+# Generated from pglogq/_aconsumer.py by `python -m tests.tools.unasync`. Do not edit:
 # change the async source and regenerate.
 """The asyncio consumer runtime: the single source of truth of the consumer.
 
 ``pglogq/_consumer.py`` (the thread :class:`Consumer`) is generated from this file by
-``python -m pglogq._unasync``; the few real differences (sleeping, events, running handlers
+``python -m tests.tools.unasync``; the few real differences (sleeping, events, running handlers
 with a timeout, the heartbeat beside the loop) live in ``_compat.py`` / ``_compat.py``.
 
 A consumer reads one page of its subscription's batch at a time (``receive``), routes every

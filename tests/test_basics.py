@@ -106,9 +106,3 @@ def test_send_in_caller_transaction(client: pglogq.Client, dsn: str) -> None:
         conn.rollback()
     client.tick("q", force=True)
     assert [m.payload for m in client.receive("q", "c")] == [{"kept": True}]
-
-
-def test_generated_sync_client_is_up_to_date() -> None:
-    from pglogq import _unasync
-
-    assert _unasync.main(["--check"]) == 0

@@ -1,4 +1,4 @@
-"""Smoke test of the benchmark suite: ``pglogq bench --quick`` runs every scenario against the
+"""Smoke test of the benchmark suite: ``python -m tests.harness.bench --quick`` runs every scenario against the
 test server and writes its report.  Only that numbers (or skip lines with a reason) came out of
 every scenario is checked; speed is the benchmark's business, never a test's."""
 
@@ -10,16 +10,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pglogq.bench.cli import SCENARIOS
-from pglogq.bench.systems import ALL, RawPostgres
+from tests.harness import child_env
+from tests.harness.bench.cli import SCENARIOS
+from tests.harness.bench.systems import ALL, RawPostgres
 
 
 def test_quick_bench_produces_numbers_for_every_scenario(server_dsn: str, tmp_path: Path) -> None:
     out = tmp_path / "bench"
     env = {k: v for k, v in os.environ.items() if k != "PGLOGQ_DSN"}
     proc = subprocess.run(
-        [sys.executable, "-m", "pglogq.bench", "--quick", "--dsn", server_dsn, "--out", str(out)],
-        capture_output=True, text=True, timeout=280, env=env,
+        [sys.executable, "-m", "tests.harness.bench", "--quick", "--dsn", server_dsn, "--out", str(out)],
+        capture_output=True, text=True, timeout=280, env=child_env(env),
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out / "results.json").read_text())

@@ -22,9 +22,10 @@ import psycopg
 import pytest
 
 import pglogq
-from pglogq.chaos.checker import check
-from pglogq.chaos.history import Recorder
-from pglogq.chaos.nemesis import MEAN_INTERVAL, MODE_INTERVAL, schedule
+from tests.harness import child_env
+from tests.harness.chaos.checker import check
+from tests.harness.chaos.history import Recorder
+from tests.harness.chaos.nemesis import MEAN_INTERVAL, MODE_INTERVAL, schedule
 
 SEED = 7
 DURATION = 75
@@ -34,9 +35,9 @@ DURATION = 75
 def test_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "pglogq.chaos", "--seed", str(SEED), "--duration", str(DURATION),
+        [sys.executable, "-m", "tests.harness.chaos", "--seed", str(SEED), "--duration", str(DURATION),
          "--out", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=280,
+        capture_output=True, text=True, timeout=280, env=child_env(),
     )
     assert out.exists(), proc.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -67,9 +68,9 @@ def test_short_chaos_run_with_retention_and_reinstalls_loses_only_what_retention
     recorded and not lost; nothing ticked within the limit is skipped (issue 12 #2)."""
     out = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "pglogq.chaos", "--seed", str(SEED), "--duration", "45", "--mode", "retention",
+        [sys.executable, "-m", "tests.harness.chaos", "--seed", str(SEED), "--duration", "45", "--mode", "retention",
          "--out", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=280,
+        capture_output=True, text=True, timeout=280, env=child_env(),
     )
     assert out.exists(), proc.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -229,7 +230,7 @@ def _mount_tmpfs(path: Path, size: str) -> bool:
 def test_disk_full_fails_sends_clearly_and_they_resume(tmp_path: Path) -> None:
     """Checklist 12: event tables on a full disk → sends fail with SQLSTATE 53100 and change
     nothing; after space returns they succeed, and nothing acknowledged is lost."""
-    from pglogq.chaos.server import ChaosServer
+    from tests.harness.chaos.server import ChaosServer
 
     disk = Path(tempfile.mkdtemp(prefix="pglogq-disk-"))
     if not _mount_tmpfs(disk, "4M"):

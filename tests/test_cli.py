@@ -420,7 +420,7 @@ def test_dlq_replay_all_in_chunks_with_progress(dsn: str) -> None:
 def test_hosted_commands_are_listed_and_missing_ones_explain_themselves() -> None:
     r = CliRunner().invoke(cli_main, ["--help"])
     assert r.exit_code == 0
-    for name in ("worker", "bench", "ticker", "demo", "status", "dlq"):
+    for name in ("worker", "ticker", "demo", "status", "dlq"):
         assert f"  {name} " in r.stdout
     assert "run" in CliRunner().invoke(cli_main, ["ticker", "--help"]).stdout
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pglogq.cli import docgen
+from tests.tools import cli_docgen as docgen
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md"
 
 
 def test_cli_reference_is_up_to_date() -> None:
     assert PAGE.read_text(encoding="utf-8") == docgen.render(), (
-        "docs/reference/cli.md is stale: run `.venv/bin/python -m pglogq.cli.docgen > docs/reference/cli.md`"
+        "docs/reference/cli.md is stale: run `.venv/bin/python -m tests.tools.cli_docgen > docs/reference/cli.md`"
     )
 
 

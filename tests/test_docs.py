@@ -29,7 +29,7 @@ import psycopg
 import pytest
 
 import pglogq
-from pglogq import _docgen
+from tests.tools import docgen as _docgen
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -318,7 +318,7 @@ def test_schema_sql_installs_with_psql(server_dsn: str, tmp_path: Path) -> None:
 
 def test_generated_pages_are_fresh() -> None:
     stale = _docgen.stale_pages(DOCS)
-    assert not stale, f"generated docs are stale, run `python -m pglogq._docgen`: {stale}"
+    assert not stale, f"generated docs are stale, run `python -m tests.tools.docgen`: {stale}"
 
 
 def test_benchmark_summary_renders_a_run(tmp_path: Path) -> None:

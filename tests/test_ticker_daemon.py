@@ -91,7 +91,7 @@ def test_once_exits_zero_after_one_pass(dsn: str) -> None:
     try:
         sent = client.send_batch("q", [{"n": i} for i in range(3)])
         before = ticks(dsn, "q")[-1][0]
-        done = subprocess.run([sys.executable, "-m", "pglogq.ticker", "--dsn", dsn, "--once"],
+        done = subprocess.run([sys.executable, "-m", "pglogq.tickerd", "--dsn", dsn, "--once"],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert "pass_done" in done.stderr
@@ -314,7 +314,7 @@ def test_refuses_a_database_restored_into_a_cluster_behind(own_server: tuple[str
                 row = conn.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()
                 if row and int(row[0]) > target_txid + 500:
                     break
-        once = [sys.executable, "-m", "pglogq.ticker", "--once", "--dsn"]
+        once = [sys.executable, "-m", "pglogq.tickerd", "--once", "--dsn"]
         first = subprocess.run([*once, source], capture_output=True, text=True, timeout=120)
         assert first.returncode == 0, first.stderr  # records the txid it saw
         dump = tmp_path / "dump.sql"

@@ -18,9 +18,9 @@ from ticker_support import drain, lock_holder_pids, wait_for
 
 import pglogq
 from pglogq.errors import RestoreDetected, translate
-from pglogq.ticker import State, ticker_stalled
-from pglogq.ticker import queries as tq
-from pglogq.ticker.settings import load_settings, parse_duration, read_env_file
+from pglogq.tickerd import State, ticker_stalled
+from pglogq.tickerd import queries as tq
+from pglogq.tickerd.settings import load_settings, parse_duration, read_env_file
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_start_async_ticker_needs_a_running_loop(dsn: str) -> None:
 def test_once_does_nothing_while_another_ticker_is_active(dsn: str, client: pglogq.Client, queue: str) -> None:
     with pglogq.start_ticker(dsn, maintenance=False) as handle:
         assert handle.wait_active()
-        done = subprocess.run([sys.executable, "-m", "pglogq.ticker", "--dsn", dsn, "--once"],
+        done = subprocess.run([sys.executable, "-m", "pglogq.tickerd", "--dsn", dsn, "--once"],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert "event=standby" in done.stderr and "pass_done" not in done.stderr
@@ -118,7 +118,7 @@ def test_schema_missing_is_said_clearly(server_dsn: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        done = subprocess.run([sys.executable, "-m", "pglogq.ticker", "--dsn", with_db(server_dsn, name), "--once"],
+        done = subprocess.run([sys.executable, "-m", "pglogq.tickerd", "--dsn", with_db(server_dsn, name), "--once"],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 1
         assert "schema is not installed" in done.stderr
@@ -129,7 +129,7 @@ def test_schema_missing_is_said_clearly(server_dsn: str) -> None:
 
 def test_unreachable_database_gives_exit_code_1() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pglogq.ticker", "--once", "--dsn", "host=/nonexistent-dir dbname=x"],
+        [sys.executable, "-m", "pglogq.tickerd", "--once", "--dsn", "host=/nonexistent-dir dbname=x"],
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 1
@@ -275,7 +275,7 @@ def test_pg_cron_procedures_tick_and_maintain(dsn: str, client: pglogq.Client, q
 
 
 def test_rotation_blocked_by_label_names_who_without_the_changing_details() -> None:
-    from pglogq.ticker.metrics import blocked_by_label
+    from pglogq.tickerd.metrics import blocked_by_label
 
     assert blocked_by_label(None) == ""
     assert blocked_by_label("consumer billing (at tick 5, 00:10:00 behind)") == "consumer billing"

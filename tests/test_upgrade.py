@@ -314,7 +314,7 @@ def _bin(name: str) -> str:
 
 @pytest.mark.embedded_only
 def test_restored_dump_is_refused_by_the_ticker(dsn: str) -> None:
-    from pglogq.chaos.server import ChaosServer
+    from tests.harness.chaos.server import ChaosServer
 
     with pglogq.Client(dsn) as c, psycopg.connect(dsn, autocommit=True) as conn:
         c.create_queue("q")
@@ -350,7 +350,7 @@ def test_restored_dump_is_refused_by_the_ticker(dsn: str) -> None:
             ticks = conn.execute("SELECT count(*) FROM pglogq.tick").fetchone()
         # the daemon refuses too, with a clear message and a failing exit status
         daemon = subprocess.run(
-            [sys.executable, "-m", "pglogq.ticker", "--dsn", restored, "--once"],
+            [sys.executable, "-m", "pglogq.tickerd", "--dsn", restored, "--once"],
             capture_output=True, text=True, timeout=120,
         )
         assert daemon.returncode != 0

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from pglogq.ticker import queries as tq
+from pglogq.tickerd import queries as tq
 
 T = TypeVar("T")
 
@@ -33,13 +33,13 @@ def wait_for(pred: Callable[[], T], what: str, timeout: float = 60.0, interval: 
 
 
 class Daemon:
-    """A ``python -m pglogq.ticker`` subprocess whose JSON log goes to a file."""
+    """A ``python -m pglogq.tickerd`` subprocess whose JSON log goes to a file."""
 
     def __init__(self, log_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pglogq.ticker", "--log-format", "json", *args],
+            [sys.executable, "-m", "pglogq.tickerd", "--log-format", "json", *args],
             stdout=subprocess.DEVNULL,
             stderr=self._log,
             env={**os.environ, **(env or {})},

@@ -25,7 +25,7 @@
 CREATE SCHEMA IF NOT EXISTS pglogq_cron;
 REVOKE ALL ON SCHEMA pglogq_cron FROM PUBLIC;
 
--- The daemon's lock key (pglogq.ticker.queries.LOCK_KEY): one active ticker per database.
+-- The daemon's lock key (pglogq.tickerd.queries.LOCK_KEY): one active ticker per database.
 CREATE OR REPLACE FUNCTION pglogq_cron.lock_key() RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT 8099561680581754881::bigint $$;
 
@@ -68,7 +68,7 @@ BEGIN
     IF NOT pg_try_advisory_lock(pglogq_cron.lock_key()) THEN
         RETURN;
     END IF;
-    -- a tick needs no WAL flush of its own (see pglogq.ticker.settings: tick_synchronous_commit)
+    -- a tick needs no WAL flush of its own (see pglogq.tickerd.settings: tick_synchronous_commit)
     PERFORM set_config('synchronous_commit', 'off', false);
     -- on an error the job's session ends, which releases the lock
     WHILE clock_timestamp() < stop_at LOOP

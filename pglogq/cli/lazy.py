@@ -1,8 +1,8 @@
 """A click group whose subcommands are loaded from ``"module:attr"`` on first use.
 
-Commands provided by other parts of pglogq (the ticker daemon, the worker runtime, the
-benchmark) are mounted this way, so a module that is missing or fails to import turns into a
-clear "not available" message for that command only, and never breaks the rest of the CLI.
+Commands provided by other parts of pglogq (the ticker daemon, the worker runtime) are mounted
+this way, so that ``pglogq queue list`` imports neither; a module that fails to import turns
+into a clear "not available" message for that command only, and never breaks the rest of the CLI.
 """
 
 from __future__ import annotations

@@ -15,10 +15,9 @@ from pglogq.cli.output import quiet_stdout, stdout_closed
 # Commands that live with the part of pglogq they run; loaded on first use.
 HOSTED: dict[str, tuple[str, str]] = {
     "worker": ("pglogq.worker:command", "Run consumer workers from an import path."),
-    "bench": ("pglogq.bench:command", "Run the benchmark suite."),
 }
 TICKER_HOSTED: dict[str, tuple[str, str]] = {
-    "run": ("pglogq.ticker:command", "Run the ticker daemon (ticks and maintenance)."),
+    "run": ("pglogq.tickerd.cli:command", "Run the ticker daemon (ticks and maintenance)."),
 }
 
 
@@ -60,7 +59,7 @@ def main(ctx: click.Context) -> None:
     """
     app = get_app(ctx)
     if app.dsn_option:
-        # hosted commands (worker, bench, ticker run) take their own --dsn: pass ours on
+        # hosted commands (worker, ticker run) take their own --dsn: pass ours on
         defaults: dict[str, Any] = {name: {"dsn": app.dsn_option} for name in HOSTED}
         defaults["ticker"] = {name: {"dsn": app.dsn_option} for name in TICKER_HOSTED}
         ctx.default_map = defaults

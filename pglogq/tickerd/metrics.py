@@ -1,0 +1,211 @@
+"""``/metrics`` (Prometheus text format) and ``/healthz`` for the ticker daemon.
+
+The queue and consumer series are read from ``pglogq.queue_info()`` and
+``pglogq.consumer_info()`` when Prometheus scrapes (one short connection per database and
+scrape, 5 s statement timeout), so an unscraped daemon costs nothing.  Every series carries a
+``database`` label; queue series add ``queue``, consumer series add ``queue`` and ``consumer``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import psycopg
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from pglogq.tickerd import queries as q
+from pglogq.tickerd.engine import Engine, State
+
+QUEUE_GAUGES: list[tuple[str, str, int]] = [
+    # (metric suffix, help, column index in queries.QUEUE_INFO)
+    ("last_tick_id", "Id of the queue's latest tick.", 2),
+    ("last_tick_age_seconds", "Seconds since the queue's latest tick (keep-alive ticks included).", 3),
+    ("tick_lag_seconds", "Age of the oldest committed event not yet covered by a tick (0: none).", 4),
+    ("events_per_second", "Events per second over the last minute of ticks.", 5),
+    ("pending_events", "Events sent since the latest tick (estimate).", 6),
+    ("consumers", "Number of consumers.", 7),
+    ("retry_depth", "Nacked events waiting for their retry.", 8),
+    ("dead_letters", "Events in the dead-letter queue.", 9),
+    ("delayed", "Delayed sends waiting for their time.", 10),
+    ("size_bytes", "Disk size of the queue's event tables.", 11),
+    ("seconds_since_rotation", "Seconds since the event tables last rotated.", 12),
+]
+CONSUMER_GAUGES: list[tuple[str, str, int]] = [
+    ("lag_seconds", "Seconds since the oldest tick the consumer has not passed was written (0: caught up).", 2),
+    ("lag_events", "Events the consumer has not passed yet (estimate).", 3),
+    ("pending_events", "Events not yet acknowledged, open batch included (estimate).", 4),
+    ("last_seen_age_seconds", "Seconds since the consumer or one of its workers was last seen.", 5),
+    ("workers", "Cooperating workers registered.", 6),
+    ("open_batches", "Batches open right now (consumer and workers).", 7),
+    ("retry_depth", "The consumer's nacked events waiting for their retry.", 8),
+    ("dead_letters", "The consumer's events in the dead-letter queue.", 9),
+]
+
+_BLOCKER = re.compile(r"^(consumer \S+|transaction of pid \d+|prepared transaction '(?:[^']|'')*')")
+
+
+def blocked_by_label(text: str | None) -> str:
+    """A stable label value for ``rotation_blocked_by`` (who, without the changing details)."""
+    if not text:
+        return ""
+    m = _BLOCKER.match(text)
+    return m.group(1) if m else text[:80]
+
+
+def _num(value: Any) -> float:
+    return float(value) if value is not None else float("nan")
+
+
+class TickerCollector(Collector):
+    """Collects the daemon's own counters and each database's queue and consumer series."""
+
+    def __init__(self, engines: Callable[[], Sequence[Engine]], *, timeout: float = 5.0) -> None:
+        self._engines = engines
+        self._timeout = timeout
+
+    def _read(self, dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        with psycopg.connect(
+            dsn, autocommit=True, connect_timeout=max(1, round(self._timeout)),
+            application_name="pglogq-ticker metrics",
+        ) as conn:
+            conn.execute(q.SESSION_TIMEOUTS, (f"{int(self._timeout * 1000)}ms", f"{int(self._timeout * 1000)}ms"))
+            queues = conn.execute(q.QUEUE_INFO).fetchall()
+            consumers = conn.execute(q.CONSUMER_INFO).fetchall()
+        return queues, consumers
+
+    def collect(self) -> Iterator[Metric]:
+        engines = list(self._engines())
+        db = ["database"]
+        up = GaugeMetricFamily("pglogq_ticker_up", "1 when connected to the database (active or standby).", labels=db)
+        active = GaugeMetricFamily("pglogq_ticker_active", "1 when this process is the database's active ticker.",
+                                   labels=db)
+        refused = GaugeMetricFamily("pglogq_ticker_refused",
+                                    "1 when the database is refused (restored into a cluster whose txids are behind).",
+                                    labels=db)
+        polls = CounterMetricFamily("pglogq_ticker_polls", "Calls of pglogq.ticker().", labels=db)
+        ticks = CounterMetricFamily("pglogq_ticker_ticks", "Ticks written by this process.", labels=db)
+        errors = CounterMetricFamily("pglogq_ticker_errors", "Errors (lost connections, failed steps).", labels=db)
+        reconnects = CounterMetricFamily("pglogq_ticker_reconnects", "Reconnections to the database.", labels=db)
+        maint = CounterMetricFamily("pglogq_ticker_maintenance_steps", "Maintenance steps run, by op.",
+                                    labels=[*db, "op"])
+        poll_age = GaugeMetricFamily("pglogq_ticker_last_poll_age_seconds",
+                                     "Seconds since this process last polled pglogq.ticker().", labels=db)
+        scrape_ok = GaugeMetricFamily("pglogq_scrape_ok", "1 when queue and consumer data could be read.", labels=db)
+        qlabels = [*db, "queue"]
+        queue_g = {name: GaugeMetricFamily(f"pglogq_queue_{name}", doc, labels=qlabels)
+                   for name, doc, _ in QUEUE_GAUGES}
+        paused = GaugeMetricFamily("pglogq_queue_paused", "1 when the queue is paused.", labels=qlabels)
+        blocked = GaugeMetricFamily(
+            "pglogq_queue_rotation_blocked",
+            "1 when rotation is overdue and held back; blocked_by names the consumer or transaction.",
+            labels=[*qlabels, "blocked_by"])
+        clabels = [*db, "queue", "consumer"]
+        consumer_g = {name: GaugeMetricFamily(f"pglogq_consumer_{name}", doc, labels=clabels)
+                      for name, doc, _ in CONSUMER_GAUGES}
+        now = time.time()
+        for e in engines:
+            st = e.stats
+            lab = [e.label]
+            up.add_metric(lab, 1.0 if st.state in (State.ACTIVE, State.STANDBY) else 0.0)
+            active.add_metric(lab, 1.0 if st.state == State.ACTIVE else 0.0)
+            refused.add_metric(lab, 1.0 if st.state == State.REFUSED else 0.0)
+            polls.add_metric(lab, st.polls)
+            ticks.add_metric(lab, st.ticks)
+            errors.add_metric(lab, st.errors)
+            reconnects.add_metric(lab, st.reconnects)
+            for op, n in sorted(st.maintenance.items()):
+                maint.add_metric([*lab, op], n)
+            if st.last_poll_at is not None:
+                poll_age.add_metric(lab, max(0.0, now - st.last_poll_at))
+            try:
+                queues, consumers = self._read(e.dsn)
+            except psycopg.Error:
+                scrape_ok.add_metric(lab, 0.0)
+                continue
+            scrape_ok.add_metric(lab, 1.0)
+            for row in queues:
+                ql = [e.label, row[0]]
+                for name, _, col in QUEUE_GAUGES:
+                    queue_g[name].add_metric(ql, _num(row[col]))
+                paused.add_metric(ql, 1.0 if row[1] else 0.0)
+                blocked.add_metric([*ql, blocked_by_label(row[13])], 1.0 if row[13] else 0.0)
+            for row in consumers:
+                cl = [e.label, row[0], row[1]]
+                for name, _, col in CONSUMER_GAUGES:
+                    consumer_g[name].add_metric(cl, _num(row[col]))
+        yield from (up, active, refused, polls, ticks, errors, reconnects, maint, poll_age, scrape_ok)
+        yield from queue_g.values()
+        yield from (paused, blocked)
+        yield from consumer_g.values()
+
+
+def health(engines: Iterable[Engine]) -> tuple[bool, dict[str, Any]]:
+    """Whether every database is ticked or stood by (and the active ones polled recently)."""
+    now = time.time()
+    dbs: dict[str, Any] = {}
+    ok = True
+    for e in engines:
+        st = e.stats
+        age = None if st.last_poll_at is None else round(now - st.last_poll_at, 3)
+        good = st.state == State.STANDBY or (
+            st.state == State.ACTIVE and age is not None and age < max(10.0, 20 * e.settings.idle_interval)
+        ) or (st.state == State.ACTIVE and now - st.state_since < 10.0)
+        ok = ok and good
+        dbs[e.label] = {"state": st.state.value, "ok": good, "detail": st.detail, "last_poll_age": age,
+                        "ticks": st.ticks}
+    return ok, {"status": "ok" if ok else "failing", "databases": dbs}
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class MetricsServer:
+    """A small HTTP server in a thread: ``/metrics``, ``/healthz``."""
+
+    def __init__(self, engines: Callable[[], Sequence[Engine]], host: str, port: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(TickerCollector(engines))
+        metrics_app = make_wsgi_app(self.registry)
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            path = environ.get("PATH_INFO") or "/"
+            if path == "/metrics":
+                body: Iterable[bytes] = metrics_app(environ, start_response)
+                return body
+            if path == "/healthz":
+                good, doc = health(engines())
+                start_response("200 OK" if good else "503 Service Unavailable",
+                               [("Content-Type", "application/json")])
+                return [json.dumps(doc).encode()]
+            if path == "/":
+                start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+                return [b"pglogq-ticker: /metrics /healthz\n"]
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"not found\n"]
+
+        self._httpd = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+        self.port = self._httpd.server_port
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="pglogq-ticker-http", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -1,0 +1,48 @@
+"""``python -m tests.harness.chaos --seed N --duration SECONDS [--mode retention] [--out FILE] [--markdown FILE]``.
+
+Exit status 0 when every subscriber has lost = 0, unexpected = 0 and skipped_within_limit = 0
+(and the drain finished), 1 otherwise.  ``--mode retention`` adds retention passes with a small
+``max_consumer_lag`` and schema re-installs while the run goes on.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from tests.harness.chaos.harness import Harness, write_report
+from tests.harness.chaos.report import render_markdown
+
+
+@click.command()
+@click.option("--seed", type=int, default=1, show_default=True, help="Seeds the fault schedule.")
+@click.option("--duration", type=float, default=60.0, show_default=True, help="Seconds of faults.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Also write the figures as Markdown.")
+@click.option("--mode", type=click.Choice(["plain", "retention"]), default="plain", show_default=True,
+              help="retention: also retention passes (max_consumer_lag 2 s) and schema re-installs.")
+@click.option("--keep", is_flag=True, help="Keep the server and history directory afterwards.")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+def main(
+    seed: int, duration: float, mode: str, out: Path | None, markdown: Path | None, keep: bool, quiet: bool
+) -> None:
+    """Run the total-queue chaos check on a throw-away PostgreSQL."""
+
+    def stop(*_: object) -> NoReturn:
+        raise SystemExit(2)  # unwinds through the harness's teardown (processes, server, files)
+
+    signal.signal(signal.SIGTERM, stop)
+    report = Harness(seed=seed, duration=duration, mode=None if mode == "plain" else mode, keep=keep,
+                     verbose=not quiet).run()
+    write_report(report, out)
+    if markdown is not None:
+        markdown.write_text(render_markdown(report))
+    sys.exit(0 if report["passed"] else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""A chaos consumer process: receives, records every delivery *before* acking, then acks.
+
+``python -m tests.harness.chaos.consumer --dsn DSN --queue Q --consumer C [--worker W] --dir D --seed N``
+
+Poison events are nacked (they come back with retry_count + 1 until dead-lettered); about 1 %
+of the others are nacked once.  Nacks and the ack of a page run in one transaction.  Drawn from
+the seed, the process also hurts itself: a receive in a transaction that outlives a tiny
+``idle_in_transaction_session_timeout`` (the server kills the session; the page must come
+back) and a receive under a 1 ms ``statement_timeout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.harness.chaos._proc import StopFlag, close_quietly, connect
+from tests.harness.chaos.history import Recorder
+
+RECEIVE = (
+    "SELECT batch_id, msg_id, payload, retry_count, txid::text"
+    " FROM pglogq.receive(%s, %s, %s, %s)"
+)
+NACK = "SELECT pglogq.nack(%s, %s, %s::interval, %s, %s::xid8)"
+ACK = "SELECT pglogq.ack(%s, %s, %s::xid8)"  # with the page's last message: see ack.sql
+
+
+class Consumer:
+    def __init__(
+        self, dsn: str, queue: str, consumer: str, worker: str | None, out: Recorder, seed: int
+    ) -> None:
+        self.dsn = dsn
+        self.queue = queue
+        self.consumer = consumer
+        self.worker = worker
+        self.out = out
+        self.rng = random.Random(seed)
+        self.conn: psycopg.Connection[Any] | None = None
+        self.flag = StopFlag()
+
+    def ensure(self) -> psycopg.Connection[Any]:
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            close_quietly(self.conn)
+            self.conn = None
+            self.conn = connect(self.dsn)
+        return self.conn
+
+    def run(self) -> None:
+        while not self.flag.stop:
+            try:
+                conn = self.ensure()
+                got = self.step(conn)
+            except psycopg.Error:
+                close_quietly(self.conn)
+                self.conn = None
+                self.flag.sleep(0.1)
+                continue
+            if not got:
+                self.flag.sleep(0.05)
+        close_quietly(self.conn)
+
+    def record(self, rows: list[tuple[Any, ...]]) -> None:
+        self.out.write_many(
+            [("deliver", r[2]["id"], r[0], self.consumer, self.worker or "-", r[3]) for r in rows]
+        )
+
+    def step(self, conn: psycopg.Connection[Any]) -> bool:
+        r = self.rng.random()
+        if r < 0.02:
+            return self.idle_timeout_step(conn)
+        size = self.rng.choice((1, 7, 50, 200))
+        if r < 0.04:
+            try:
+                conn.execute("SET statement_timeout = '1ms'")
+                conn.execute(RECEIVE, (self.queue, self.consumer, size, self.worker)).fetchall()
+            except psycopg.errors.QueryCanceled:
+                self.out.write("fault", "statement_timeout")
+            finally:
+                conn.execute("RESET statement_timeout")
+        rows = conn.execute(RECEIVE, (self.queue, self.consumer, size, self.worker)).fetchall()
+        if not rows:
+            return False
+        self.record(rows)
+        batch = rows[0][0]
+        with conn.transaction():
+            for row in rows:
+                if row[2].get("poison") or self.rng.random() < 0.01:
+                    conn.execute(NACK, (batch, row[1], "0.2 s", "chaos", row[4]))
+            conn.execute(ACK, (batch, rows[-1][1], rows[-1][4]))
+        return True
+
+    def idle_timeout_step(self, conn: psycopg.Connection[Any]) -> bool:
+        """Receive inside a transaction, then idle past the session's timeout: the server
+        terminates the session, the receive is rolled back and the page comes again."""
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SET LOCAL idle_in_transaction_session_timeout = '100ms'")
+            rows = conn.execute(RECEIVE, (self.queue, self.consumer, 20, self.worker)).fetchall()
+            self.record(rows)
+            self.flag.sleep(0.4)
+            conn.execute("COMMIT")  # fails: the session was terminated (nothing acked anyway)
+        except psycopg.Error:
+            self.out.write("fault", "idle_in_transaction_timeout")
+            close_quietly(conn)
+            self.conn = None
+            return True
+        return bool(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--dsn", required=True)
+    ap.add_argument("--queue", required=True)
+    ap.add_argument("--consumer", required=True)
+    ap.add_argument("--worker")
+    ap.add_argument("--dir", required=True, type=Path)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tag", help="Name of the record file (default: consumer[-worker]).")
+    a = ap.parse_args()
+    tag = a.tag or a.consumer + (f"-{a.worker}" if a.worker else "")
+    out = Recorder(a.dir / f"consumer-{tag}.log")
+    Consumer(a.dsn, a.queue, a.consumer, a.worker, out, a.seed).run()
+
+
+if __name__ == "__main__":
+    main()
