@@ -9,7 +9,7 @@
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ019 negative older_than, or
 --             max_rows below 1.
 -- Tables:     dead_letter (delete), event (insert), queue (read).
--- One set-based statement.  Concurrent calls (and dlq_replay) replay each dead letter once: one
+-- One set-based statement (pglogq._replay).  Concurrent calls (and dlq_replay) replay each dead letter once: one
 -- replayed meanwhile is skipped, so a call with max_rows may replay fewer than max_rows while
 -- more match.
 CREATE OR REPLACE FUNCTION pglogq.dlq_replay_all(
@@ -18,20 +18,10 @@ CREATE OR REPLACE FUNCTION pglogq.dlq_replay_all(
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
-    n integer;
+    n bigint;
 BEGIN
-    WITH d AS (
-        DELETE FROM pglogq.dead_letter x
-         WHERE x.dead_id IN (SELECT f.id FROM pglogq._dead_letters(queue_name, consumer_name, msg_type,
-                                                                   older_than, max_rows) f(id))
-        RETURNING x.*
-    )
-    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers,
-                              ev_priority, ev_retry, ev_owner)
-    SELECT d.queue_id, q2.cur_table, d.msg_id, d.ev_time, d.ev_type, d.ev_payload, d.ev_headers,
-           d.ev_priority, 0, d.sub_id
-      FROM d JOIN pglogq.queue q2 ON q2.queue_id = d.queue_id
-     ORDER BY d.dead_id;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    SELECT count(*) INTO n
+      FROM pglogq._replay(ARRAY(SELECT f.id FROM pglogq._dead_letters(queue_name, consumer_name, msg_type,
+                                                                       older_than, max_rows) f(id)));
     RETURN n;
 END $$;
