@@ -8,7 +8,8 @@
 
 with the text :data:`REGIONS` makes for ``name``; ``--check`` only reports stale pages (exit 1).
 Sources: the header comments of ``sql/functions/*.sql`` (SQL reference), grouped and ordered
-by ``sql/functions/MANIFEST``, which also says who may call what (``sql/roles.sql`` grants from it), the signatures and docstrings of ``pglogq.__all__`` (Python reference),
+by ``sql/functions/MANIFEST``, which also says who may call what (``sql/roles.sql`` grants from
+it), the signatures and docstrings of ``pglogq.__all__`` (Python reference),
 ``pglogq/errors.py`` (SQLSTATEs), ``set_queue_config.sql`` and the migrations (queue parameters,
 with defaults), and the ticker's metric objects (metrics, once the ticker defines them).
 
