@@ -484,8 +484,8 @@ class Client:
         """Dead letters of a queue (or of one consumer), oldest first; filter by type or age."""
         params = (
             v.name(queue, "queue"), v.name(consumer, "consumer"),
-            v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
             v.text(type, "type"), v.interval(older_than, "older_than", InvalidArgument),
+            v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
         )
         return [_dead_letter(r) for r in self._rows(q.DLQ_INSPECT, params, conn)]
 
@@ -521,8 +521,8 @@ class Client:
     ) -> int:
         """Delete dead letters for good (those older than ``older_than``; all when None)."""
         params = (
-            v.name(queue, "queue"), v.interval(older_than, "older_than", InvalidArgument),
-            v.name(consumer, "consumer"), v.text(type, "type"),
+            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
+            v.interval(older_than, "older_than", InvalidArgument),
         )
         return int(self._value(q.DLQ_PURGE, params, conn))
 

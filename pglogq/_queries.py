@@ -32,6 +32,7 @@ RECEIVE: LiteralString = (
 ACK: LiteralString = "SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8)"
 NACK: LiteralString = "SELECT pglogq.nack(%s, %s, %s, %s, %s::pg_catalog.xid8)"
 CANCEL: LiteralString = "SELECT pglogq.cancel(%s, %s)"
+# the dead-letter filters come in one order in every dlq_ function: queue, consumer, type, older_than
 DLQ_INSPECT: LiteralString = (
     "SELECT dead_id, queue, consumer, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text,"
     " retry_count, reason, created_at, first_failed_at, failed_at FROM pglogq.dlq_inspect(%s, %s, %s, %s, %s)"

@@ -9,6 +9,7 @@ every install or upgrade; ``sql/views.sql`` and ``sql/triggers.sql`` follow the 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -47,15 +48,72 @@ def migrations() -> list[Migration]:
     return sorted(out, key=lambda m: m.version)
 
 
+@dataclass(frozen=True)
+class FunctionEntry:
+    """One line of ``sql/functions/MANIFEST``: a function file, its group, and the roles granted
+    EXECUTE on it besides ``pglogq_admin`` (which may call every public function)."""
+
+    name: str
+    group: str
+    roles: tuple[str, ...]
+
+    @property
+    def public(self) -> bool:
+        return not self.name.startswith("_")
+
+
+ROLES = ("pglogq_writer", "pglogq_reader", "pglogq_admin")
+
+
+def manifest() -> list[FunctionEntry]:
+    """The entries of ``sql/functions/MANIFEST``, in install order."""
+    out: list[FunctionEntry] = []
+    group = ""
+    text = (sql_dir() / "functions" / "MANIFEST").read_text(encoding="utf-8")
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            group = line[1:-1].strip()
+            continue
+        name, *roles = line.split()
+        bad = [r for r in roles if r not in ROLES]
+        if not group or bad or not re.fullmatch(r"_?[a-z][a-z0-9_]*", name) or (roles and name.startswith("_")):
+            raise ValueError(f"sql/functions/MANIFEST line {number}: {raw!r}")
+        out.append(FunctionEntry(name, group, tuple(roles)))
+    return out
+
+
+def grant_map() -> dict[str, list[str]]:
+    """Public function name -> roles granted EXECUTE besides pglogq_admin (from the manifest)."""
+    return {e.name: list(e.roles) for e in manifest() if e.public and e.roles}
+
+
 def functions() -> list[tuple[str, str]]:
-    """(file name, SQL) of every function file, helpers (``_*``) first, then by name."""
-    files = [f for f in (sql_dir() / "functions").iterdir() if f.name.endswith(".sql")]
-    files.sort(key=lambda f: (not f.name.startswith("_"), f.name))
-    return [(f.name, f.read_text(encoding="utf-8")) for f in files]
+    """(file name, SQL) of every function file, in the manifest's install order.  Raises
+    ValueError when the manifest and the files disagree (a file not listed, or a listed one
+    missing): an install must never skip a function or fail half-way through."""
+    files = {f.name: f for f in (sql_dir() / "functions").iterdir() if f.name.endswith(".sql")}
+    order = [e.name + ".sql" for e in manifest()]
+    unlisted = sorted(set(files) - set(order))
+    missing = sorted(set(order) - set(files))
+    if unlisted or missing or len(order) != len(set(order)):
+        raise ValueError(f"sql/functions/MANIFEST and the function files disagree: not listed {unlisted}, "
+                         f"no file {missing}, listed twice {sorted({n for n in order if order.count(n) > 1})}")
+    return [(name, files[name].read_text(encoding="utf-8")) for name in order]
+
+
+# roles.sql holds this placeholder where the grant map goes (see grant_map)
+GRANT_MAP_MARK = "'@grant_map@'"
 
 
 def roles_sql() -> str:
-    return (sql_dir() / "roles.sql").read_text(encoding="utf-8")
+    """roles.sql with the manifest's grant map filled in."""
+    text = str((sql_dir() / "roles.sql").read_text(encoding="utf-8"))
+    if text.count(GRANT_MAP_MARK) != 1:  # pragma: no cover - a file we ship
+        raise ValueError(f"sql/roles.sql must hold {GRANT_MAP_MARK} exactly once")
+    return text.replace(GRANT_MAP_MARK, "'" + json.dumps(grant_map(), separators=(", ", ": ")) + "'")
 
 
 def views_sql() -> str:

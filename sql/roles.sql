@@ -2,6 +2,7 @@
 --   pglogq_writer  produce: send, send_batch, cancel, queue_info
 --   pglogq_reader  consume: receive, ack, nack, heartbeat/progress, queue_info, consumer_info
 --   pglogq_admin   both, plus queues, subscriptions, ticker, maintenance, DLQ, seek
+-- Which function each role may call is the role column of sql/functions/MANIFEST.
 -- Writer and reader are siblings (neither includes the other).  PUBLIC gets nothing: every
 -- function is SECURITY DEFINER with a pinned search_path, so roles need EXECUTE only.
 -- Roles are cluster-wide: the first install in a cluster creates them (needs CREATEROLE), later
@@ -49,19 +50,14 @@ REVOKE ALL ON ALL SEQUENCES IN SCHEMA pglogq FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pglogq FROM PUBLIC;
 GRANT USAGE ON SCHEMA pglogq TO pglogq_writer, pglogq_reader, pglogq_admin;
 
--- grants are derived from the table below: one place says who may call what.  Only what is
--- missing is granted; a grant to a pglogq role that the table no longer gives is revoked (grants
--- of yours, to your own roles, are left alone: functions are replaced in place and keep them).
+-- grants are derived from the grant map of sql/functions/MANIFEST (pglogq/schema.py puts it in
+-- place of the placeholder below): one place says who may call what.  Only what is missing is
+-- granted; a grant to a pglogq role that the map no longer gives is revoked (grants of yours, to
+-- your own roles, are left alone: functions are replaced in place and keep them).
 DO $$
 DECLARE
     r record;
-    roles_of jsonb := '{
-        "send": ["pglogq_writer"], "send_batch": ["pglogq_writer"], "send_batch_json": ["pglogq_writer"], "cancel": ["pglogq_writer"],
-        "queue_info": ["pglogq_writer", "pglogq_reader"],
-        "receive": ["pglogq_reader"], "ack": ["pglogq_reader"], "nack": ["pglogq_reader"],
-        "heartbeat": ["pglogq_reader"], "report_progress": ["pglogq_reader"],
-        "consumer_info": ["pglogq_reader"]
-    }';
+    roles_of jsonb := '@grant_map@';
     who text;
     wanted boolean;
     has boolean;

@@ -173,7 +173,7 @@ TABLE: list[Bad] = [
     Bad("key-empty", "SQL", "sizes", "idempotency key ''", "PQ019",
         sql("SELECT pglogq.send('q', '{}', idempotency_key => '')"), "send"),
     Bad("dlq-rows-negative", "SQL", "sizes", "dlq_inspect max_rows -1", "PQ019",
-        sql("SELECT * FROM pglogq.dlq_inspect('q', NULL, -1)"), "dlq_inspect"),
+        sql("SELECT * FROM pglogq.dlq_inspect('q', max_rows => -1)"), "dlq_inspect"),
     # -- delays --------------------------------------------------------------------------------
     Bad("delay-negative", "SQL", "delays", "send delay '-1 second'", "PQ011",
         sql("SELECT pglogq.send('q', '{}', delay => '-1 second')"), "send"),

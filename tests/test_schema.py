@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -390,3 +392,41 @@ def test_concurrent_installs_python_and_script_all_succeed(dsn: str) -> None:
     assert errors == []
     with psycopg.connect(dsn) as conn:
         assert _code_catalog(conn) == before
+
+
+def test_manifest_lists_every_function_file_once_and_nothing_else() -> None:
+    """sql/functions/MANIFEST is the install order, the groups and the grant map (issue 13): a
+    function file it does not list, or a line naming no file, fails here (and the install refuses
+    to run with either)."""
+    files = {f.name[:-4] for f in (schema.sql_dir() / "functions").iterdir() if f.name.endswith(".sql")}
+    listed = [e.name for e in schema.manifest()]
+    assert len(listed) == len(set(listed)), "a function is listed twice"
+    assert sorted(files - set(listed)) == [], "function files missing from sql/functions/MANIFEST"
+    assert sorted(set(listed) - files) == [], "MANIFEST lines without a function file"
+    assert [n[:-4] for n, _ in schema.functions()] == listed  # installed in manifest order
+    groups = [e.group for e in schema.manifest()]
+    assert groups[0] == "Internal helpers"
+    # each group is one block, helpers are exactly the _ names, and only public functions are granted
+    assert [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g] == list(dict.fromkeys(groups))
+    assert all((e.group == "Internal helpers") == e.name.startswith("_") for e in schema.manifest())
+
+
+def test_manifest_installs_a_sql_callee_before_its_caller() -> None:
+    """A LANGUAGE sql body is checked when it is created: what it calls must exist already."""
+    order = {e.name: i for i, e in enumerate(schema.manifest())}
+    for name, sql in schema.functions():
+        if not re.search(r"LANGUAGE sql", sql, re.I):
+            continue
+        body = sql.split("$$", 1)[1]
+        for callee in set(re.findall(r"pglogq\.(\w+)\s*\(", body)) & set(order):
+            if callee != name[:-4]:
+                assert order[callee] < order[name[:-4]], f"{name} calls {callee}, listed after it"
+
+
+def test_roles_sql_grants_from_the_manifest_map() -> None:
+    text = schema.roles_sql()
+    assert schema.GRANT_MAP_MARK not in text
+    assert json.dumps(schema.grant_map(), separators=(", ", ": ")) in text
+    assert schema.grant_map()["send"] == ["pglogq_writer"]
+    assert schema.grant_map()["queue_info"] == ["pglogq_writer", "pglogq_reader"]
+    assert all(not name.startswith("_") for name in schema.grant_map())

@@ -46,9 +46,7 @@ def _run(app: App, query: Any, params: Any) -> list[Any]:
 
 
 def _count(app: App, f: dict[str, Any]) -> int:
-    app.client.queue_info(f["queue"], conn=app.conn)  # unknown queue → a clear error
-    if f["consumer"] and not app.client.consumer_info(f["queue"], f["consumer"], conn=app.conn):
-        raise CliError(f"unknown consumer {f['consumer']!r} on queue {f['queue']!r}", Exit.NOT_FOUND)
+    """How many dead letters the filters match (PQ001/PQ002 for an unknown queue or consumer)."""
     return int(_run(app, cq.DLQ_COUNT, f)[0][0])
 
 
@@ -109,9 +107,11 @@ def show(app: App, dead_id: int) -> None:
 
     JSON: one object with the keys of `dlq inspect`.
     """
-    rows = _run(app, cq.DLQ_SHOW, (dead_id,))
-    if not rows:
-        raise CliError(f"unknown dead letter {dead_id}", Exit.NOT_FOUND, hint="it may have been replayed or purged")
+    try:
+        rows = _run(app, cq.DLQ_SHOW, (dead_id,))
+    except UnknownDeadLetter as exc:
+        raise CliError(f"unknown dead letter {dead_id}", Exit.NOT_FOUND,
+                       hint="it may have been replayed or purged") from exc
     r = dict(zip(COLUMNS, rows[0], strict=True))
     if app.json:
         emit_json(r)
@@ -164,8 +164,9 @@ def replay_all(app: App, queue: str, consumer: str | None, type_: str | None, ol
                yes: bool) -> None:
     """Replay every dead letter of QUEUE that matches the filters (asks first).
 
-    Each goes back to the consumer that dead-lettered it only; a dead letter replayed or
-    purged meanwhile by someone else is skipped.  Shows a progress bar for long runs.
+    Each goes back to the consumer that dead-lettered it only, oldest first, at most as many
+    as were counted before asking; a dead letter replayed or purged meanwhile by someone else is
+    skipped.  Runs pglogq.dlq_replay_all in chunks, with a progress bar for long runs.
 
     JSON: {"queue": str, "matched": int, "replayed": int, "skipped": int}
     """
@@ -178,25 +179,20 @@ def replay_all(app: App, queue: str, consumer: str | None, type_: str | None, ol
             click.echo(f"no dead letters ({_describe(f)})")
         return
     confirm(f"Replay {total} dead letter(s) ({_describe(f)})?", yes=yes)
-    ids = [r[0] for r in _run(app, cq.DLQ_IDS, f)]
-    replayed = skipped = 0
-    with _progress(len(ids)) as bar:
-        task = bar.add_task("replaying", total=len(ids))
-        for i in range(0, len(ids), CHUNK):
-            chunk = ids[i : i + CHUNK]
-            try:
-                replayed += int(_run(app, cq.DLQ_REPLAY_IDS, (chunk,))[0][0])
-            except UnknownDeadLetter:
-                # someone replayed or purged part of this chunk meanwhile: go one by one
-                for d in chunk:
-                    try:
-                        _run(app, cq.DLQ_REPLAY_ONE, (d,))
-                        replayed += 1
-                    except UnknownDeadLetter:
-                        skipped += 1
-            bar.advance(task, len(chunk))
+    # pglogq.dlq_replay_all, CHUNK at a time (oldest first, each chunk its own statement): a
+    # dead letter replayed or purged meanwhile by someone else is skipped by the function
+    replayed = 0
+    with _progress(total) as bar:
+        task = bar.add_task("replaying", total=total)
+        while replayed < total:
+            n = int(_run(app, cq.DLQ_REPLAY_ALL, {**f, "limit": min(CHUNK, total - replayed)})[0][0])
+            if n == 0:
+                break
+            replayed += n
+            bar.advance(task, n)
+    skipped = total - replayed
     if app.json:
-        emit_json({"queue": queue, "matched": len(ids), "replayed": replayed, "skipped": skipped})
+        emit_json({"queue": queue, "matched": total, "replayed": replayed, "skipped": skipped})
     else:
         click.echo(f"replayed {replayed} dead letter(s) of {queue!r}"
                    + (f"; {skipped} were gone already" if skipped else ""))

@@ -11,7 +11,7 @@ from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.confirm import confirm, yes_option
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import duration, emit_json, fmt, print_table, size
-from pglogq.errors import QueueInUse
+from pglogq.errors import QueueInUse, translate
 
 CONFIG_PARAMS = [
     "paused", "rotation_period", "ticker_max_count", "ticker_max_lag", "ticker_idle_period",
@@ -29,8 +29,12 @@ def parse_setting(text: str) -> tuple[str, str]:
 
 
 def queue_config(app: App, name: str) -> dict[str, Any]:
-    app.client.queue_info(name, conn=app.conn)  # unknown queue → PQ001 with a hint
-    cur = app.conn.execute(cq.QUEUE_CONFIG, (name,))
+    import psycopg
+
+    try:
+        cur = app.conn.execute(cq.QUEUE_CONFIG, (name,))  # unknown queue → PQ001 with a hint
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
     row = cur.fetchone()
     assert row is not None and cur.description is not None
     return {d.name: v for d, v in zip(cur.description, row, strict=True)}

@@ -33,8 +33,11 @@ def collect(app: App, queue: str | None, stall_after: timedelta, stale_after: ti
         in_flight = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
         if queue is not None:
             in_flight = [r for r in in_flight if r.get("queue", r.get("queue_name", queue)) == queue]
-    trow = conn.execute(cq.TICKER_STATE).fetchone()
-    ticker_last_run: datetime | None = trow[0] if trow else None
+    ticker_last_run: datetime | None = None
+    row = conn.execute(cq.TICKER_INFO_EXISTS).fetchone()
+    if row and row[0]:
+        trow = conn.execute(cq.TICKER_INFO).fetchone()
+        ticker_last_run = trow[0] if trow else None
     return {
         "queues": queues,
         "consumers": consumers,

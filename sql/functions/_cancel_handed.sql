@@ -27,16 +27,8 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
                 WHERE (h.sub_id = c.sub_id OR h.parent_id = c.sub_id) AND h.batch_id IS NOT NULL
                   AND pg_visible_in_snapshot(_cancel_handed.ev_txid, tc.tick_snapshot)
                   AND NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, tp.tick_snapshot)
-                  AND (coalesce(h.page_end_txid, h.page_txid) IS NULL
-                       OR CASE WHEN h.batch_big
-                               THEN (_cancel_handed.ev_txid, _cancel_handed.ev_id)
-                                    > (coalesce(h.page_end_txid, h.page_txid),
-                                       CASE WHEN h.page_end_txid IS NULL THEN h.page_id ELSE h.page_end_id END)
-                               ELSE (-_cancel_handed.ev_priority, _cancel_handed.ev_txid, _cancel_handed.ev_id)
-                                    > (-(CASE WHEN h.page_end_txid IS NULL THEN h.page_prio ELSE h.page_end_prio END),
-                                       coalesce(h.page_end_txid, h.page_txid),
-                                       CASE WHEN h.page_end_txid IS NULL THEN h.page_id ELSE h.page_end_id END)
-                          END)))
+                  AND pglogq._page_position(h, _cancel_handed.ev_priority, _cancel_handed.ev_txid,
+                                            _cancel_handed.ev_id) = 1))
         OR EXISTS (
         SELECT 1 FROM pglogq.subscription c
           JOIN pglogq.handed_run r ON r.sub_id = c.sub_id

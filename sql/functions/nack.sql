@@ -50,12 +50,7 @@ BEGIN
        AND x.ev_txid >= lo AND x.ev_txid <= hi
        AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
        AND (x.ev_owner IS NULL OR x.ev_owner = owner)
-       AND h.page_end_txid IS NOT NULL
-       AND (h.page_txid IS NULL OR
-            CASE WHEN h.batch_big THEN (x.ev_txid, x.ev_id) > (h.page_txid, h.page_id)
-                 ELSE (-x.ev_priority::integer, x.ev_txid, x.ev_id) > (-h.page_prio, h.page_txid, h.page_id) END)
-       AND CASE WHEN h.batch_big THEN (x.ev_txid, x.ev_id) <= (h.page_end_txid, h.page_end_id)
-                ELSE (-x.ev_priority::integer, x.ev_txid, x.ev_id) <= (-h.page_end_prio, h.page_end_txid, h.page_end_id) END
+       AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0
      LIMIT 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'message % is not in the page of batch % that receive returned', msg_id, batch_id

@@ -7,8 +7,9 @@
     <!-- END GENERATED -->
 
 with the text :data:`REGIONS` makes for ``name``; ``--check`` only reports stale pages (exit 1).
-Sources: the header comments of ``sql/functions/*.sql`` (SQL reference), ``sql/roles.sql`` (who
-may call what), the signatures and docstrings of ``pglogq.__all__`` (Python reference),
+Sources: the header comments of ``sql/functions/*.sql`` (SQL reference), grouped and ordered
+by ``sql/functions/MANIFEST``, which also says who may call what (``sql/roles.sql`` grants from
+it), the signatures and docstrings of ``pglogq.__all__`` (Python reference),
 ``pglogq/errors.py`` (SQLSTATEs), ``set_queue_config.sql`` and the migrations (queue parameters,
 with defaults), and the ticker daemon's metric objects (metrics).
 
@@ -92,40 +93,30 @@ def parse_sql_function(text: str) -> SqlFunction:
     return SqlFunction(name, " ".join(p for p in purpose if p), signature, sections, notes)
 
 
+# -- the function manifest (sql/functions/MANIFEST: groups, order, grants) ------------------------
+
+
 def sql_functions() -> list[SqlFunction]:
-    return [parse_sql_function(p.read_text(encoding="utf-8")) for p in sorted((SQL / "functions").glob("*.sql"))]
+    """Every function file, in the manifest's order."""
+    from pglogq import schema
+
+    return [parse_sql_function(text) for _, text in schema.functions()]
 
 
 def roles_map() -> dict[str, list[str]]:
     """Function name → roles granted EXECUTE (besides pglogq_admin, which gets every one)."""
-    path = SQL / "roles.sql"
-    if not path.exists():
-        return {}
-    m = re.search(r"roles_of\s+jsonb\s*:=\s*'(.*?)'\s*;", path.read_text(encoding="utf-8"), re.S)
-    if not m:
-        return {}
-    data: dict[str, list[str]] = json.loads(m.group(1))
-    return data
+    from pglogq import schema
 
-
-_GROUPS: list[tuple[str, Callable[[str], bool]]] = [
-    ("Queues and consumers",
-     lambda n: n in {"create_queue", "drop_queue", "set_queue_config", "subscribe", "unsubscribe"}
-     or n.startswith("seek")),
-    ("Producing", lambda n: n.startswith("send") or n in {"cancel"}),
-    ("Ticking", lambda n: n in {"ticker", "force_tick"} or "tick" in n),
-    ("Consuming", lambda n: n in {"receive", "ack", "nack", "heartbeat"} or "progress" in n),
-    ("Dead letters", lambda n: n.startswith("dlq")),
-    ("Monitoring", lambda n: n.endswith("_info") or n.startswith("stuck") or n.startswith("metrics")),
-    ("Maintenance", lambda n: n.startswith("maint")),
-]
+    return schema.grant_map()
 
 
 def _group_of(name: str) -> str:
-    for title, test in _GROUPS:
-        if test(name):
-            return title
-    return "Other functions"
+    from pglogq import schema
+
+    return next((e.group for e in schema.manifest() if e.name == name), "Other functions")
+
+
+# -- end of the manifest part --------------------------------------------------------------------
 
 
 def _section_md(lines: list[str]) -> str:
@@ -163,7 +154,7 @@ def sql_reference() -> str:
     roles = roles_map()
     out: list[str] = []
     public = [f for f in funcs if f.public]
-    order = [t for t, _ in _GROUPS] + ["Other functions"]
+    order = list(dict.fromkeys(_group_of(f.name) for f in public))
     for title in order:
         group = [f for f in public if _group_of(f.name) == title]
         if not group:
