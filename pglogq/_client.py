@@ -513,10 +513,10 @@ class Client:
     def dlq_purge(
         self,
         queue: str,
-        older_than: timedelta | None = None,
-        *,
         consumer: str | None = None,
+        *,
         type: str | None = None,
+        older_than: timedelta | None = None,
         conn: AnyConn | None = None,
     ) -> int:
         """Delete dead letters for good (those older than ``older_than``; all when None)."""

@@ -161,9 +161,9 @@ def test_purge_by_age_consumer_and_type(dead: Any, dsn: str) -> None:
         conn.execute("UPDATE pglogq.dead_letter SET failed_at = now() - interval '2 days' WHERE msg_id = %s", (ids[0],))
         conn.execute("UPDATE pglogq.dead_letter SET failed_at = now() - interval '1 hour' WHERE msg_id = %s", (ids[1],))
         conn.commit()
-    assert api.dlq_purge("q", timedelta(days=1)) == 1
+    assert api.dlq_purge("q", older_than=timedelta(days=1)) == 1
     assert [r.msg_id for r in api.dlq_inspect("q")] == ids[1:]
-    assert api.dlq_purge("q", timedelta(days=1)) == 0
+    assert api.dlq_purge("q", older_than=timedelta(days=1)) == 0
     assert api.dlq_purge("q", type="y", consumer="b") == 0
     assert api.dlq_purge("q", type="y", consumer="a") == 1
     assert api.dlq_purge("q") == 1
@@ -198,7 +198,7 @@ def test_dead_letters_survive_rotation_and_replay_after_it(dead: Any, dsn: str) 
         (lambda api: api.dlq_replay_all("q", older_than=timedelta(days=-1)), pglogq.InvalidArgument, "PQ019"),
         (lambda api: api.dlq_purge("nope"), pglogq.UnknownQueue, "PQ001"),
         (lambda api: api.dlq_purge("q", consumer="nobody"), pglogq.UnknownConsumer, "PQ002"),
-        (lambda api: api.dlq_purge("q", timedelta(minutes=-5)), pglogq.InvalidArgument, "PQ019"),
+        (lambda api: api.dlq_purge("q", older_than=timedelta(minutes=-5)), pglogq.InvalidArgument, "PQ019"),
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(dead: Any, dsn: str, call: Any, error: type, code: str) -> None:
