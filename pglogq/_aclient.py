@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg.rows import TupleRow, tuple_row
@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from typing_extensions import LiteralString, Self
 
 import pglogq._codec as v
+import pglogq._convert as cv
 from pglogq import _acompat, schema
 from pglogq import _queries as q
 from pglogq.dsn import resolve_dsn
@@ -31,9 +32,6 @@ from pglogq.errors import (
     InvalidPayload,
     InvalidProgress,
     MessageNotInBatch,
-    SeekOutOfRange,
-    StaleBatch,
-    UnknownBatch,
     UnknownDeadLetter,
     UnknownMessage,
     translate,
@@ -41,59 +39,6 @@ from pglogq.errors import (
 from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan
 
 AnyConn = psycopg.AsyncConnection[Any]
-T = TypeVar("T")
-
-
-def _info(cls: type[T], row: Sequence[Any]) -> T:
-    return cls(*row[: len(fields(cls))])  # type: ignore[arg-type]
-
-
-def _message(row: Sequence[Any]) -> Message:
-    errors: list[str] = []
-    payload = v.decode(row[3], "payload", errors)
-    headers = v.decode(row[4], "headers", errors) if row[4] is not None else None
-    return Message(row[0], row[1], row[2], payload, headers, row[5], row[6], row[7], row[8],
-                   "; ".join(errors) if errors else None)
-
-
-def _dead_letter(row: Sequence[Any]) -> DeadLetter:
-    errors: list[str] = []
-    payload = v.decode(row[5], "payload", errors)
-    headers = v.decode(row[6], "headers", errors)
-    values = [*row[:5], payload, headers, *row[7:12], "; ".join(errors) if errors else None]
-    return DeadLetter(*values)
-
-
-def _in_flight(row: Sequence[Any]) -> InFlight:
-    errors: list[str] = []
-    counters = v.decode(row[11], "counters", errors)
-    values = [*row[:11], counters, "; ".join(errors) if errors else None]
-    return InFlight(*values)
-
-
-def _batch_id(batch_id: Any) -> int | None:
-    return v.integer(batch_id, "batch id", v.INT8, lambda n: UnknownBatch(f"unknown batch {n}"))
-
-
-def _flag(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidArgument(f"invalid {what}: True or False is expected, got {value!r}")
-    return value
-
-
-def _position(to: Any, queue: str | None) -> str | None:
-    if to is None:
-        return None
-    if isinstance(to, str):
-        return v.text(to, "seek position")
-    if isinstance(to, datetime):
-        moment = v.moment(to, "seek position", InvalidArgument)
-        assert moment is not None
-        return moment.isoformat()
-    tick = v.integer(
-        to, "seek position", v.INT8, lambda n: SeekOutOfRange(f'tick {n} of queue "{queue}" is not kept'), null=False
-    )
-    return str(tick)
 
 
 @dataclass
@@ -285,7 +230,7 @@ class AsyncClient:
 
     async def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:
         """Drop a queue and all its events; refuses while consumers exist unless ``force``."""
-        return bool(await self._value(q.DROP_QUEUE, (v.name(queue, "queue"), _flag(force, "force")), conn))
+        return bool(await self._value(q.DROP_QUEUE, (v.name(queue, "queue"), cv.flag(force, "force")), conn))
 
     async def set_queue_config(self, queue: str, param: str, value: object, *, conn: AnyConn | None = None) -> str:
         """Change one queue setting (see ``pglogq.set_queue_config``); returns the new value."""
@@ -317,7 +262,7 @@ class AsyncClient:
     ) -> int:
         """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
         params = (
-            v.name(queue, "queue"), v.jsonb(payload), *_event_options(type, headers, priority, deliver_at, delay),
+            v.name(queue, "queue"), v.jsonb(payload), *cv.event_options(type, headers, priority, deliver_at, delay),
         )
         key = v.text(idempotency_key, "idempotency key")
         return int(await self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
@@ -343,7 +288,7 @@ class AsyncClient:
             keys = [v.text(k, "idempotency key") for k in idempotency_keys]
         params = (
             v.name(queue, "queue"), v.jsonb(v.payload_list(payloads)),
-            *_event_options(type, headers, priority, deliver_at, delay),
+            *cv.event_options(type, headers, priority, deliver_at, delay),
         )
         ids = await self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn)
         return [int(i) for i in ids or []]
@@ -359,7 +304,7 @@ class AsyncClient:
 
     async def tick(self, queue: str | None = None, *, force: bool = False, conn: AnyConn | None = None) -> int:
         """Tick queues whose thresholds say so (``force``: tick ``queue`` now).  Returns ticks made."""
-        if _flag(force, "force"):
+        if cv.flag(force, "force"):
             if queue is None:
                 raise ValueError("force=True needs a queue name")
             await self._value(q.FORCE_TICK, (v.name(queue, "queue"),), conn)
@@ -378,7 +323,7 @@ class AsyncClient:
     async def rotate(self, queue: str, *, force: bool = True) -> bool:
         """Rotation step 1 then step 2, in separate transactions.  True if tables rotated."""
         name = v.name(queue, "queue")
-        rotated = bool(await self._value(q.ROTATE_STEP1, (name, _flag(force, "force")), None))
+        rotated = bool(await self._value(q.ROTATE_STEP1, (name, cv.flag(force, "force")), None))
         await self._value(q.ROTATE_STEP2, (name,), None)
         return rotated
 
@@ -399,7 +344,7 @@ class AsyncClient:
             lambda n: InvalidArgument(f"invalid max_messages {n}: use 1..100000"),
         )
         params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"))
-        msgs = [_message(r) for r in await self._rows(q.RECEIVE, params, conn)]
+        msgs = [cv.message(r) for r in await self._rows(q.RECEIVE, params, conn)]
         return AsyncBatch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
     async def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:
@@ -408,7 +353,7 @@ class AsyncClient:
         ``last``: the page's last message.  Pass it (``Batch.ack`` does): the ack is then refused
         with :class:`StaleBatch` if that page was acknowledged already by another process using
         the same consumer or worker name, instead of acknowledging a page this one never saw."""
-        batch_id, last = _ack_args(batch_id, last)  # type: ignore[assignment]
+        batch_id, last = cv.ack_args(batch_id, last)  # type: ignore[assignment]
         params = (batch_id, last.msg_id if last else None, last.txid if last else None)
         return bool(await self._value(q.ACK, params, conn))
 
@@ -424,7 +369,7 @@ class AsyncClient:
         if not isinstance(msg, Message):
             raise InvalidArgument(f"nack takes a received Message, got {type(msg).__name__}")
         params = (
-            _batch_id(msg.batch_id),
+            cv.checked_batch_id(msg.batch_id),
             v.integer(msg.msg_id, "message id", v.INT8,
                       lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {msg.batch_id}")),
             v.interval(retry_after, "retry_after", InvalidDelay),
@@ -448,8 +393,8 @@ class AsyncClient:
 
         ``to``: 'earliest', 'latest', a tick id, a timestamp (or text such as '10 minutes ago');
         or ``by_events``: about this many events back (negative) or forward."""
-        rows = await self._rows(q.SEEK_PLAN, _seek_args(queue, consumer, to, by_events), conn)
-        return _info(SeekPlan, rows[0])
+        rows = await self._rows(q.SEEK_PLAN, cv.seek_args(queue, consumer, to, by_events), conn)
+        return cv.info(SeekPlan, rows[0])
 
     async def seek(
         self,
@@ -464,8 +409,8 @@ class AsyncClient:
         """Move the consumer's cursor (see :meth:`seek_plan`); returns the plan applied.
 
         Refuses while a batch of the consumer or its workers is open unless ``force``."""
-        rows = await self._rows(q.SEEK, (*_seek_args(queue, consumer, to, by_events), _flag(force, "force")), conn)
-        return _info(SeekPlan, rows[0])
+        rows = await self._rows(q.SEEK, (*cv.seek_args(queue, consumer, to, by_events), cv.flag(force, "force")), conn)
+        return cv.info(SeekPlan, rows[0])
 
     # -- dead letters ---------------------------------------------------------------------
 
@@ -485,7 +430,7 @@ class AsyncClient:
             v.text(type, "type"), v.interval(older_than, "older_than", InvalidArgument),
             v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
         )
-        return [_dead_letter(r) for r in await self._rows(q.DLQ_INSPECT, params, conn)]
+        return [cv.dead_letter(r) for r in await self._rows(q.DLQ_INSPECT, params, conn)]
 
     async def dlq_replay(self, dead_id: int, *, conn: AnyConn | None = None) -> int:
         """Send a dead letter back to the consumer that dead-lettered it; returns its msg_id."""
@@ -527,13 +472,13 @@ class AsyncClient:
     # -- monitoring -----------------------------------------------------------------------
 
     async def queue_info(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[QueueInfo]:
-        return [_info(QueueInfo, r) for r in await self._rows(q.QUEUE_INFO, (v.name(queue, "queue"),), conn)]
+        return [cv.info(QueueInfo, r) for r in await self._rows(q.QUEUE_INFO, (v.name(queue, "queue"),), conn)]
 
     async def consumer_info(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
     ) -> list[ConsumerInfo]:
         params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
-        return [_info(ConsumerInfo, r) for r in await self._rows(q.CONSUMER_INFO, params, conn)]
+        return [cv.info(ConsumerInfo, r) for r in await self._rows(q.CONSUMER_INFO, params, conn)]
 
     async def in_flight(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
@@ -541,13 +486,13 @@ class AsyncClient:
         """Events being handled right now, with their progress (the view ``pglogq.in_flight``)."""
         queue, consumer = v.name(queue, "queue"), v.name(consumer, "consumer")
         rows = await self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
-        return [_in_flight(r) for r in rows]
+        return [cv.in_flight(r) for r in rows]
 
     # -- workers: heartbeat and progress ---------------------------------------------------
 
     async def heartbeat(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
         """Say the batch is still being handled; False when it is no longer ours (drop it)."""
-        return bool(await self._value(q.HEARTBEAT, (_batch_id(batch_id),), conn))
+        return bool(await self._value(q.HEARTBEAT, (cv.checked_batch_id(batch_id),), conn))
 
     async def report_progress(
         self,
@@ -571,41 +516,10 @@ class AsyncClient:
         except InvalidPayload as exc:
             raise InvalidProgress(exc.message) from exc
         params = (
-            _batch_id(batch_id),
+            cv.checked_batch_id(batch_id),
             v.integer(msg_id, "message id", v.INT8,
                       lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {batch_id}")),
             percent, v.text(stage, "stage", InvalidProgress), counts, v.text(worker, "worker label", InvalidProgress),
             v.moment(started_at, "started_at", InvalidProgress),
         )
         return bool(await self._value(q.REPORT_PROGRESS, params, conn))
-
-
-def _event_options(
-    type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any
-) -> tuple[Any, ...]:
-    """send's and send_batch's shared options, checked: (type, headers, priority, deliver_at, delay)."""
-    return (
-        v.text(type, "event type", InvalidPayload),
-        v.jsonb_or_none(headers, "headers"),
-        v.integer(priority, "priority", v.INT4,
-                  lambda n: InvalidArgument(f"invalid priority: {n} (use 0..32767, higher first)")),
-        v.moment(deliver_at, "deliver_at", InvalidDelay),
-        v.interval(delay, "delay", InvalidDelay),
-    )
-
-
-def _ack_args(batch_id: Any, last: Any) -> tuple[int | None, Message | None]:
-    if last is not None:
-        if not isinstance(last, Message):
-            raise InvalidArgument(f"last must be the page's last Message, got {type(last).__name__}")
-        v.integer(last.msg_id, "message id", v.INT8,
-                  lambda n: StaleBatch(f"the page of batch {batch_id} ending at message {n} is not the current one"))
-        v.text(last.txid, "txid")
-    return _batch_id(batch_id), last
-
-
-def _seek_args(queue: Any, consumer: Any, to: Any, by_events: Any) -> tuple[Any, ...]:
-    name = v.name(queue, "queue")
-    by = v.integer(by_events, "by_events", v.INT8,
-                   lambda n: SeekOutOfRange(f'cannot move consumer "{consumer}" by {n} events'))
-    return (name, v.name(consumer, "consumer"), _position(to, name), by)

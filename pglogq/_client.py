@@ -11,10 +11,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg.rows import TupleRow, tuple_row
@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 from typing_extensions import LiteralString, Self
 
 import pglogq._codec as v
+import pglogq._convert as cv
 from pglogq import _compat, schema
 from pglogq import _queries as q
 from pglogq.dsn import resolve_dsn
@@ -33,9 +34,6 @@ from pglogq.errors import (
     InvalidPayload,
     InvalidProgress,
     MessageNotInBatch,
-    SeekOutOfRange,
-    StaleBatch,
-    UnknownBatch,
     UnknownDeadLetter,
     UnknownMessage,
     translate,
@@ -43,59 +41,6 @@ from pglogq.errors import (
 from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan
 
 AnyConn = psycopg.Connection[Any]
-T = TypeVar("T")
-
-
-def _info(cls: type[T], row: Sequence[Any]) -> T:
-    return cls(*row[: len(fields(cls))])  # type: ignore[arg-type]
-
-
-def _message(row: Sequence[Any]) -> Message:
-    errors: list[str] = []
-    payload = v.decode(row[3], "payload", errors)
-    headers = v.decode(row[4], "headers", errors) if row[4] is not None else None
-    return Message(row[0], row[1], row[2], payload, headers, row[5], row[6], row[7], row[8],
-                   "; ".join(errors) if errors else None)
-
-
-def _dead_letter(row: Sequence[Any]) -> DeadLetter:
-    errors: list[str] = []
-    payload = v.decode(row[5], "payload", errors)
-    headers = v.decode(row[6], "headers", errors)
-    values = [*row[:5], payload, headers, *row[7:12], "; ".join(errors) if errors else None]
-    return DeadLetter(*values)
-
-
-def _in_flight(row: Sequence[Any]) -> InFlight:
-    errors: list[str] = []
-    counters = v.decode(row[11], "counters", errors)
-    values = [*row[:11], counters, "; ".join(errors) if errors else None]
-    return InFlight(*values)
-
-
-def _batch_id(batch_id: Any) -> int | None:
-    return v.integer(batch_id, "batch id", v.INT8, lambda n: UnknownBatch(f"unknown batch {n}"))
-
-
-def _flag(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidArgument(f"invalid {what}: True or False is expected, got {value!r}")
-    return value
-
-
-def _position(to: Any, queue: str | None) -> str | None:
-    if to is None:
-        return None
-    if isinstance(to, str):
-        return v.text(to, "seek position")
-    if isinstance(to, datetime):
-        moment = v.moment(to, "seek position", InvalidArgument)
-        assert moment is not None
-        return moment.isoformat()
-    tick = v.integer(
-        to, "seek position", v.INT8, lambda n: SeekOutOfRange(f'tick {n} of queue "{queue}" is not kept'), null=False
-    )
-    return str(tick)
 
 
 @dataclass
@@ -287,7 +232,7 @@ class Client:
 
     def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:
         """Drop a queue and all its events; refuses while consumers exist unless ``force``."""
-        return bool(self._value(q.DROP_QUEUE, (v.name(queue, "queue"), _flag(force, "force")), conn))
+        return bool(self._value(q.DROP_QUEUE, (v.name(queue, "queue"), cv.flag(force, "force")), conn))
 
     def set_queue_config(self, queue: str, param: str, value: object, *, conn: AnyConn | None = None) -> str:
         """Change one queue setting (see ``pglogq.set_queue_config``); returns the new value."""
@@ -319,7 +264,7 @@ class Client:
     ) -> int:
         """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
         params = (
-            v.name(queue, "queue"), v.jsonb(payload), *_event_options(type, headers, priority, deliver_at, delay),
+            v.name(queue, "queue"), v.jsonb(payload), *cv.event_options(type, headers, priority, deliver_at, delay),
         )
         key = v.text(idempotency_key, "idempotency key")
         return int(self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
@@ -345,7 +290,7 @@ class Client:
             keys = [v.text(k, "idempotency key") for k in idempotency_keys]
         params = (
             v.name(queue, "queue"), v.jsonb(v.payload_list(payloads)),
-            *_event_options(type, headers, priority, deliver_at, delay),
+            *cv.event_options(type, headers, priority, deliver_at, delay),
         )
         ids = self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn)
         return [int(i) for i in ids or []]
@@ -361,7 +306,7 @@ class Client:
 
     def tick(self, queue: str | None = None, *, force: bool = False, conn: AnyConn | None = None) -> int:
         """Tick queues whose thresholds say so (``force``: tick ``queue`` now).  Returns ticks made."""
-        if _flag(force, "force"):
+        if cv.flag(force, "force"):
             if queue is None:
                 raise ValueError("force=True needs a queue name")
             self._value(q.FORCE_TICK, (v.name(queue, "queue"),), conn)
@@ -380,7 +325,7 @@ class Client:
     def rotate(self, queue: str, *, force: bool = True) -> bool:
         """Rotation step 1 then step 2, in separate transactions.  True if tables rotated."""
         name = v.name(queue, "queue")
-        rotated = bool(self._value(q.ROTATE_STEP1, (name, _flag(force, "force")), None))
+        rotated = bool(self._value(q.ROTATE_STEP1, (name, cv.flag(force, "force")), None))
         self._value(q.ROTATE_STEP2, (name,), None)
         return rotated
 
@@ -401,7 +346,7 @@ class Client:
             lambda n: InvalidArgument(f"invalid max_messages {n}: use 1..100000"),
         )
         params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"))
-        msgs = [_message(r) for r in self._rows(q.RECEIVE, params, conn)]
+        msgs = [cv.message(r) for r in self._rows(q.RECEIVE, params, conn)]
         return Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
     def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:
@@ -410,7 +355,7 @@ class Client:
         ``last``: the page's last message.  Pass it (``Batch.ack`` does): the ack is then refused
         with :class:`StaleBatch` if that page was acknowledged already by another process using
         the same consumer or worker name, instead of acknowledging a page this one never saw."""
-        batch_id, last = _ack_args(batch_id, last)  # type: ignore[assignment]
+        batch_id, last = cv.ack_args(batch_id, last)  # type: ignore[assignment]
         params = (batch_id, last.msg_id if last else None, last.txid if last else None)
         return bool(self._value(q.ACK, params, conn))
 
@@ -426,7 +371,7 @@ class Client:
         if not isinstance(msg, Message):
             raise InvalidArgument(f"nack takes a received Message, got {type(msg).__name__}")
         params = (
-            _batch_id(msg.batch_id),
+            cv.checked_batch_id(msg.batch_id),
             v.integer(msg.msg_id, "message id", v.INT8,
                       lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {msg.batch_id}")),
             v.interval(retry_after, "retry_after", InvalidDelay),
@@ -450,8 +395,8 @@ class Client:
 
         ``to``: 'earliest', 'latest', a tick id, a timestamp (or text such as '10 minutes ago');
         or ``by_events``: about this many events back (negative) or forward."""
-        rows = self._rows(q.SEEK_PLAN, _seek_args(queue, consumer, to, by_events), conn)
-        return _info(SeekPlan, rows[0])
+        rows = self._rows(q.SEEK_PLAN, cv.seek_args(queue, consumer, to, by_events), conn)
+        return cv.info(SeekPlan, rows[0])
 
     def seek(
         self,
@@ -466,8 +411,8 @@ class Client:
         """Move the consumer's cursor (see :meth:`seek_plan`); returns the plan applied.
 
         Refuses while a batch of the consumer or its workers is open unless ``force``."""
-        rows = self._rows(q.SEEK, (*_seek_args(queue, consumer, to, by_events), _flag(force, "force")), conn)
-        return _info(SeekPlan, rows[0])
+        rows = self._rows(q.SEEK, (*cv.seek_args(queue, consumer, to, by_events), cv.flag(force, "force")), conn)
+        return cv.info(SeekPlan, rows[0])
 
     # -- dead letters ---------------------------------------------------------------------
 
@@ -487,7 +432,7 @@ class Client:
             v.text(type, "type"), v.interval(older_than, "older_than", InvalidArgument),
             v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
         )
-        return [_dead_letter(r) for r in self._rows(q.DLQ_INSPECT, params, conn)]
+        return [cv.dead_letter(r) for r in self._rows(q.DLQ_INSPECT, params, conn)]
 
     def dlq_replay(self, dead_id: int, *, conn: AnyConn | None = None) -> int:
         """Send a dead letter back to the consumer that dead-lettered it; returns its msg_id."""
@@ -529,13 +474,13 @@ class Client:
     # -- monitoring -----------------------------------------------------------------------
 
     def queue_info(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[QueueInfo]:
-        return [_info(QueueInfo, r) for r in self._rows(q.QUEUE_INFO, (v.name(queue, "queue"),), conn)]
+        return [cv.info(QueueInfo, r) for r in self._rows(q.QUEUE_INFO, (v.name(queue, "queue"),), conn)]
 
     def consumer_info(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
     ) -> list[ConsumerInfo]:
         params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
-        return [_info(ConsumerInfo, r) for r in self._rows(q.CONSUMER_INFO, params, conn)]
+        return [cv.info(ConsumerInfo, r) for r in self._rows(q.CONSUMER_INFO, params, conn)]
 
     def in_flight(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
@@ -543,13 +488,13 @@ class Client:
         """Events being handled right now, with their progress (the view ``pglogq.in_flight``)."""
         queue, consumer = v.name(queue, "queue"), v.name(consumer, "consumer")
         rows = self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
-        return [_in_flight(r) for r in rows]
+        return [cv.in_flight(r) for r in rows]
 
     # -- workers: heartbeat and progress ---------------------------------------------------
 
     def heartbeat(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
         """Say the batch is still being handled; False when it is no longer ours (drop it)."""
-        return bool(self._value(q.HEARTBEAT, (_batch_id(batch_id),), conn))
+        return bool(self._value(q.HEARTBEAT, (cv.checked_batch_id(batch_id),), conn))
 
     def report_progress(
         self,
@@ -573,41 +518,10 @@ class Client:
         except InvalidPayload as exc:
             raise InvalidProgress(exc.message) from exc
         params = (
-            _batch_id(batch_id),
+            cv.checked_batch_id(batch_id),
             v.integer(msg_id, "message id", v.INT8,
                       lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {batch_id}")),
             percent, v.text(stage, "stage", InvalidProgress), counts, v.text(worker, "worker label", InvalidProgress),
             v.moment(started_at, "started_at", InvalidProgress),
         )
         return bool(self._value(q.REPORT_PROGRESS, params, conn))
-
-
-def _event_options(
-    type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any
-) -> tuple[Any, ...]:
-    """send's and send_batch's shared options, checked: (type, headers, priority, deliver_at, delay)."""
-    return (
-        v.text(type, "event type", InvalidPayload),
-        v.jsonb_or_none(headers, "headers"),
-        v.integer(priority, "priority", v.INT4,
-                  lambda n: InvalidArgument(f"invalid priority: {n} (use 0..32767, higher first)")),
-        v.moment(deliver_at, "deliver_at", InvalidDelay),
-        v.interval(delay, "delay", InvalidDelay),
-    )
-
-
-def _ack_args(batch_id: Any, last: Any) -> tuple[int | None, Message | None]:
-    if last is not None:
-        if not isinstance(last, Message):
-            raise InvalidArgument(f"last must be the page's last Message, got {type(last).__name__}")
-        v.integer(last.msg_id, "message id", v.INT8,
-                  lambda n: StaleBatch(f"the page of batch {batch_id} ending at message {n} is not the current one"))
-        v.text(last.txid, "txid")
-    return _batch_id(batch_id), last
-
-
-def _seek_args(queue: Any, consumer: Any, to: Any, by_events: Any) -> tuple[Any, ...]:
-    name = v.name(queue, "queue")
-    by = v.integer(by_events, "by_events", v.INT8,
-                   lambda n: SeekOutOfRange(f'cannot move consumer "{consumer}" by {n} events'))
-    return (name, v.name(consumer, "consumer"), _position(to, name), by)

@@ -1,0 +1,100 @@
+"""What both clients send and receive, with no I/O: argument checks and rows made into models.
+
+Shared by :mod:`pglogq._aclient` and its generated twin :mod:`pglogq._client` (one copy, not two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from datetime import datetime
+from typing import Any, TypeVar
+
+import pglogq._codec as v
+from pglogq.errors import InvalidArgument, InvalidDelay, InvalidPayload, SeekOutOfRange, StaleBatch, UnknownBatch
+from pglogq.models import DeadLetter, InFlight, Message
+
+T = TypeVar("T")
+
+
+def info(cls: type[T], row: Sequence[Any]) -> T:
+    return cls(*row[: len(fields(cls))])  # type: ignore[arg-type]
+
+
+def message(row: Sequence[Any]) -> Message:
+    errors: list[str] = []
+    payload = v.decode(row[3], "payload", errors)
+    headers = v.decode(row[4], "headers", errors) if row[4] is not None else None
+    return Message(row[0], row[1], row[2], payload, headers, row[5], row[6], row[7], row[8],
+                   "; ".join(errors) if errors else None)
+
+
+def dead_letter(row: Sequence[Any]) -> DeadLetter:
+    errors: list[str] = []
+    payload = v.decode(row[5], "payload", errors)
+    headers = v.decode(row[6], "headers", errors)
+    values = [*row[:5], payload, headers, *row[7:12], "; ".join(errors) if errors else None]
+    return DeadLetter(*values)
+
+
+def in_flight(row: Sequence[Any]) -> InFlight:
+    errors: list[str] = []
+    counters = v.decode(row[11], "counters", errors)
+    values = [*row[:11], counters, "; ".join(errors) if errors else None]
+    return InFlight(*values)
+
+
+def checked_batch_id(batch_id: Any) -> int | None:
+    return v.integer(batch_id, "batch id", v.INT8, lambda n: UnknownBatch(f"unknown batch {n}"))
+
+
+def flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"invalid {what}: True or False is expected, got {value!r}")
+    return value
+
+
+def position(to: Any, queue: str | None) -> str | None:
+    if to is None:
+        return None
+    if isinstance(to, str):
+        return v.text(to, "seek position")
+    if isinstance(to, datetime):
+        moment = v.moment(to, "seek position", InvalidArgument)
+        assert moment is not None
+        return moment.isoformat()
+    tick = v.integer(
+        to, "seek position", v.INT8, lambda n: SeekOutOfRange(f'tick {n} of queue "{queue}" is not kept'), null=False
+    )
+    return str(tick)
+
+
+def event_options(
+    type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any
+) -> tuple[Any, ...]:
+    """send's and send_batch's shared options, checked: (type, headers, priority, deliver_at, delay)."""
+    return (
+        v.text(type, "event type", InvalidPayload),
+        v.jsonb_or_none(headers, "headers"),
+        v.integer(priority, "priority", v.INT4,
+                  lambda n: InvalidArgument(f"invalid priority: {n} (use 0..32767, higher first)")),
+        v.moment(deliver_at, "deliver_at", InvalidDelay),
+        v.interval(delay, "delay", InvalidDelay),
+    )
+
+
+def ack_args(batch_id: Any, last: Any) -> tuple[int | None, Message | None]:
+    if last is not None:
+        if not isinstance(last, Message):
+            raise InvalidArgument(f"last must be the page's last Message, got {type(last).__name__}")
+        v.integer(last.msg_id, "message id", v.INT8,
+                  lambda n: StaleBatch(f"the page of batch {batch_id} ending at message {n} is not the current one"))
+        v.text(last.txid, "txid")
+    return checked_batch_id(batch_id), last
+
+
+def seek_args(queue: Any, consumer: Any, to: Any, by_events: Any) -> tuple[Any, ...]:
+    name = v.name(queue, "queue")
+    by = v.integer(by_events, "by_events", v.INT8,
+                   lambda n: SeekOutOfRange(f'cannot move consumer "{consumer}" by {n} events'))
+    return (name, v.name(consumer, "consumer"), position(to, name), by)
