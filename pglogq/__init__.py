@@ -42,7 +42,17 @@ from pglogq.errors import (
     UnknownMessage,
     UnknownQueue,
 )
-from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan, Undecodable
+from pglogq.models import (
+    ConsumerInfo,
+    DeadLetter,
+    DeadLetterPreview,
+    InFlight,
+    Message,
+    QueueInfo,
+    SeekPlan,
+    TickerHolder,
+    Undecodable,
+)
 from pglogq.retry import RetryPolicy
 from pglogq.tickerd.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
 
@@ -64,6 +74,7 @@ __all__ = [
     "Consumer",
     "ConsumerInfo",
     "DeadLetter",
+    "DeadLetterPreview",
     "Delivery",
     "DependentObjects",
     "InFlight",
@@ -90,6 +101,7 @@ __all__ = [
     "SeekPlan",
     "StaleBatch",
     "TickerHandle",
+    "TickerHolder",
     "TickerMisuse",
     "TxidWentBackwards",
     "Undecodable",

@@ -36,7 +36,16 @@ from pglogq.errors import (
     UnknownMessage,
     translate,
 )
-from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan
+from pglogq.models import (
+    ConsumerInfo,
+    DeadLetter,
+    DeadLetterPreview,
+    InFlight,
+    Message,
+    QueueInfo,
+    SeekPlan,
+    TickerHolder,
+)
 
 AnyConn = psycopg.AsyncConnection[Any]
 
@@ -469,6 +478,58 @@ class AsyncClient:
         )
         return int(await self._value(q.DLQ_PURGE, params, conn))
 
+    async def dlq_count(
+        self,
+        queue: str,
+        consumer: str | None = None,
+        *,
+        type: str | None = None,
+        older_than: timedelta | None = None,
+        conn: AnyConn | None = None,
+    ) -> int:
+        """How many dead letters the filters match now (what dlq_replay_all or dlq_purge would touch)."""
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
+            v.interval(older_than, "older_than", InvalidArgument),
+        )
+        return int(await self._value(q.DLQ_COUNT, params, conn))
+
+    async def dlq_search(
+        self,
+        queue: str,
+        consumer: str | None = None,
+        *,
+        type: str | None = None,
+        older_than: timedelta | None = None,
+        search: str | None = None,
+        msg_id: int | None = None,
+        before: int | None = None,
+        limit: int = 50,
+        preview_chars: int | None = 2000,
+        conn: AnyConn | None = None,
+    ) -> list[DeadLetterPreview]:
+        """One page of dead letters, newest first, payload and headers as pretty JSON cut to a preview.
+
+        ``search``: text the type, reason, payload or headers contain (ignoring case); ``msg_id``:
+        only this message's; ``before``: only dead ids below this (the next page); ``preview_chars``:
+        where the JSON texts are cut (None: whole)."""
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
+            v.interval(older_than, "older_than", InvalidArgument), v.text(search, "search"),
+            v.integer(msg_id, "message id", v.INT8, lambda n: InvalidArgument(f"invalid message id {n}"), null=True),
+            v.integer(before, "before", v.INT8, lambda n: InvalidArgument(f"invalid before {n}"), null=True),
+            v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..1000")),
+            v.integer(preview_chars, "preview_chars", v.INT4,
+                      lambda n: InvalidArgument(f"invalid preview_chars {n}: use 1..1000000"), null=True),
+        )
+        return [cv.info(DeadLetterPreview, r) for r in await self._rows(q.DLQ_SEARCH, params, conn)]
+
+    async def dlq_text(self, dead_id: int, *, conn: AnyConn | None = None) -> tuple[str, str | None]:
+        """The whole payload and headers of one dead letter as pretty JSON text (headers None when absent)."""
+        did = v.integer(dead_id, "dead letter id", v.INT8, lambda n: UnknownDeadLetter(f"unknown dead letter {n}"))
+        rows = await self._rows(q.DLQ_TEXT, (did,), conn)
+        return str(rows[0][0]), rows[0][1]
+
     # -- monitoring -----------------------------------------------------------------------
 
     async def queue_info(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[QueueInfo]:
@@ -487,6 +548,20 @@ class AsyncClient:
         queue, consumer = v.name(queue, "queue"), v.name(consumer, "consumer")
         rows = await self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
         return [cv.in_flight(r) for r in rows]
+
+    async def stored_events(self, queue: str, *, conn: AnyConn | None = None) -> int:
+        """How many event rows the queue's tables hold now (counted: see ``pglogq.stored_events``)."""
+        return int(await self._value(q.STORED_EVENTS, (v.name(queue, "queue"),), conn))
+
+    async def ticker_last_run(self, *, conn: AnyConn | None = None) -> datetime | None:
+        """When a ticker last recorded its restore check in this database (None: never)."""
+        value: datetime | None = await self._value(q.TICKER_INFO, (), conn)
+        return value
+
+    async def ticker_holder(self, *, conn: AnyConn | None = None) -> TickerHolder | None:
+        """The session that is this database's active ticker now (None when no ticker is active)."""
+        rows = await self._rows(q.TICKER_HOLDER, (), conn)
+        return cv.info(TickerHolder, rows[0]) if rows else None
 
     # -- workers: heartbeat and progress ---------------------------------------------------
 

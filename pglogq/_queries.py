@@ -40,6 +40,16 @@ DLQ_INSPECT: LiteralString = (
 DLQ_REPLAY: LiteralString = "SELECT pglogq.dlq_replay(%s)"
 DLQ_REPLAY_ALL: LiteralString = "SELECT pglogq.dlq_replay_all(%s, %s, %s, %s)"
 DLQ_PURGE: LiteralString = "SELECT pglogq.dlq_purge(%s, %s, %s, %s)"
+DLQ_COUNT: LiteralString = "SELECT pglogq.dlq_count(%s, %s, %s, %s)"
+DLQ_SEARCH: LiteralString = (
+    "SELECT dead_id, queue, consumer, msg_id, type, payload_text, payload_chars, headers_text, headers_chars,"
+    " retry_count, reason, created_at, first_failed_at, failed_at"
+    " FROM pglogq.dlq_search(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+DLQ_TEXT: LiteralString = "SELECT payload_text, headers_text FROM pglogq.dlq_text(%s)"
+STORED_EVENTS: LiteralString = "SELECT pglogq.stored_events(%s)"
+TICKER_INFO: LiteralString = "SELECT last_run_at FROM pglogq.ticker_info()"
+TICKER_HOLDER: LiteralString = "SELECT pid, application_name, client, since FROM pglogq.ticker_holder()"
 MAINT_OPERATIONS: LiteralString = "SELECT op, queue_name FROM pglogq.maint_operations()"
 MAINT_RUN: LiteralString = "SELECT pglogq.maint_run(%s, %s)"
 ROTATE_STEP1: LiteralString = "SELECT pglogq.maint_rotate_step1(%s, %s)"

@@ -98,6 +98,42 @@ class DeadLetter:
 
 
 @dataclass(frozen=True)
+class DeadLetterPreview:
+    """A dead letter as a page of ``dlq_search`` shows it: payload and headers as pretty JSON text,
+    cut to a preview (``payload_chars``: the whole text's length; the preview is whole when equal)."""
+
+    dead_id: int
+    queue_name: str
+    consumer_name: str
+    msg_id: int
+    type: str | None
+    payload_text: str
+    payload_chars: int
+    headers_text: str | None
+    headers_chars: int
+    retry_count: int
+    reason: str | None
+    created_at: datetime
+    first_failed_at: datetime
+    failed_at: datetime
+
+    @property
+    def truncated(self) -> bool:
+        """True when the payload or headers preview is cut."""
+        return len(self.payload_text) < self.payload_chars or len(self.headers_text or "") < self.headers_chars
+
+
+@dataclass(frozen=True)
+class TickerHolder:
+    """The session holding a database's ticker lock (see ``pglogq.ticker_holder``)."""
+
+    pid: int
+    application_name: str | None
+    client: str
+    since: datetime
+
+
+@dataclass(frozen=True)
 class SeekPlan:
     """Where a consumer is and where a seek moves it (see ``pglogq.seek_plan``)."""
 
