@@ -96,14 +96,15 @@ class LongJob:
     """A worker handling one event for ``seconds``, reporting its progress in ``steps`` (in a thread)."""
 
     def __init__(self, dsn: str, queue: str, consumer: str, *, seconds: float = 3.0, steps: int = 10,
-                 worker: str = "worker-1") -> None:
+                 worker: str = "worker-1", stepped: bool = False) -> None:
         self.dsn, self.queue, self.consumer = dsn, queue, consumer
         self.seconds, self.steps, self.worker = seconds, steps, worker
         self.msg_id: int | None = None
         self.started = threading.Event()
         self.done = threading.Event()
-        self.proceed = threading.Event()
-        self.proceed.set()
+        self.stepped = stepped
+        """stepped: each step waits for :meth:`step` (a test follows the job step by step)"""
+        self._go = threading.Semaphore(0)
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="long-job", daemon=True)
 
@@ -122,17 +123,25 @@ class LongJob:
                 assert batch.id is not None
                 for m in batch:
                     for step in range(self.steps + 1):
-                        self.proceed.wait(60)
+                        if self.stepped and not self._go.acquire(timeout=120):
+                            raise TimeoutError("nobody stepped the job")
                         c.report_progress(batch.id, m.msg_id, percent=100 * step / self.steps,
                                           stage=f"step {step} of {self.steps}", worker=self.worker)
                         self.started.set()
-                        time.sleep(self.seconds / self.steps)
+                        if not self.stepped:
+                            time.sleep(self.seconds / self.steps)
+                if self.stepped and not self._go.acquire(timeout=120):
+                    raise TimeoutError("nobody stepped the job")
                 batch.ack()
         except BaseException as exc:
             self.error = exc
             self.started.set()
         finally:
             self.done.set()
+
+    def step(self) -> None:
+        """Let a stepped job report its next progress (after the last one: acknowledge)."""
+        self._go.release()
 
     def join(self, timeout: float = 60) -> None:
         self._thread.join(timeout)
