@@ -1,0 +1,89 @@
+"""The Grafana dashboard and the alert rules shipped with the ticker (ticker/) query only
+metrics the daemon exports (issue 17): a running ``pglogq-ticker`` is scraped and every metric
+name in every query must be among its series; the rule file is the one the docs show."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from ticker_support import Daemon, free_port, wait_for
+
+import pglogq
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAFANA = ROOT / "ticker" / "grafana-dashboard.json"
+ALERTS = ROOT / "ticker" / "prometheus-alerts.yml"
+METRIC = re.compile(r"\bpglogq_[a-z_]+\b")
+
+
+def grafana_exprs() -> list[str]:
+    doc = json.loads(GRAFANA.read_text())
+    exprs = [t["expr"] for p in doc["panels"] for t in p.get("targets", [])]
+    exprs += [v["query"] for v in doc["templating"]["list"] if v["type"] == "query"]
+    return exprs
+
+
+def alert_exprs() -> list[str]:
+    rules = yaml.safe_load(ALERTS.read_text())
+    return [r["expr"] for g in rules["groups"] for r in g["rules"]]
+
+
+def test_the_scan_finds_metric_names() -> None:
+    assert METRIC.findall('sum by (database) (rate(pglogq_ticker_ticks_total{database=~"$d"}[5m]))') == [
+        "pglogq_ticker_ticks_total"]
+    assert len(grafana_exprs()) > 20 and len(alert_exprs()) >= 5
+
+
+def test_alert_rules_are_the_documented_ones() -> None:
+    md = (ROOT / "docs" / "how-to" / "monitoring.md").read_text()
+    block = re.search(r"```yaml\n(groups:.*?)```", md, re.S)
+    assert block
+    assert yaml.safe_load(block.group(1)) == yaml.safe_load(ALERTS.read_text())
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    made: list[Daemon] = []
+
+    def start(*args: str) -> Daemon:
+        d = Daemon(tmp_path / f"d{len(made)}.log", *args)
+        made.append(d)
+        return d
+
+    yield start
+    for d in made:
+        d.close()
+
+
+def test_every_queried_metric_is_exported(dsn: str, client: pglogq.Client, daemon: Callable[..., Daemon]) -> None:
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    client.send("q", {"x": 1})
+    port = free_port()
+    daemon("--dsn", dsn, "--metrics-port", str(port), "--maint-interval", "100ms", "--rotate-interval", "200ms")
+
+    def scrape() -> str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                text: str = r.read().decode()
+                return text
+        except OSError:
+            return ""
+
+    def complete() -> str:
+        t = scrape()
+        return t if "pglogq_ticker_maintenance_steps_total{" in t and "pglogq_consumer_lag_seconds{" in t else ""
+
+    text = wait_for(complete, "every series")
+    exported = set(re.findall(r"^(pglogq_[a-z_]+)[{ ]", text, re.M))
+    queried = {m for e in grafana_exprs() + alert_exprs() for m in METRIC.findall(e)}
+    assert queried, "no metric found in the queries"
+    assert sorted(queried - exported) == []
+    unused = {m for m in exported if not m.endswith("_created")} - queried
+    assert sorted(unused) == [], "a series the dashboard does not show"
