@@ -60,6 +60,9 @@ Series = deque[tuple[float, float]]
 
 
 class Sampler:
+    RATE_WINDOW = 60.0
+    """Seconds over which a consumer's rate out is estimated."""
+
     def __init__(
         self,
         client: AsyncClient,
@@ -127,22 +130,19 @@ class Sampler:
 
     def _record(self, snap: Snapshot) -> None:
         t = snap.taken_at
-        rates: dict[str, float] = {}
         for q in snap.queues:
-            rates[q.queue_name] = q.events_per_second
             self._add(self.rate_in, q.queue_name, t, q.events_per_second)
             self._add(self.dead, q.queue_name, t, float(q.dead_letters))
         for ci in snap.consumers:
             key = (ci.queue_name, ci.consumer_name)
-            prev = self.lag_events.get(key)
-            before = prev[-1] if prev else None
-            lag = float(ci.lag_events or 0)
-            self._add(self.lag_events, key, t, lag)
+            lags = self._add(self.lag_events, key, t, float(ci.lag_events or 0))
             self._add(self.lag_seconds, key, t, ci.lag.total_seconds() if ci.lag is not None else 0.0)
-            if before is not None and t > before[0]:
-                # what left the backlog: what came in minus how much the backlog grew
-                out = max(0.0, rates.get(ci.queue_name, 0.0) - (lag - before[1]) / (t - before[0]))
-                self._add(self.rate_out, key, t, out)
+            # what left the backlog over the last minute: what came in minus how much the backlog grew
+            window = [(st, v) for st, v in lags if st >= t - self.RATE_WINDOW]
+            ins = [v for st, v in self.rate_in.get(ci.queue_name, ()) if st >= t - self.RATE_WINDOW]
+            if len(window) >= 2 and window[-1][0] > window[0][0] and ins:
+                grew = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+                self._add(self.rate_out, key, t, max(0.0, sum(ins) / len(ins) - grew))
         live = {(ci.queue_name, ci.consumer_name) for ci in snap.consumers}
         for series in (self.lag_events, self.lag_seconds, self.rate_out):
             for k in [k for k in series if k not in live]:
@@ -168,9 +168,13 @@ class Sampler:
                                         f"dead letters of {q.queue_name} grew by {int(window[-1] - window[0])}"
                                         f" in the last {int(min(th.dlq_window, snap.taken_at - series[0][0]))} s"
                                         f" (now {q.dead_letters})"))
+        # a consumer whose worker reports progress or heartbeats is working, however long its batch is open
+        working = {(f.queue_name, f.consumer_name) for f in snap.in_flight if f.silent_for <= th.silent_after}
         for ci in snap.consumers:
             behind = (ci.lag_events or 0) > 0 or ci.open_batches > 0
             seen = ci.last_seen
+            if (ci.queue_name, ci.consumer_name) in working:
+                continue
             if behind and seen is not None and now - seen > th.stuck_after:
                 out.append(Warning_("stuck_consumer", ci.queue_name, ci.consumer_name,
                                     f"consumer {ci.consumer_name} on {ci.queue_name} is stuck: "

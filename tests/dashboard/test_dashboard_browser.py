@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dashboard_support import CHROMIUM, SCRIPT, LongJob, make_dead_letters, make_stuck_consumer, serve, wait_for
+from dashboard_support import CHROMIUM, SCRIPT, LongJob, make_dead_letters, make_stuck_consumer, serve
 from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
@@ -28,7 +28,7 @@ if not Path(CHROMIUM).exists():
         raise RuntimeError(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium package")
     pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium)", allow_module_level=True)
 
-from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 
 TOKEN = "journey-token-0123"
 FAST = {"refresh": 0.3, "sample_interval": 0.1,

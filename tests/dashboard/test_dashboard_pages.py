@@ -109,7 +109,7 @@ def test_cancel_pause_resume_and_seek(tc: TestClient, client: pglogq.Client) -> 
     client.create_queue("q")
     client.subscribe("q", "c")
     mid = client.send("q", {"x": 1})
-    assert "message %d cancelled" % mid in tc.post("/actions/cancel", data={"queue": "q", "msg_id": str(mid)}).text
+    assert f"message {mid} cancelled" in tc.post("/actions/cancel", data={"queue": "q", "msg_id": str(mid)}).text
     assert tc.post("/actions/pause", data={"queue": "q"}).status_code == 200
     assert client.queue_info("q")[0].paused
     assert "Resume the queue" in tc.get("/queues/q").text

@@ -132,8 +132,9 @@ def test_cross_site_requests_are_refused(actions_app: TestClient, client: pglogq
     assert snapshot(client) == before
 
 
-def test_same_origin_session_action_works_and_is_logged(actions_app: TestClient, client: pglogq.Client,
-                                                        state: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+def test_same_origin_session_action_works_and_is_logged(
+    actions_app: TestClient, client: pglogq.Client, state: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
     """The control case: the refusals above are not a dashboard that refuses everything."""
     csrf = login(actions_app)
     dead = client.dlq_search("q", limit=1)[0]
