@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -154,6 +155,7 @@ def create_app(
 
     def page(fn: Callable[[Request, Dashboard], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
+            started = time.perf_counter()
             try:
                 response = await fn(request, dash)
             except Refused as exc:
@@ -165,6 +167,8 @@ def create_app(
             except PglogqError as exc:
                 response = render(request, dash, "message.html", {"title": "Refused by pglogq",
                                                                   "message": exc.message}, status=400)
+            # the server's time for the page (the browser's devtools show it; the measure script reads it)
+            response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
             response.headers.setdefault("Cache-Control", "no-store")
             response.headers.setdefault("X-Content-Type-Options", "nosniff")
             response.headers.setdefault("X-Frame-Options", "DENY")

@@ -43,6 +43,9 @@ BEGIN
         RAISE EXCEPTION 'invalid search text: % characters, at most 200', length(search)
             USING ERRCODE = 'PQ019';
     END IF;
+    -- the filters' checks (unknown queue or consumer, negative older_than) run even when the plan
+    -- below would not call _dead_letters (no dead letter at all)
+    PERFORM pglogq._dead_letters(queue_name, consumer_name, msg_type, older_than, 1);
     RETURN QUERY
     WITH page AS (
         SELECT d.dead_id AS id
