@@ -1,6 +1,5 @@
--- pglogq.dlq_search(queue_name, consumer_name, msg_type, older_than, search, for_msg_id,
--- before_dead_id, max_rows, preview_chars): one page of dead letters, newest first, with their
--- payload and headers as pretty JSON text cut to a preview (what a browser page shows).
+-- pglogq.dlq_search(queue_name, consumer_name, msg_type, older_than, search, for_msg_id, before_dead_id, max_rows, preview_chars): one page of dead letters, newest first.
+-- The payload and headers come as pretty JSON text cut to a preview (what a browser page shows).
 -- Parameters: queue_name; consumer_name, msg_type, older_than  the dead-letter filters, meaning
 --             what they mean in every dlq_ function (NULL: no filter); search  only those whose
 --             type, reason, payload or headers text contains this text, ignoring case (NULL or
