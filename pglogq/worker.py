@@ -22,9 +22,9 @@ from typing import Any
 
 import click
 
-from pglogq._aconsumer import AsyncConsumer
-from pglogq._consumer import Consumer
 from pglogq._runtime import WORKER_NAME_RE, RunStats, auto_worker_name
+from pglogq.consumer import Consumer
+from pglogq.consumer_async import AsyncConsumer
 
 log = logging.getLogger("pglogq.worker")
 
