@@ -169,6 +169,14 @@ class Client:
                 self._loop = _concurrency.current_loop()
         return pool
 
+    def conninfo(self) -> str:
+        """The connection string this client connects with: its DSN, or the given pool's
+        ``conninfo`` (e.g. for a separate LISTEN connection to the same database)."""
+        if self.dsn:
+            return self.dsn
+        pool = self._get_pool()
+        return str(pool.conninfo)
+
     @contextmanager
     def connection(self, conn: AnyConn | None = None) -> Iterator[AnyConn]:
         """The caller's connection if given, else a pooled autocommit one."""

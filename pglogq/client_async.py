@@ -167,6 +167,14 @@ class AsyncClient:
                 self._loop = _concurrency_async.current_loop()
         return pool
 
+    async def conninfo(self) -> str:
+        """The connection string this client connects with: its DSN, or the given pool's
+        ``conninfo`` (e.g. for a separate LISTEN connection to the same database)."""
+        if self.dsn:
+            return self.dsn
+        pool = await self._get_pool()
+        return str(pool.conninfo)
+
     @asynccontextmanager
     async def connection(self, conn: AnyConn | None = None) -> AsyncIterator[AnyConn]:
         """The caller's connection if given, else a pooled autocommit one."""

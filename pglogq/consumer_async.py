@@ -397,9 +397,15 @@ class AsyncConsumer:
             self._client = AsyncClient(self._dsn, min_size=1, max_size=max(4, self.concurrency + 3))
         return self._client
 
+    @property
+    def accepts_dsn(self) -> bool:
+        """True while :meth:`use_dsn` may be called: the consumer makes its own client (none was
+        given) and has not connected yet."""
+        return self._own_client and self._client is None
+
     def use_dsn(self, dsn: str) -> None:
-        """Connect to ``dsn`` (the CLI's ``--dsn``); only before the consumer has connected."""
-        if not self._own_client or self._client is not None:
+        """Connect to ``dsn`` (the CLI's ``--dsn``); only while :attr:`accepts_dsn`."""
+        if not self.accepts_dsn:
             raise RuntimeError("use_dsn() must come before the consumer connects, and not with a given client")
         self._dsn = dsn
 
@@ -450,11 +456,7 @@ class AsyncConsumer:
             self._client = None
 
     async def _conninfo(self) -> str:
-        client = self.client
-        if client.dsn:
-            return client.dsn
-        pool = await client._get_pool()
-        return str(pool.conninfo)
+        return await self.client.conninfo()
 
     async def run(self, *, stop_when_idle: bool = False, max_batches: int | None = None) -> RunStats:
         """Handle events until ``stop()``; returns what this run did.
