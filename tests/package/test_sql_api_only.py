@@ -12,7 +12,8 @@ from pglogq import schema
 from tests.support.paths import REPO
 
 ROOT = REPO
-SCANNED = [*sorted((ROOT / "pglogq" / "cli").rglob("*.py")), *sorted((ROOT / "pglogq" / "tickerd").rglob("*.py"))]
+SCANNED = [*sorted((ROOT / "pglogq" / "cli").rglob("*.py")), *sorted((ROOT / "pglogq" / "tickerd").rglob("*.py")),
+           *sorted((ROOT / "pglogq" / "dashboard").rglob("*.py"))]
 
 
 def tables() -> set[str]:
@@ -62,7 +63,7 @@ def test_the_scan_finds_a_table_read() -> None:
 
 
 def test_cli_and_ticker_daemon_name_no_pglogq_table() -> None:
-    assert {p.parent.name for p in SCANNED} >= {"cli", "tickerd"}, "the scan must see both packages"
+    assert {p.parent.name for p in SCANNED} >= {"cli", "tickerd", "dashboard"}, "the scan must see every package"
     known_tables, known_views = tables(), views()
     assert {"queue", "event", "dead_letter", "subscription", "ticker_state"} <= known_tables
     assert "in_flight" in known_views

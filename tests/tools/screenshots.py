@@ -24,7 +24,7 @@ from psycopg.conninfo import make_conninfo
 import pglogq
 from pglogq.dashboard import Thresholds, create_app
 from pglogq.dsn import resolve_dsn
-from tests.dashboard.dashboard_support import CHROMIUM, SCRIPT, LongJob, make_dead_letters, make_stuck_consumer, serve
+from tests.support.dashboard import CHROMIUM, SCRIPT, LongJob, make_dead_letters, make_stuck_consumer, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 DB = "pglogq_screenshots"

@@ -1,19 +1,19 @@
 """Measure the dashboard's server time per page on a big queue (issue 17).
 
     python -m tests.harness.measure.dashboard [--dsn SERVER_DSN] [--events 1000000] [--dead 10000]
-                                              [--repeat 15] [--keep]
+                                              [--repeat 15] [--keep] [--no-analyze]
 
 ``--dsn`` names a server (its maintenance database); a scratch database
 ``pglogq_measure_dashboard`` is made there (kept with ``--keep`` and reused when it already holds
-the data), else the embedded PostgreSQL is used.  After the load the database is ANALYZEd, as
-autovacuum does within about a minute (``--no-analyze``: measure before that).  The queue ``big`` gets ``--events`` stored
+the data), else the embedded PostgreSQL is used.  The queue ``big`` gets ``--events`` stored
 events (sent in batches of 10,000 and ticked; one consumer ``lagging`` has read none, so nothing
-is rotated away) and ``--dead`` dead letters of the consumer ``failing``.  The dashboard is served
-by uvicorn; each page is fetched ``--repeat`` times and the server's own time (the app's
-``Server-Timing`` header: handler and template, database calls included) is reported as median
-and max.  The overview samples anew on every request (``sample_interval=0``); its
-stored-events count (``pglogq.stored_events``, which reads the tables) runs every 30 s and is
-reported on its own, with the monitoring calls the overview makes.
+is rotated away) and ``--dead`` dead letters of the consumer ``failing``.  After the load the
+database is ANALYZEd, as autovacuum does within about a minute (``--no-analyze``: measure before
+that).  The dashboard is served by uvicorn; each page is fetched ``--repeat`` times and the
+server's own time (the app's ``Server-Timing`` header: handler and template, database calls
+included) is reported as median and max.  The overview samples anew on every request
+(``sample_interval=0``); its stored-events count (``pglogq.stored_events``, which reads the
+tables) runs every 30 s and is reported on its own, with the monitoring calls the overview makes.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from psycopg.conninfo import make_conninfo
 import pglogq
 from pglogq.dashboard import create_app
 from pglogq.dsn import resolve_dsn
-from tests.dashboard.dashboard_support import serve
+from tests.support.dashboard import serve
 
 DB = "pglogq_measure_dashboard"
 QUEUE = "big"

@@ -1,4 +1,4 @@
-"""Helpers for the dashboard tests, the screenshot tool and the page-time measurement.
+"""Helpers for the dashboard tests, the screenshot tool and the page-time measurement (issue 17).
 
 ``serve(app)`` runs an ASGI app with uvicorn in a thread on a free port; the ``make_*``
 functions put a database into the states the pages show (dead letters, a stuck consumer, a
@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -43,17 +43,6 @@ def serve(app: Any) -> Iterator[str]:
         thread.join(10)
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
-
-
 def make_dead_letters(client: pglogq.Client, queue: str, consumer: str, payloads: Sequence[Any], *,
                       type: str | None = None, reason: str = "failed", headers: dict[str, Any] | None = None
                       ) -> list[int]:
@@ -74,7 +63,7 @@ def make_dead_letters(client: pglogq.Client, queue: str, consumer: str, payloads
                 if m.msg_id in wanted:
                     batch.nack(m, retry_after=timedelta(0), reason=reason)
             batch.ack()
-        dead = {d.msg_id for d in client.dlq_search(queue, consumer, msg_id=None, limit=1000, preview_chars=1)}
+        dead = {d.msg_id for d in client.dlq_search(queue, consumer, limit=1000, preview_chars=1)}
         if wanted <= dead:
             return ids
     raise AssertionError("the events did not all reach the dead-letter queue")

@@ -13,12 +13,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from dashboard_support import LongJob, make_dead_letters, make_stuck_consumer, run, wait_for
 from starlette.testclient import TestClient
 
 import pglogq
 from pglogq.dashboard import Thresholds, create_app
 from pglogq.dashboard.sampler import Sampler, sparkline
+from tests.support.dashboard import LongJob, make_dead_letters, make_stuck_consumer, run
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "pages-token-0123"

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ticker_support import Daemon, free_port, wait_for
 
 import pglogq
+from tests.support.tickers import Daemon, free_port
+from tests.support.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "ticker" / "grafana-dashboard.json"
 ALERTS = ROOT / "ticker" / "prometheus-alerts.yml"
 METRIC = re.compile(r"\bpglogq_[a-z_]+\b")

@@ -8,10 +8,11 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from dashboard_support_sql import dead_letters
 
 import pglogq
 from pglogq.errors import InvalidArgument, UnknownConsumer, UnknownDeadLetter, UnknownQueue
+from tests.support.dashboard import make_dead_letters as dead_letters
+from tests.support.waiting import wait_for
 
 INT4 = 2**31
 INT8_MAX = 2**63 - 1
@@ -140,8 +141,6 @@ def test_sql_nulls(dsn: str, client: pglogq.Client, two_queues: dict[str, list[i
 
 
 def test_ticker_holder_and_last_run(dsn: str, client: pglogq.Client) -> None:
-    from ticker_support import wait_for
-
     assert client.ticker_holder() is None and client.ticker_last_run() is None
     with pglogq.start_ticker(dsn):
         holder = wait_for(client.ticker_holder, "the ticker's lock")

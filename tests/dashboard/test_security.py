@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from dashboard_support import SCRIPT, make_dead_letters
 from starlette.testclient import TestClient
 
 import pglogq
 from pglogq.dashboard import create_app
+from tests.support.dashboard import SCRIPT, make_dead_letters
 
 TOKEN = "correct-horse-battery"
 OPS: dict[str, dict[str, str]] = {

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dashboard_support import CHROMIUM, SCRIPT, LongJob, make_dead_letters, make_stuck_consumer, serve
 from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 import pglogq
 from pglogq.dashboard import Thresholds, create_app
+from tests.support.dashboard import CHROMIUM, SCRIPT, LongJob, make_dead_letters, make_stuck_consumer, serve
 
 if not Path(CHROMIUM).exists():
     if os.environ.get("CI"):
