@@ -404,6 +404,7 @@ TEXT_PARAMETERS = {
     "queue_name", "consumer_name", "worker_name", "type", "reason", "idempotency_key", "idempotency_keys",
     "param", "value", "op", "to_position", "stage", "worker", "for_queue", "for_consumer", "queue", "consumer",
     "msg_type",
+    "search",  # dlq_search: a plain substring (strpos on lower()), no LIKE pattern, no dynamic SQL
 }
 # functions that build SQL dynamically, reviewed: identifiers only through format('%I'), values
 # only through USING, parameter text never concatenated
