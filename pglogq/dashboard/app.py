@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -104,12 +105,25 @@ def fmt_size(value: int | None) -> str:
     return f"{size:.1f} TB"
 
 
+def fmt_cell(value: object) -> str:
+    """Any value of a lookup row, as text (Jinja escapes it)."""
+    if value is None:
+        return DASH
+    if isinstance(value, datetime):
+        return fmt_time(value)
+    if isinstance(value, timedelta):
+        return fmt_duration(value)
+    if isinstance(value, float):
+        return fmt_num(value)
+    return str(value)
+
+
 def make_templates() -> Jinja2Templates:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters.update(duration=fmt_duration, ago=fmt_ago, time=fmt_time, num=fmt_num, size=fmt_size)
+    env.filters.update(duration=fmt_duration, ago=fmt_ago, time=fmt_time, num=fmt_num, size=fmt_size, cell=fmt_cell)
     env.globals["sparkline"] = sparkline
     return Jinja2Templates(env=env)
 
@@ -349,15 +363,24 @@ async def lookup_page(request: Request, dash: Dashboard) -> Response:
     queues = [q.queue_name for q in await dash.client.queue_info()]
     if msg_id is not None:
         where = [queue] if queue else queues
+        # Client.lookup (where this pglogq has it) tells every consumer's state of the event
         lookup = getattr(dash.client, "lookup", None)
-        found: list[Any] = []
-        if lookup is not None and queue:
-            found.append(await lookup(queue, msg_id))
+        states: list[dict[str, Any]] = []
+        if lookup is not None:
+            for qn in where:
+                try:
+                    found = await lookup(qn, msg_id)
+                except PglogqError:  # not an id of this queue
+                    continue
+                for item in found if isinstance(found, list) else [found]:
+                    is_row = dataclasses.is_dataclass(item) and not isinstance(item, type)
+                    row = dataclasses.asdict(item) if is_row else {"state": item}
+                    states.append({"queue": qn, **{k: v for k, v in row.items() if k != "cursor"}})
         in_flight = [f for f in await dash.client.in_flight(queue) if f.msg_id == msg_id]
         dead = []
         for qn in where:
             dead += await dash.client.dlq_search(qn, msg_id=msg_id, limit=100, preview_chars=PREVIEW_CHARS)
-        result = {"msg_id": msg_id, "in_flight": in_flight, "dead": dead, "lookup": found,
+        result = {"msg_id": msg_id, "in_flight": in_flight, "dead": dead, "states": states,
                   "has_lookup": lookup is not None}
     return render(request, dash, "lookup.html", {"queue": queue or "", "msg_id": "" if msg_id is None else msg_id,
                                                   "queues": queues, "result": result},

@@ -9,7 +9,8 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ from starlette.testclient import TestClient
 import pglogq
 from pglogq.dashboard import Thresholds, create_app
 from pglogq.dashboard.sampler import Sampler, sparkline
-from tests.support.dashboard import LongJob, make_dead_letters, make_stuck_consumer, run
+from pglogq.errors import UnknownMessage
+from tests.support.dashboard import SCRIPT, LongJob, make_dead_letters, make_stuck_consumer, run
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,6 +139,39 @@ def test_lookup_without_and_with_an_id(tc: TestClient, client: pglogq.Client) ->
     html = tc.get(f"/lookup?msg_id={mid}").text
     assert "no such customer" in html and "customer-42" in html
     assert "No dead letter." in tc.get("/lookup?queue=q&msg_id=999999").text
+
+
+@dataclass(frozen=True)
+class FakeState:
+    consumer: str
+    state: str
+    msg_id: int
+    since: datetime | None
+    cursor: str | None = None
+
+
+class ClientWithLookup(pglogq.AsyncClient):
+    """Stands in for a client that has ``lookup`` (issue 16's Client.lookup, where it exists)."""
+
+    async def lookup(self, queue: str, msg_id: int) -> list[FakeState]:
+        if queue != "q":
+            raise UnknownMessage(f"unknown message {msg_id} on queue {queue}")
+        return [FakeState("c", SCRIPT, msg_id, datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), "x")]
+
+
+def test_lookup_uses_client_lookup_where_it_exists(dsn: str, client: pglogq.Client) -> None:
+    client.create_queue("q")
+    client.create_queue("other")
+
+    async def go() -> str:
+        async with ClientWithLookup(dsn) as ac:
+            with TestClient(create_app(ac)) as tc:
+                return tc.get("/lookup?msg_id=7").text
+
+    html = run(go())
+    assert 'id="lookup-states"' in html and "no lookup of one event" not in html
+    assert "<td>q</td><td>c</td><td>&lt;script&gt;" in html and "2026-01-02 03:04:05 UTC" in html
+    assert "cursor" not in html
 
 
 def test_sampler_keeps_history_and_drops_what_is_gone(client: pglogq.Client, dsn: str) -> None:
