@@ -303,10 +303,13 @@ async def dlq_page(request: Request, dash: Dashboard) -> Response:
     name = request.path_params["queue"]
     f = _dlq_filters(request)
     before = _int_arg(request.query_params.get("before"), "before")
+    total = await dash.client.dlq_count(name, f["consumer"], type=f["type"], older_than=f["older_than"])
+    if request.headers.get("hx-request"):  # the live part: the count (the list stays as the operator reads it)
+        return render(request, dash, "_dlq_count.html", {"queue": name, "total": total, "f": f,
+                                                          "raw": request.query_params})
     rows = await dash.client.dlq_search(name, f["consumer"], type=f["type"], older_than=f["older_than"],
                                         search=f["search"], before=before, limit=DLQ_PAGE,
                                         preview_chars=PREVIEW_CHARS)
-    total = await dash.client.dlq_count(name, f["consumer"], type=f["type"], older_than=f["older_than"])
     consumers = [c.consumer_name for c in await dash.client.consumer_info(name)]
     return render(request, dash, "dlq.html", {
         "queue": name, "rows": rows, "total": total, "f": f, "consumers": consumers,

@@ -191,6 +191,9 @@ def test_refuse_an_action_without_a_token(dsn: str, client: pglogq.Client, page:
         # not logged in: the button is there, the action is refused
         page.goto(f"{base}/queues/jobs/dlq")
         expect(page.locator("header .mode")).to_contain_text("log in")
+        expect(page.locator("#dlq-count")).to_contain_text("1 dead letter(s)")
+        make_dead_letters(client, "jobs", "runner", [{"n": 2}])
+        expect(page.locator("#dlq-count")).to_contain_text("2 dead letter(s)")  # live, no reload
         page.locator("button.replay").first.click()
         expect(page.locator("#message")).to_contain_text("authentication required")
         # a wrong token does not log in
@@ -206,5 +209,5 @@ def test_refuse_an_action_without_a_token(dsn: str, client: pglogq.Client, page:
             page.click("#go")
             expect(page.locator("#message")).to_contain_text("cross-site request refused")
         assert other != base
-    assert client.dlq_count("jobs") == 1
+    assert client.dlq_count("jobs") == 2
     assert not client.queue_info("jobs")[0].paused

@@ -72,6 +72,8 @@ def test_dlq_filters_pages_previews_and_load_all(tc: TestClient, client: pglogq.
     (big,) = make_dead_letters(client, "q", "b", [{"blob": "y" * 5000, "needle": "Haystack"}], type="big")
     html = tc.get("/queues/q/dlq").text
     assert html.count('<article class="dead"') == 50
+    live = tc.get("/queues/q/dlq?type=small", headers={"HX-Request": "true"}).text
+    assert live.startswith('<p id="dlq-count"><b>55</b>') and "<article" not in live
     assert "<b>56</b> dead letter(s)" in html
     nxt = re.search(r'id="next-page" href="[^"]*before=(\d+)"', html)
     assert nxt
