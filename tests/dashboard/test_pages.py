@@ -5,6 +5,7 @@ actions, seek (plan, then apply), and that the dashboard holds no SQL of its own
 from __future__ import annotations
 
 import ast
+import asyncio
 import re
 import subprocess
 import sys
@@ -228,3 +229,39 @@ def test_cli_dashboard_options(tmp_path: Path) -> None:
             parse_tokens(bad)
     out = CliRunner().invoke(main, ["dashboard", "--help"])
     assert out.exit_code == 0 and "--actions" in out.output and "127.0.0.1" in out.output
+
+
+def test_warnings_silent_worker_dlq_growing_rotation_blocked(dsn: str, client: pglogq.Client) -> None:
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    job = LongJob(dsn, "q", "w", steps=1, stepped=True).start()
+    job.step()
+    job.started.wait(10)
+
+    async def go() -> list[str]:
+        async with pglogq.AsyncClient(dsn) as ac:
+            s = Sampler(ac, interval=0, thresholds=Thresholds(silent_after=timedelta(0)))
+            first = await s.snapshot()
+            assert "dlq_growing" not in {w.kind for w in first.warnings}
+            await asyncio.to_thread(make_dead_letters, client, "q", "c", [{"x": 1}])
+            await ac.set_queue_config("q", "rotation_period", "1 second")
+            await ac.send("q", {"after": 1})
+            await ac.tick("q", force=True)
+
+            async def blocked() -> list[str]:
+                snap = await s.snapshot()
+                kinds = [w.kind for w in snap.warnings]
+                return kinds if "rotation_blocked" in kinds else []
+
+            for _ in range(600):
+                kinds = await blocked()
+                if kinds:
+                    return kinds
+                await asyncio.sleep(0.05)
+            raise AssertionError("rotation never reported blocked")
+
+    kinds = run(go())
+    assert {"silent_worker", "dlq_growing", "rotation_blocked"} <= set(kinds), kinds
+    job.step()
+    job.step()
+    job.join()
