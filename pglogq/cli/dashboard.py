@@ -43,10 +43,13 @@ def parse_tokens(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--refresh", type=click.FloatRange(0.2, 3600), default=2.0, show_default=True,
               help="Seconds between the live updates of an open page.")
 @click.option("--root-path", default="", help="URL prefix when served behind a proxy under a sub-path.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="HOST",
+              help="A Host header to answer (repeatable; default: localhost names when listening on "
+                   "localhost, any otherwise): refuses DNS-rebinding pages.")
 @common_options
 @pass_app
 def dashboard(app: App, host: str, port: int, actions: bool, tokens: tuple[str, ...], refresh: float,
-              root_path: str) -> None:
+              root_path: str, allowed_hosts: tuple[str, ...]) -> None:
     """Serve the web dashboard: queues, consumers, in-flight work, dead letters, seek.
 
     Read-only unless --actions: then replaying, purging, cancelling, pausing and seeking need
@@ -56,6 +59,7 @@ def dashboard(app: App, host: str, port: int, actions: bool, tokens: tuple[str, 
     """
     try:
         import uvicorn
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
 
         from pglogq.dashboard import create_app
     except ImportError as exc:
@@ -75,7 +79,9 @@ def dashboard(app: App, host: str, port: int, actions: bool, tokens: tuple[str, 
                    "control", err=True)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asgi = create_app(app.dsn, actions=actions, token=token_map or None, refresh=refresh)
+    dashboard_app = create_app(app.dsn, actions=actions, token=token_map or None, refresh=refresh)
+    hosts = list(allowed_hosts) or (["127.0.0.1", "localhost", "[::1]", "::1"] if host in LOCAL_HOSTS else ["*"])
+    asgi = TrustedHostMiddleware(dashboard_app, allowed_hosts=hosts, www_redirect=False)
     where = f"http://{host if ':' not in host else '[' + host + ']'}:{port}{root_path}/"
     click.echo(f"pglogq dashboard on {where} ({'actions enabled' if actions else 'read-only'})", err=True)
     uvicorn.run(asgi, host=host, port=port, root_path=root_path, log_level="warning", access_log=False)

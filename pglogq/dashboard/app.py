@@ -405,7 +405,8 @@ async def login_page(request: Request, dash: Dashboard) -> Response:
         if who is not None:
             sid, _ = dash.auth.login(who)
             nxt = str(form.get("next") or "")
-            target = nxt if nxt.startswith("/") and not nxt.startswith("//") else str(request.url_for("overview"))
+            local = nxt.startswith("/") and not nxt.startswith("//") and "\\" not in nxt  # never another site
+            target = nxt if local else str(request.url_for("overview"))
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(SESSION_COOKIE, sid, max_age=SESSION_SECONDS, httponly=True, samesite="strict",
                                 secure=request.url.scheme == "https", path=request.scope.get("root_path") or "/")

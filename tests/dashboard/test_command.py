@@ -69,6 +69,12 @@ def test_serves_and_prints_a_token_that_logs_in(server: tuple[str, subprocess.Po
     wrong.value.close()
     with opener.open(base + "/login", data=urllib.parse.urlencode({"token": token}).encode()) as r:
         assert "signed in as <b>operator</b>" in r.read().decode()
+    # a page of another name resolving to this address (DNS rebinding) gets nothing
+    rebound = urllib.request.Request(base + "/", headers={"Host": f"evil.example:{base.rsplit(':', 1)[1]}"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(rebound)
+    assert refused.value.code == 400
+    refused.value.close()
     req = urllib.request.Request(base + "/actions/pause", data=b"queue=q",
                                  headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(req) as r:

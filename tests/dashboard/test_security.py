@@ -158,6 +158,15 @@ def test_bearer_token_acts_without_a_session(dsn: str, client: pglogq.Client, st
     assert any("action pause by bob" in rec.getMessage() for rec in caplog.records)
 
 
+@pytest.mark.parametrize("nxt", ["//evil.example/x", "/\\evil.example", "https://evil.example/", "javascript:x"])
+def test_login_never_redirects_to_another_site(actions_app: TestClient, nxt: str) -> None:
+    r = actions_app.post("/login", data={"token": TOKEN, "next": nxt}, follow_redirects=False)
+    assert r.status_code == 303
+    assert r.headers["location"] == "http://testserver/"
+    assert actions_app.post("/login", data={"token": TOKEN, "next": "/queues/q"},
+                            follow_redirects=False).headers["location"] == "/queues/q"
+
+
 def test_session_cookie_is_httponly_and_samesite_strict(actions_app: TestClient) -> None:
     r = actions_app.post("/login", data={"token": TOKEN}, follow_redirects=False)
     cookie = r.headers["set-cookie"].lower()
