@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -469,7 +470,7 @@ async def action(request: Request, dash: Dashboard) -> Response:
             details["dead_id"] = dead_id
             msg_id = await c.dlq_replay(dead_id)
             message = f"dead letter {dead_id} replayed as message {msg_id}"
-            back = str(request.url_for("dlq", queue=queue))
+            back = str(request.url_for("dlq", queue=queue)) if queue else back
         elif op in ("replay_all", "purge"):
             consumer = _queue_arg(str(form.get("consumer") or ""))
             mtype = str(form.get("type") or "") or None
@@ -485,7 +486,7 @@ async def action(request: Request, dash: Dashboard) -> Response:
                 n = await c.dlq_purge(queue, consumer, type=mtype, older_than=older)
                 message = f"{n} dead letter(s) purged for good (the confirmation counted {expected})"
             details["done"] = n
-            back = str(request.url_for("dlq", queue=queue))
+            back = str(request.url_for("dlq", queue=queue)) if queue else back
         elif op == "cancel":
             cancel_id = _int_arg(str(form.get("msg_id") or ""), "message id")
             if cancel_id is None:
@@ -494,7 +495,7 @@ async def action(request: Request, dash: Dashboard) -> Response:
             ok = await c.cancel(queue, cancel_id)
             message = (f"message {msg_id} cancelled" if ok else
                        f"message {msg_id} was not cancelled: a consumer has received it already")
-            back = str(request.url_for("lookup")) + f"?queue={queue}&msg_id={msg_id}"
+            back = str(request.url_for("lookup")) + "?" + urlencode({"queue": queue, "msg_id": msg_id})
         elif op in ("pause", "resume"):
             await c.set_queue_config(queue, "paused", op == "pause")
             message = f"queue {queue} {'paused: no ticks until resumed' if op == 'pause' else 'resumed'}"

@@ -134,6 +134,17 @@ def test_cancel_pause_resume_and_seek(tc: TestClient, client: pglogq.Client) -> 
     assert bad.status_code == 404
 
 
+def test_replay_without_a_queue_field(tc: TestClient, client: pglogq.Client) -> None:
+    """The dead id alone names the dead letter: the action works and the page links home."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    make_dead_letters(client, "q", "c", [{"x": 1}])
+    dead_id = client.dlq_search("q")[0].dead_id
+    r = tc.post("/actions/replay", data={"dead_id": str(dead_id)})
+    assert r.status_code == 200 and f"dead letter {dead_id} replayed" in r.text
+    assert client.dlq_count("q") == 0
+
+
 def test_lookup_without_and_with_an_id(tc: TestClient, client: pglogq.Client) -> None:
     client.create_queue("q")
     client.subscribe("q", "c")
