@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import logging
 import re
 import subprocess
 import sys
@@ -143,6 +144,21 @@ def test_replay_without_a_queue_field(tc: TestClient, client: pglogq.Client) -> 
     r = tc.post("/actions/replay", data={"dead_id": str(dead_id)})
     assert r.status_code == 200 and f"dead letter {dead_id} replayed" in r.text
     assert client.dlq_count("q") == 0
+
+
+def test_two_operators_replay_the_same_dead_letter(tc: TestClient, client: pglogq.Client,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    make_dead_letters(client, "q", "c", [{"x": 1}])
+    data = {"queue": "q", "dead_id": str(client.dlq_search("q")[0].dead_id)}
+    assert tc.post("/actions/replay", data=data).status_code == 200
+    with caplog.at_level(logging.WARNING, logger="pglogq.dashboard.actions"):
+        second = tc.post("/actions/replay", data=data)
+    assert second.status_code == 404 and "unknown dead letter" in second.text
+    assert any("refused" in r.getMessage() and "by alice" in r.getMessage() for r in caplog.records)
+    client.tick("q", force=True)
+    assert len(client.receive("q", "c")) == 1  # replayed once
 
 
 def test_lookup_without_and_with_an_id(tc: TestClient, client: pglogq.Client) -> None:
