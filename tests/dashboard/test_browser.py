@@ -55,9 +55,16 @@ def page(browser: Browser) -> Iterator[Page]:
         d.dismiss()
 
     pg.on("dialog", on_dialog)
+    # errors in the page's console: a Content-Security-Policy violation, a script error (htmx's
+    # requests answered 401/403/404 on purpose are not errors of the page)
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and "Failed to load resource" not in m.text
+          else None)
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
     yield pg
     context.close()
     assert dialogs == [], f"a script ran in the page: {dialogs}"
+    assert errors == [], errors
 
 
 def log_in(page: Page, base: str, token: str = TOKEN) -> None:
