@@ -57,9 +57,10 @@ def page(browser: Browser) -> Iterator[Page]:
     pg.on("dialog", on_dialog)
     # errors in the page's console: a Content-Security-Policy violation, a script error (htmx's
     # requests answered 401/403/404 on purpose are not errors of the page, nor a poll that finds
-    # the test's server stopped at the end: htmx:sendError)
+    # the test's server stopped at the end: htmx logs those as htmx:sendError / afterRequest /
+    # responseError; a request the journey needs and that fails shows in its expectations)
     errors: list[str] = []
-    benign = ("Failed to load resource", "htmx:sendError")
+    benign = ("Failed to load resource", "htmx:sendError", "htmx:afterRequest", "htmx:responseError")
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and not m.text.startswith(benign)
           else None)
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
