@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -26,6 +25,7 @@ from pglogq.cli.errors import Exit
 from pglogq.cli.lazy import LazyGroup
 from pglogq.cli.params import parse_duration
 from tests.support.cli import fails, js, ok, run
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -242,11 +242,8 @@ def test_tail_follows_new_events_with_a_throwaway_subscription(dsn: str) -> None
 
     def produce() -> None:
         try:
-            for _ in range(600):
-                names = [c.consumer_name for c in client.consumer_info("orders")]
-                if any(n.startswith("tail-") for n in names):
-                    break
-                time.sleep(0.05)
+            wait_for(lambda: any(c.consumer_name.startswith("tail-") for c in client.consumer_info("orders")),
+                     "tail to subscribe")
             client.send_batch("orders", [{"n": 1}, {"n": 2}], type="t")
             client.tick("orders", force=True)
             client.send("orders", {"n": 3}, type="t")

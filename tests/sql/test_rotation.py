@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import defaultdict
+from typing import Any
 
 import psycopg
 import pytest
 
 import pglogq
+from tests.support import draining
+from tests.support.waiting import wait_for
 
 
 def drain(client: pglogq.Client, queue: str, consumer: str) -> list[int]:
-    got: list[int] = []
-    while True:
-        batch = client.receive(queue, consumer, max_messages=500)
-        if not batch:
-            return got
-        got.extend(m.payload["n"] for m in batch)
-        batch.ack()
+    """The payloads' ``n``, in delivery order."""
+    return [m.payload["n"] for m in draining.drain(client, queue, consumer)]
 
 
 def current_table(dsn: str, queue: str) -> int:
@@ -154,9 +153,8 @@ def test_concurrent_producers_consumers_and_rotation_lose_nothing(client: pglogq
         t.start()
     for t in threads:
         t.join()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and any(len(set(got[c])) < len(sent) for c in consumers):
-        time.sleep(0.05)
+    with contextlib.suppress(AssertionError):  # the asserts below name the consumer that lost events
+        wait_for(lambda: all(len(set(got[c])) >= len(sent) for c in consumers), "every consumer to catch up")
     stop.set()
     for t in others:
         t.join()
@@ -186,16 +184,15 @@ def test_event_tables_have_no_dead_tuples_after_produce_consume_with_rotations(
     client.close()
     with psycopg.connect(dsn, autocommit=True) as conn:
         # statistics reach the shared counters when the writing backends go idle or exit
-        for _ in range(100):
+        def event_table_stats() -> list[tuple[Any, ...]]:
             conn.execute("SELECT pg_stat_clear_snapshot()")
             rows = conn.execute(
                 "SELECT relname, n_dead_tup, n_tup_ins FROM pg_stat_user_tables"
                 " WHERE schemaname = 'pglogq' AND relname ~ '^event_[0-9]+_[0-9]+$'"
             ).fetchall()
-            if sum(r[2] for r in rows) >= 720:
-                break
-            time.sleep(0.1)
-        assert sum(r[2] for r in rows) >= 720
+            return rows if sum(r[2] for r in rows) >= 720 else []
+
+        rows = wait_for(event_table_stats, "the statistics of 720 inserts", interval=0.1)
         assert [r for r in rows if r[1] != 0] == []
 
 
