@@ -26,8 +26,7 @@ from pglogq import schema
 from pglogq.cli import main as cli_main
 from tests.support.paths import REPO
 
-ROOT = REPO
-DOC = ROOT / "docs" / "reference" / "bad-input.md"
+DOC = REPO / "docs" / "reference" / "bad-input.md"
 
 
 @dataclass

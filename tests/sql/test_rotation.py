@@ -13,19 +13,13 @@ import pytest
 
 import pglogq
 from tests.support import draining
+from tests.support.db import current_table
 from tests.support.waiting import wait_for
 
 
 def drain(client: pglogq.Client, queue: str, consumer: str) -> list[int]:
     """The payloads' ``n``, in delivery order."""
     return [m.payload["n"] for m in draining.drain(client, queue, consumer)]
-
-
-def current_table(dsn: str, queue: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT cur_table FROM pglogq.queue WHERE queue_name = %s", (queue,)).fetchone()
-        assert row is not None
-        return int(row[0])
 
 
 def test_rotation_waits_for_the_slowest_consumer(client: pglogq.Client, dsn: str) -> None:
