@@ -395,6 +395,21 @@ def test_dlq_inspect_show_replay_purge(dsn: str) -> None:
     client.close()
 
 
+def test_dlq_replay_all_max(dsn: str) -> None:
+    """--max N replays at most N, oldest first; --max 0 is a usage error that changes nothing."""
+    ok(dsn, "queue", "create", "orders", "--set", "max_retries=1")
+    ok(dsn, "consumer", "subscribe", "orders", "billing")
+    ids = make_dead_letters(dsn, 3)
+    r = CliRunner().invoke(cli_main, ["dlq", "replay-all", "orders", "--max", "0", "--yes", "--dsn", dsn])
+    assert r.exit_code == 2, r.output
+    out = js(dsn, "dlq", "replay-all", "orders", "--max", "2", "--yes")
+    assert out == {"queue": "orders", "matched": 3, "replayed": 2, "skipped": 0}
+    assert [d["msg_id"] for d in js(dsn, "dlq", "inspect", "orders")] == sorted(ids)[2:]
+    out = js(dsn, "dlq", "replay-all", "orders", "--max", "1", "--yes")
+    assert out == {"queue": "orders", "matched": 1, "replayed": 1, "skipped": 0}
+    assert js(dsn, "dlq", "inspect", "orders") == []
+
+
 def test_dlq_replay_all_in_chunks_with_progress(dsn: str) -> None:
     ok(dsn, "queue", "create", "orders", "--set", "max_retries=1")
     ok(dsn, "consumer", "subscribe", "orders", "billing")
