@@ -93,9 +93,12 @@ class _Page:
         self.claimed_at = time.monotonic()
         self.started = -1  # deliveries[: started + 1] have started (or count as such)
         self.first_start = 0.0
+        self.chunk = 1  # events marked by the last mark (doubles while they start quickly)
+        self.claim_seconds = 0.0  # time spent marking (not part of the handlers' pace)
         self.cancelled: set[int] = set()  # cancelled after receive: never started
         self.stop_ids: set[int] = set()  # asked to stop (request_stop)
         self.released = False
+        self.releasing = False
 
     def mark_lost(self, how: str) -> None:
         if self.lost or self.finishing:
@@ -572,13 +575,14 @@ class Consumer:
         n = page.started + 1
         if n <= 0 or self.start_ahead <= 0:
             return
-        pace = (time.monotonic() - page.first_start) / n
+        pace = max(0.0, time.monotonic() - page.first_start - page.claim_seconds) / n
         self._pace = pace if self._pace is None else 0.5 * self._pace + 0.5 * pace
 
     def _handle(self, batch: Batch) -> None:
         assert batch.id is not None
         page = _Page(batch.id, self.queue, self.consumer_name)
         page.claimed = min(self._ahead(), len(batch)) - 1
+        page.chunk = max(1, page.claimed + 1)
         self._page = page
         try:
             if self.transactional:
@@ -624,22 +628,32 @@ class Consumer:
 
     def _claim(self, page: _Page, unit: Unit[Delivery]) -> list[Delivery]:
         """Mark the unit's events started (unless marked already); the ones still to run."""
-        top = max(d.index for d in unit.items)
-        with page.lock:
-            if top > page.claimed:
-                upto = min(len(page.deliveries) - 1, max(top, page.started + self._ahead()))
-                gone = self.client.mark_started(page.deliveries[upto].message)
-                if gone is None:
-                    page.mark_lost("start refused")
-                    raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
-                page.cancelled.update(gone)
-                page.claimed = upto
-                page.claimed_at = time.monotonic()
-            if page.started < 0:
-                page.first_start = time.monotonic()
-            page.started = max(page.started, top)
-        live = [d for d in unit.items if d.msg_id not in page.cancelled]
-        for d in unit.items:
+        items = unit.items
+        top = items[-1].index if len(items) == 1 else max(d.index for d in items)
+        if top > page.started:
+            page.started = top  # first: a release (heartbeat side) never moves the frontier below it
+        if top > page.claimed or page.releasing:
+            with page.lock:
+                if top > page.claimed:
+                    t0 = time.monotonic()
+                    # the events marked last started within half the window: mark twice as many
+                    quick = self.start_ahead > 0 and t0 - page.claimed_at < self.start_ahead / 2
+                    page.chunk = max(self._ahead(), page.chunk * 2 if quick else 1)
+                    upto = min(len(page.deliveries) - 1, max(top, page.started + page.chunk))
+                    gone = self.client.mark_started(page.deliveries[upto].message)
+                    if gone is None:
+                        page.mark_lost("start refused")
+                        raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
+                    page.cancelled.update(gone)
+                    page.claimed = upto
+                    page.claimed_at = time.monotonic()
+                    page.claim_seconds += page.claimed_at - t0
+        if not page.first_start:
+            page.first_start = time.monotonic()
+        if not page.cancelled:
+            return items
+        live = [d for d in items if d.msg_id not in page.cancelled]
+        for d in items:
             if d.msg_id in page.cancelled:
                 d.skipped = True
                 log.info("%r: message %d was cancelled after it was received: not started", self, d.msg_id)
@@ -650,16 +664,21 @@ class Consumer:
         if page.claimed <= page.started or time.monotonic() - page.claimed_at < self.start_ahead:
             return
         with page.lock:
-            if page.claimed <= page.started or page.finishing or page.lost:
-                return
-            to = page.deliveries[page.started].message if page.started >= 0 else None
-            got = self.client.mark_started(to, back=True, batch_id=page.batch_id)
-            if got is None:
-                page.mark_lost("start refused")
-                return
-            page.claimed = page.started
-            page.released = True
-            self._pace = self.start_ahead
+            page.releasing = True  # before reading page.started (see _claim)
+            try:
+                back = min(page.started, page.claimed)
+                if page.claimed <= back or page.finishing or page.lost:
+                    return
+                to = page.deliveries[back].message if back >= 0 else None
+                got = self.client.mark_started(to, back=True, batch_id=page.batch_id)
+                if got is None:
+                    page.mark_lost("start refused")
+                    return
+                page.claimed = back
+                page.released = True
+                self._pace = self.start_ahead
+            finally:
+                page.releasing = False
 
     def _give_back(self, page: _Page) -> None:
         """An abandoned page (stop(abandon=True)) goes back as never started: the operator

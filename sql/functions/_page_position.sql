@@ -15,11 +15,14 @@
 -- page runs after its start key (page_*, NULL at the start of the batch) up to and including
 -- its end key (page_end_*, NULL when no page is out).  nack and report_progress accept only
 -- position 0; cancel's "handed" check counts everything but position 1 against the frontier.
+-- PL/pgSQL, not SQL: a SQL function with SET is never inlined and is planned again on every
+-- call (milliseconds); PL/pgSQL evaluates the expression with a cached plan.
 CREATE OR REPLACE FUNCTION pglogq._page_position(
     h pglogq.subscription, ev_priority integer, ev_txid xid8, ev_id bigint, started boolean DEFAULT false)
-RETURNS integer LANGUAGE sql IMMUTABLE
+RETURNS integer LANGUAGE plpgsql IMMUTABLE
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
-    SELECT CASE
+BEGIN
+    RETURN CASE
         WHEN h.page_txid IS NOT NULL AND NOT
              CASE WHEN h.batch_big THEN (ev_txid, ev_id) > (h.page_txid, h.page_id)
                   ELSE (-ev_priority, ev_txid, ev_id) > (-h.page_prio, h.page_txid, h.page_id) END
@@ -34,4 +37,4 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
         THEN 0
         ELSE 1
     END;
-$$;
+END $$;
