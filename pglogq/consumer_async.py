@@ -87,7 +87,7 @@ class _Page:
         self.finishing = False
         self.last_beat = time.monotonic()  # receive itself was a heartbeat
         self.deliveries: list[AsyncDelivery] = []
-        self.lock = _acompat.Lock()
+        self.lock = _concurrency_async.Lock()
         self.claimed = -1  # deliveries[: claimed + 1] are marked started in the database
         self.claimed_at = time.monotonic()
         self.started = -1  # deliveries[: started + 1] have started (or count as such)
