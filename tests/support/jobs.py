@@ -12,7 +12,7 @@ import pglogq
 def rows(dsn: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
     """Run one statement in autocommit; its rows (none for a statement without a result)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        cur = conn.execute(query, args)  # type: ignore[arg-type]
+        cur = conn.execute(query, args)
         return cur.fetchall() if cur.description else []
 
 
