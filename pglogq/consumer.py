@@ -629,32 +629,39 @@ class Consumer:
         page.deliveries = deliveries
         return deliveries
 
-    def _claim(self, page: _Page, unit: Unit[Delivery]) -> list[Delivery]:
-        """Mark the unit's events started (unless marked already); the ones still to run."""
+    def _starting(self, page: _Page, unit: Unit[Delivery]) -> int:
+        """Note that the unit's events start now; the index to mark up to (-1: marked already).
+
+        No I/O: the common case (marked already, in a group) costs no at all."""
         items = unit.items
         top = items[-1].index if len(items) == 1 else max(d.index for d in items)
         if top > page.started:
             page.started = top  # first: a release (heartbeat side) never moves the frontier below it
-        if top > page.claimed or page.releasing:
-            with page.lock:
-                if top > page.claimed:
-                    t0 = time.monotonic()
-                    # the events marked last started within half the window: mark twice as many
-                    quick = self.start_ahead > 0 and t0 - page.claimed_at < self.start_ahead / 2
-                    page.chunk = max(self._ahead(), page.chunk * 2 if quick else 1)
-                    upto = min(len(page.deliveries) - 1, max(top, page.started + page.chunk))
-                    gone = self.client.mark_started(page.deliveries[upto].message)
-                    if gone is None:
-                        page.mark_lost("start refused")
-                        raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
-                    page.cancelled.update(gone)
-                    page.claimed = upto
-                    page.claimed_at = time.monotonic()
-                    page.claim_seconds += page.claimed_at - t0
         if not page.first_start:
             page.first_start = time.monotonic()
-        if not page.cancelled:
-            return items
+        return top if top > page.claimed or page.releasing else -1
+
+    def _claim(self, page: _Page, top: int) -> None:
+        """Mark the events up to ``top`` started (and a group after it, at the measured pace)."""
+        with page.lock:
+            if top <= page.claimed:
+                return
+            t0 = time.monotonic()
+            # the events marked last started within half the window: mark twice as many
+            quick = self.start_ahead > 0 and t0 - page.claimed_at < self.start_ahead / 2
+            page.chunk = max(self._ahead(), page.chunk * 2 if quick else 1)
+            upto = min(len(page.deliveries) - 1, max(top, page.started + page.chunk))
+            gone = self.client.mark_started(page.deliveries[upto].message)
+            if gone is None:
+                page.mark_lost("start refused")
+                raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
+            page.cancelled.update(gone)
+            page.claimed = upto
+            page.claimed_at = time.monotonic()
+            page.claim_seconds += page.claimed_at - t0
+
+    def _live(self, page: _Page, items: list[Delivery]) -> list[Delivery]:
+        """The items not cancelled after they were received (those are never started)."""
         live = [d for d in items if d.msg_id not in page.cancelled]
         for d in items:
             if d.msg_id in page.cancelled:
@@ -709,10 +716,16 @@ class Consumer:
                 self._beat(page, force=True)
             if page.lost:
                 raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
-            live = self._claim(page, unit)
-            if not live:
-                return  # cancelled after it was received: acknowledged with the page, never run
-            todo = unit if len(live) == len(unit.items) else Unit(unit.route, live, unit.error)
+            top = self._starting(page, unit)
+            if top >= 0:
+                self._claim(page, top)
+            todo = unit
+            if page.cancelled:
+                live = self._live(page, unit.items)
+                if not live:
+                    return  # cancelled after it was received: acknowledged with the page, never run
+                if len(live) < len(unit.items):
+                    todo = Unit(unit.route, live, unit.error)
             started = datetime.now(timezone.utc)
             t0 = time.monotonic()
             for d in todo.items:
