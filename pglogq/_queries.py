@@ -27,11 +27,14 @@ FORCE_TICK: LiteralString = "SELECT pglogq.force_tick(%s)"
 RECEIVE: LiteralString = (
     "SELECT batch_id, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text, retry_count,"
     " created_at, priority, txid::pg_catalog.text"
-    " FROM pglogq.receive(%s, %s, %s, %s)"
+    " FROM pglogq.receive(%s, %s, %s, %s, %s)"
 )
 ACK: LiteralString = "SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8)"
 NACK: LiteralString = "SELECT pglogq.nack(%s, %s, %s, %s, %s::pg_catalog.xid8)"
 CANCEL: LiteralString = "SELECT pglogq.cancel(%s, %s)"
+REQUEST_STOP: LiteralString = "SELECT pglogq.request_stop(%s, %s)"
+MARK_STARTED: LiteralString = "SELECT pglogq.mark_started(%s, %s, %s::pg_catalog.xid8, %s)"
+STOP_REQUESTS: LiteralString = "SELECT pglogq.stop_requests(%s, %s::pg_catalog.int8[])"
 # the dead-letter filters come in one order in every dlq_ function: queue, consumer, type, older_than
 DLQ_INSPECT: LiteralString = (
     "SELECT dead_id, queue, consumer, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text,"

@@ -135,6 +135,8 @@ class RunStats:
     """Pages left unacknowledged by ``stop(abandon=True)`` (they come back)."""
     errors: int = 0
     """Database errors survived by the run loop (it waits and tries again)."""
+    cancelled: int = 0
+    """Messages cancelled after they were received: never started, acknowledged with the page."""
 
 
 class NotifyHealth:

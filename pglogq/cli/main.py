@@ -72,12 +72,13 @@ def ticker() -> None:
 
 
 def _register() -> None:
-    from pglogq.cli import consumer, demo, dlq, queue, receive, schema, send, status
+    from pglogq.cli import cancel, consumer, demo, dlq, queue, receive, schema, send, status
 
     main.add_command(schema.schema)
     main.add_command(queue.queue)
     main.add_command(consumer.consumer)
     main.add_command(send.send)
+    main.add_command(cancel.cancel)
     main.add_command(receive.receive)
     main.add_command(receive.tail)
     main.add_command(status.status)

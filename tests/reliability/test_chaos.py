@@ -44,6 +44,12 @@ def test_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
         assert s["lost"] == 0, (name, s["examples"])
         assert s["unexpected"] == 0, (name, s["examples"])
         assert s["poison_not_dead"] == 0, (name, s)
+        # events that kill their consumer process end dead, not redelivered forever (issue 16 #2):
+        # max_retries (2) + 1 deliveries, a few more to halve a crashed page of up to 200
+        # events down to the killer, and the faults' own redeliveries
+        assert s["killers_delivered"] > 0, (name, s)
+        assert s["killer_not_dead"] == 0, (name, s)
+        assert s["killer_max_deliveries"] <= 20, (name, s)
         assert s["delivered_ids"] >= report["sends"]["ok"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     # the run did what it claims: many sends, every kind of fault, unknown outcomes included
@@ -53,6 +59,7 @@ def test_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
     for kind in MEAN_INTERVAL:
         assert faults.get(kind, 0) > 0, kind
     assert faults.get("proxy_drop_after_commit", 0) > 0
+    assert faults.get("killer_crash", 0) >= 3 * len(subs)
     assert faults.get("idle_in_transaction_timeout", 0) > 0
 
 
