@@ -109,7 +109,7 @@ def _left(step: str, done: int, page: int, *, refused: bool = False) -> str:
 @click.option("--max", "max_", type=click.IntRange(1, 100000), default=100, show_default=True,
               help="Receive at most this many events.")
 @click.option("--peek", is_flag=True,
-              help="Show the current page without acknowledging it (the consumer gets it again).")
+              help="Show the next page without opening a batch or acknowledging (nothing changes).")
 @click.option("--worker", metavar="NAME", help="Receive as cooperating worker NAME of the consumer.")
 @common_options
 @json_option
@@ -120,7 +120,8 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
     Page by page, each page is printed (and flushed) first and acknowledged after: what is
     shown is consumed, and only that.  After an error, a closed stdout or Ctrl-C nothing more
     is acknowledged, and the message says how many events were shown and acknowledged.  With
-    --peek the current page is shown and left unacknowledged.  Only ticked events are
+    --peek the next page is shown and nothing changes: no batch is opened (a worker's open
+    batch is shown as it is), nothing is acknowledged.  Only ticked events are
     delivered (a ticker must run: `pglogq ticker run`).  Payloads are printed exactly as
     PostgreSQL stores them.
 
@@ -134,7 +135,13 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
     try:
         while done < max_:
             step = _Step.RECEIVING
-            batch = receive_raw(app.client, app.conn, queue, consumer, min(PAGE, max_ - done), worker)
+            if peek:
+                # receive in a transaction that is rolled back: the page is shown and no batch
+                # stays open (nothing blocks `consumer seek`, nothing counts as seen)
+                with app.conn.transaction(force_rollback=True):
+                    batch = receive_raw(app.client, app.conn, queue, consumer, min(PAGE, max_ - done), worker)
+            else:
+                batch = receive_raw(app.client, app.conn, queue, consumer, min(PAGE, max_ - done), worker)
             if not batch:
                 break
             page = len(batch)
@@ -178,7 +185,7 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
     if not done:
         click.echo("no events (nothing ticked since the last batch)")
         return
-    click.echo(f"{done} event(s) " + ("shown, not acknowledged (--peek)" if peek else "received and acknowledged"))
+    click.echo(f"{done} event(s) " + ("shown (--peek: no batch opened, nothing acknowledged)" if peek else "received and acknowledged"))
 
 
 def _close_array(app: App, opened: bool) -> None:
