@@ -120,3 +120,21 @@ def test_embedded_status_says_when_it_is_not_in_use(dsn: str, tmp_path: Path) ->
     st = json.loads(ok("embedded", "status", "--json", env=env).stdout)
     assert st["in_use"] is False and st["running"] is False
     assert "not in use" in ok("embedded", "status", env=env).stdout
+
+
+# -- item 8: receive --peek opens nothing ---------------------------------------------------------
+
+
+def test_peek_opens_no_batch_so_seek_is_not_refused(dsn: str) -> None:
+    ok("queue", "create", "q", dsn=dsn)
+    ok("consumer", "subscribe", "q", "c", dsn=dsn)
+    ok("send", "q", stdin='{"n": 1}\n{"n": 2}\n', dsn=dsn)
+    sql(dsn, "SELECT pglogq.force_tick('q')")
+    first = json.loads(ok("receive", "q", "c", "--peek", "--json", dsn=dsn).stdout)
+    assert [m["payload"] for m in first] == [{"n": 1}, {"n": 2}]
+    opened = sql(dsn, "SELECT open_batches FROM pglogq.consumer_info('q') WHERE consumer_name = 'c'")
+    assert opened == [(0,)]
+    assert "no batch opened" in ok("receive", "q", "c", "--peek", dsn=dsn).stdout
+    # no worker exists, and the peek left nothing open: seek is not refused
+    ok("consumer", "seek", "q", "c", "--to", "latest", "--execute", dsn=dsn)
+    assert json.loads(ok("receive", "q", "c", "--peek", "--json", dsn=dsn).stdout) == []

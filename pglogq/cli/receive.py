@@ -57,9 +57,9 @@ def receive_raw(
     return pglogq.Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, client)
 
 
-def _message_json(m: Message) -> dict[str, Any]:
+def _message_json(m: Message, peek: bool = False) -> dict[str, Any]:
     return {
-        "batch_id": m.batch_id, "msg_id": m.msg_id, "type": m.type, "payload": m.payload,
+        "batch_id": None if peek else m.batch_id, "msg_id": m.msg_id, "type": m.type, "payload": m.payload,
         "headers": m.headers, "retry_count": m.retry_count, "created_at": m.created_at,
         "priority": m.priority,
     }
@@ -73,10 +73,10 @@ def _print_messages(msgs: list[Message]) -> None:
     )
 
 
-def _show_page(app: App, msgs: list[Message], first: bool) -> None:
+def _show_page(app: App, msgs: list[Message], first: bool, peek: bool = False) -> None:
     """Print one page: rows of a table, or elements of the JSON array (opened by the first)."""
     if app.json:
-        inner = jsontext.dumps(jsonable([_message_json(m) for m in msgs]), indent=2)[2:-2]  # without "[\n", "\n]"
+        inner = jsontext.dumps(jsonable([_message_json(m, peek) for m in msgs]), indent=2)[2:-2]  # without "[\n", "\n]"
         click.echo(("[\n" if first else ",\n") + inner, nl=False)
     else:
         _print_messages(msgs)
@@ -125,7 +125,7 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
     delivered (a ticker must run: `pglogq ticker run`).  Payloads are printed exactly as
     PostgreSQL stores them.
 
-    JSON: [{"batch_id", "msg_id", "type", "payload", "headers", "retry_count", "created_at",
+    JSON: [{"batch_id" (null with --peek), "msg_id", "type", "payload", "headers", "retry_count", "created_at",
     "priority"}]
     """
     done = 0  # events printed and acknowledged
@@ -146,7 +146,7 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
                 break
             page = len(batch)
             step = _Step.PRINTING
-            _show_page(app, batch.messages, not opened)
+            _show_page(app, batch.messages, not opened, peek)
             opened = True
             flush_stdout()
             if peek:
@@ -185,7 +185,8 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
     if not done:
         click.echo("no events (nothing ticked since the last batch)")
         return
-    click.echo(f"{done} event(s) " + ("shown (--peek: no batch opened, nothing acknowledged)" if peek else "received and acknowledged"))
+    click.echo(f"{done} event(s) " + ("shown (--peek: no batch opened, nothing acknowledged)" if peek
+                                      else "received and acknowledged"))
 
 
 def _close_array(app: App, opened: bool) -> None:
