@@ -138,3 +138,19 @@ def test_peek_opens_no_batch_so_seek_is_not_refused(dsn: str) -> None:
     # no worker exists, and the peek left nothing open: seek is not refused
     ok("consumer", "seek", "q", "c", "--to", "latest", "--execute", dsn=dsn)
     assert json.loads(ok("receive", "q", "c", "--peek", "--json", dsn=dsn).stdout) == []
+
+
+# -- item 3: the demo leaves nothing behind --------------------------------------------------------
+
+
+def test_demo_then_its_suggestions_leave_status_check_green(dsn: str) -> None:
+    r = ok("demo", dsn=dsn)
+    assert "unsubscribed again" in r.stdout
+    # what the demo suggests next: send one more event; a ticker (here one pass) ticks it
+    ok("send", "pglogq_demo", '{"order": 99}', dsn=dsn)
+    ok("ticker", "run", "--once", dsn=dsn)
+    # --stale-after 1ms stands for "much later": a consumer left behind would be 1 event behind
+    r = sh("status", "--check", "--stale-after", "1ms", dsn=dsn)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(ok("demo", "--json", dsn=dsn).stdout)["consumers"]["billing"]["all_events_once"] is True
+    assert sql(dsn, "SELECT count(*) FROM pglogq.consumer_info('pglogq_demo')") == [(0,)]
