@@ -154,3 +154,38 @@ def test_demo_then_its_suggestions_leave_status_check_green(dsn: str) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(ok("demo", "--json", dsn=dsn).stdout)["consumers"]["billing"]["all_events_once"] is True
     assert sql(dsn, "SELECT count(*) FROM pglogq.consumer_info('pglogq_demo')") == [(0,)]
+
+
+# -- item 4: rates over wall-clock windows ----------------------------------------------------------
+
+
+def test_rate_is_events_of_the_last_wall_clock_minute(dsn: str) -> None:
+    """A paced producer (one event, one tick, a pause; six times): the rate is what was ticked in
+    the last minute of wall-clock time over 60 s, read from the ticks' timestamps, and it falls to
+    0 once those ticks are a minute old (time is moved by moving the ticks' timestamps)."""
+    import time
+
+    import pglogq
+
+    ok("queue", "create", "q", dsn=dsn)
+    with pglogq.Client(dsn) as client:
+        for i in range(6):
+            client.send("q", {"i": i})
+            client.tick("q", force=True)
+            time.sleep(0.05)
+
+    def rate() -> float:
+        rows = json.loads(ok("queue", "list", "--json", dsn=dsn).stdout)
+        return float(rows[0]["events_per_second"])
+
+    # 6 events within the minute: 6/60 (the old rate, over the span between ticks, was ~20/s)
+    assert rate() == pytest.approx(6 / 60)
+    # the creation tick and the ticks of the first three events move out of the window
+    sql(dsn, "UPDATE pglogq.tick SET tick_time = tick_time - interval '61 s' WHERE tick_id <= 4")
+    total = sql(dsn, "SELECT tick_event_total FROM pglogq.tick WHERE tick_id = 4")[0][0]
+    assert total == 3
+    assert rate() == pytest.approx((6 - 3) / 60)
+    # the producer stopped over a minute ago: no rate left, in the CLI and in the SQL view alike
+    sql(dsn, "UPDATE pglogq.tick SET tick_time = tick_time - interval '61 s' WHERE tick_id > 4")
+    assert rate() == 0
+    assert sql(dsn, "SELECT events_per_second FROM pglogq.queue_info('q')") == [(0.0,)]
