@@ -189,3 +189,37 @@ def test_rate_is_events_of_the_last_wall_clock_minute(dsn: str) -> None:
     sql(dsn, "UPDATE pglogq.tick SET tick_time = tick_time - interval '61 s' WHERE tick_id > 4")
     assert rate() == 0
     assert sql(dsn, "SELECT events_per_second FROM pglogq.queue_info('q')") == [(0.0,)]
+
+
+# -- item 4: one duration format ---------------------------------------------------------------------
+
+
+def test_one_duration_format_that_reads_back(dsn: str) -> None:
+    """Every duration the CLI writes is in one format, which --set, the CLI's options and
+    PostgreSQL's interval input all read back to the same value."""
+    from datetime import timedelta
+
+    from pglogq.cli.params import parse_duration
+    from pglogq.durations import format_duration
+
+    samples = [0, 0.001, 0.25, 1, 1.5, 6, 59.999, 60, 90, 3600, 3605, 86400, 93600, 100000.5, 2**31]
+    with psycopg.connect(dsn) as conn:
+        for secs in samples:
+            text = format_duration(secs)
+            assert parse_duration(text) == timedelta(seconds=secs), text
+            row = conn.execute("SELECT extract(epoch FROM %s::interval)", (text,)).fetchone()
+            assert row is not None and float(row[0]) == pytest.approx(secs), text
+    assert [format_duration(s) for s in (0, 0.25, 6, 90, 86400, -2)] == ["0s", "250ms", "6s", "1m30s", "1d", "-2s"]
+    assert [format_duration(s, rounded=True) for s in (6.23, 125.4, 7325, 100000)] == ["6.2s", "2m5s", "2h2m", "1d3h"]
+    # the CLI: what --set prints, what queue config shows, what it reads back
+    r = ok("queue", "create", "q", "--set", "retry_delay=6s", "--set", "idempotency_window=36h", dsn=dsn)
+    assert "retry_delay = 6s" in r.stdout and "idempotency_window = 1d12h" in r.stdout, r.stdout
+    table = ok("queue", "config", "q", dsn=dsn).stdout
+    for line in ("retry_delay          6s", "rotation_period      2h", "idempotency_window   1d12h",
+                 "max_consumer_lag     0s (off)", "ticker_idle_period   1m"):
+        assert line in table, table
+    assert "q: retry_delay = 1m30s" in ok("queue", "config", "q", "retry_delay", "1m30s", dsn=dsn).stdout
+    # what it printed goes back in unchanged
+    ok("queue", "config", "q", "idempotency_window", "1d12h", dsn=dsn)
+    assert json.loads(ok("queue", "config", "q", "idempotency_window", "--json", dsn=dsn).stdout)["config"] == {
+        "idempotency_window": 36 * 3600.0}

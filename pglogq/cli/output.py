@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pglogq.cli import jsontext
+from pglogq.durations import format_duration
 
 
 def jsonable(value: Any) -> Any:
@@ -143,7 +144,7 @@ def fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, timedelta):
-        return duration(value)
+        return format_duration(value)  # a setting or an exact span: not rounded
     if isinstance(value, datetime):
         return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(value, (float, Decimal)):
@@ -156,22 +157,9 @@ def fmt(value: Any) -> str:
 
 
 def duration(value: timedelta | float | None) -> str:
-    """``1.2s``, ``3m05s``, ``2h10m``, ``4d3h``."""
-    if value is None:
-        return "-"
-    secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    sign = "-" if secs < 0 else ""
-    secs = abs(secs)
-    if secs < 10:
-        return f"{sign}{secs:.1f}s"
-    s = int(secs)
-    if s < 60:
-        return f"{sign}{s}s"
-    if s < 3600:
-        return f"{sign}{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{sign}{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{sign}{s // 86400}d{s % 86400 // 3600}h"
+    """A measured age or lag, rounded for reading: ``6.2s``, ``3m5s``, ``2h10m``, ``4d3h``
+    (pglogq's one duration format, :mod:`pglogq.durations`)."""
+    return format_duration(value, rounded=True)
 
 
 def size(n: int | None) -> str:
