@@ -115,8 +115,12 @@ def table(
     title: str | None = None,
     right: Iterable[str] = (),
     empty: str | None = None,
+    overflow: str = "fold",
 ) -> Table | None:
-    """A compact rich table (or None, after printing ``empty``, when there are no rows)."""
+    """A compact rich table (or None, after printing ``empty``, when there are no rows).
+
+    ``overflow``: what a cell too wide for 80 columns does: ``fold`` (wrap, nothing lost) or
+    ``ellipsis`` (one line per row, cut with …: for overviews whose details are elsewhere)."""
     data = [[fmt(v) for v in r] for r in rows]
     if not data and empty is not None:
         click.echo(empty)
@@ -124,8 +128,11 @@ def table(
     align = set(right)
     t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left",
               title_style="bold", expand=False)
-    for c in columns:
-        t.add_column(c, justify="right" if c in align else "left", overflow="fold")
+    for i, c in enumerate(columns):
+        # with ellipsis only the text columns give way: numbers and durations keep their width
+        keep = max([len(c), *(len(r[i]) for r in data)]) if overflow != "fold" and c in align else None
+        t.add_column(c, justify="right" if c in align else "left", overflow=overflow,  # type: ignore[arg-type]
+                     no_wrap=keep is not None, min_width=keep)
     for r in data:
         t.add_row(*[Text(c) for c in r])  # cells are data, never rich markup
     return t
