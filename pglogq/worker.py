@@ -140,6 +140,14 @@ def command(
 ) -> None:
     """Run the consumer MODULE:ATTR (e.g. myapp.handlers:consumer) until SIGTERM/SIGINT."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from pglogq.dsn import check_dsn
+
+    for given, where in ((dsn, "--dsn"), (None if dsn else os.environ.get("PGLOGQ_DSN"), "PGLOGQ_DSN")):
+        if given:
+            try:
+                check_dsn(given, where)
+            except ValueError as exc:
+                raise click.UsageError(str(exc)) from None
     if dsn:
         os.environ["PGLOGQ_DSN"] = dsn  # for consumers built at import with the DSN rule
     consumer = load_consumer(target)

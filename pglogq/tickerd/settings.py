@@ -21,6 +21,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from pglogq.dsn import check_dsn
+
 ENV_PREFIX = "PGLOGQ_TICKER_"
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -219,8 +221,11 @@ def load_settings(
         else:
             values[f.name] = str(given)
     dsns = tuple(d for d in (cli.get("dsns") or ()) if d)
+    where = "--dsn"
     if not dsns and merged.get("PGLOGQ_DSN"):
-        dsns = (merged["PGLOGQ_DSN"],)
+        dsns, where = (merged["PGLOGQ_DSN"],), "PGLOGQ_DSN"
+    for d in dsns:
+        check_dsn(d, where)
     if not dsns and resolve_default_dsn:
         from pglogq.dsn import resolve_dsn
 

@@ -272,3 +272,61 @@ def test_a_silent_worker_is_a_warning(dsn: str) -> None:
     assert [w["kind"] for w in got["warnings"]] == ["worker_silent"]
     # a shorter silence than --silent-after is no warning
     assert sh("status", "--check", "--silent-after", "5m", dsn=dsn).returncode == 0
+
+
+# -- item 6: hints in the terms of the tool that prints them ------------------------------------------
+
+
+def _err(r: subprocess.CompletedProcess[str]) -> str:
+    lines = r.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith(("pglogq: error: ", "Error: ")), r.stderr
+    return lines[-1]
+
+
+def test_cli_hints_name_commands_and_options(dsn: str) -> None:
+    ok("queue", "create", "orders", dsn=dsn)
+    ok("consumer", "subscribe", "orders", "billing", dsn=dsn)
+    # no near name: where to look, as a command
+    r = sh("send", "zzz", "{}", dsn=dsn)
+    assert r.returncode == Exit.NOT_FOUND
+    assert _err(r) == 'pglogq: error: unknown queue "zzz"; `pglogq queue list` lists the queues'
+    # an unknown consumer gets a hint too: a near name, else the command that lists them
+    r = sh("receive", "orders", "biling", dsn=dsn)
+    assert r.returncode == Exit.NOT_FOUND
+    assert _err(r).endswith('unknown consumer "biling" on queue "orders"; did you mean "billing"?'), r.stderr
+    r = sh("receive", "orders", "zzz", dsn=dsn)
+    assert _err(r).endswith("; `pglogq consumer list QUEUE` lists its consumers"), r.stderr
+    # a move out of range: the option, not the SQL argument
+    r = sh("consumer", "seek", "orders", "billing", "--by", "-999999", dsn=dsn)
+    assert r.returncode == Exit.INVALID
+    assert _err(r).endswith("use a value between 0 and 0, or --to earliest"), r.stderr
+    # an invalid position: every accepted form, the age too
+    r = sh("consumer", "seek", "orders", "billing", "--to", "yesterday-ish", dsn=dsn)
+    assert r.returncode == Exit.INVALID
+    assert "'15 minutes ago'" in _err(r), r.stderr
+    ok("consumer", "seek", "orders", "billing", "--to", "15 minutes ago", dsn=dsn)  # the form is accepted
+    # no SQL vocabulary in any of them
+    for args in (["send", "zzz", "{}"], ["receive", "orders", "zzz"],
+                 ["consumer", "seek", "orders", "billing", "--by", "-999999"]):
+        text = sh(*args, dsn=dsn).stderr
+        assert "=>" not in text and "pglogq.queue_info()" not in text and "consumer_info(" not in text, text
+
+
+@pytest.mark.parametrize("prog, args", [
+    ("pglogq", ["queue", "list", "--dsn", "not a dsn"]),
+    ("pglogq", ["--dsn", "not a dsn", "ticker", "run", "--once"]),
+    ("pglogq", ["worker", "some.module:consumer", "--dsn", "not a dsn"]),
+    ("pglogq-ticker", ["--once", "--dsn", "not a dsn"]),
+])
+def test_an_unparsable_dsn_is_a_usage_error_with_a_hint(prog: str, args: list[str]) -> None:
+    r = sh(*args, prog=prog)
+    assert r.returncode == Exit.USAGE, (r.returncode, r.stderr)
+    assert "invalid DSN in --dsn" in r.stderr and "use a URI (postgresql://user@host/db)" in r.stderr, r.stderr
+
+
+def test_an_unparsable_pglogq_dsn_is_a_usage_error_everywhere() -> None:
+    env = env_without_dsn(PGLOGQ_DSN="not a dsn")
+    for prog, args in (("pglogq", ["status"]), ("pglogq", ["ticker", "run", "--once"]),
+                       ("pglogq-ticker", ["--once"]), ("pglogq", ["worker", "some.module:consumer"])):
+        r = sh(*args, prog=prog, env=env)
+        assert r.returncode == Exit.USAGE and "invalid DSN in PGLOGQ_DSN" in r.stderr, (prog, args, r.stderr)
