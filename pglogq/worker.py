@@ -6,7 +6,9 @@ or a function without arguments that returns one.  Also runnable as
 
 SIGTERM or SIGINT finishes the page being handled (its handlers complete, then it is
 acknowledged) and exits; a second signal abandons the page unacknowledged (all of it comes back
-to the subscription).  Either way no page is ever half-acknowledged.
+to the subscription) and the process exits at once, without waiting for handler threads it left
+behind (nor for threads those started, e.g. a ThreadPoolExecutor's).  Either way no page is ever
+half-acknowledged.
 """
 
 from __future__ import annotations
@@ -157,6 +159,15 @@ def command(
     log.info("starting %r", consumer)
     stats = run_consumer(consumer, stop_when_idle=stop_when_idle, max_batches=max_batches)
     log.info("%s", _summary(consumer, stats))
+    if stats.abandoned_pages:
+        # asked twice: the page is abandoned and comes back anyway; handler threads left behind
+        # (and any non-daemon thread they started, which Python would join at exit) must not
+        # keep the process up until they return
+        log.warning("exiting now; %d abandoned page(s) come back to the subscription", stats.abandoned_pages)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -330,3 +330,56 @@ def test_an_unparsable_pglogq_dsn_is_a_usage_error_everywhere() -> None:
                        ("pglogq-ticker", ["--once"]), ("pglogq", ["worker", "some.module:consumer"])):
         r = sh(*args, prog=prog, env=env)
         assert r.returncode == Exit.USAGE and "invalid DSN in PGLOGQ_DSN" in r.stderr, (prog, args, r.stderr)
+
+
+# -- item 9: a thread-mode worker asked twice exits at once ---------------------------------------------
+
+HANDLER = '''
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pglogq
+
+consumer = pglogq.Consumer(None, "jobs", "c")
+
+
+@consumer.handler()
+def handle(msg):
+    print("handling", msg.msg_id, flush=True)
+    # a handler whose work runs in a pool: its thread is not a daemon, and Python joins it at exit
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(time.sleep, 600).result()
+'''
+
+
+def test_worker_asked_twice_exits_at_once_and_the_page_comes_back(dsn: str, tmp_path: Path) -> None:
+    import signal
+
+    from tests.support.waiting import wait_for
+
+    (tmp_path / "slowjobs.py").write_text(HANDLER)
+    ok("queue", "create", "jobs", dsn=dsn)
+    ok("consumer", "subscribe", "jobs", "c", dsn=dsn)
+    ok("send", "jobs", '{"job": 1}', dsn=dsn)
+    sql(dsn, "SELECT pglogq.force_tick('jobs')")
+    out, err = tmp_path / "out.log", tmp_path / "err.log"
+    with out.open("w") as o, err.open("w") as e:
+        proc = subprocess.Popen([script(), "worker", "slowjobs:consumer"], cwd=tmp_path, stdout=o, stderr=e,
+                                env={**env_without_dsn(), "PGLOGQ_DSN": dsn})
+    try:
+        wait_for(lambda: "handling" in out.read_text(), "the handler to start")
+        proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: "finishing the current page" in err.read_text(), "the first signal to be seen")
+        proc.send_signal(signal.SIGTERM)
+        # the handler would run 600 s more: the process must not wait for it (the bound only
+        # catches a hang, it measures nothing)
+        assert proc.wait(timeout=120) == 0, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = err.read_text()
+    assert "abandoning the current page" in log and "exiting now; 1 abandoned page(s)" in log, log
+    # the page comes back: the same event, to the same consumer
+    again = json.loads(ok("receive", "jobs", "c", "--json", dsn=dsn).stdout)
+    assert [m["payload"] for m in again] == [{"job": 1}]
