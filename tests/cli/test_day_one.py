@@ -383,3 +383,56 @@ def test_worker_asked_twice_exits_at_once_and_the_page_comes_back(dsn: str, tmp_
     # the page comes back: the same event, to the same consumer
     again = json.loads(ok("receive", "jobs", "c", "--json", dsn=dsn).stdout)
     assert [m["payload"] for m in again] == [{"job": 1}]
+
+
+# -- item 11: an expected failure is one line; an unexpected one keeps its traceback -----------------
+
+FAILING = '''
+import pglogq
+
+consumer = pglogq.Consumer(None, "mail", "sender")
+
+
+@consumer.handler("expected")
+def expected(msg):
+    raise pglogq.Nack("mailbox full", retry_after=3600)
+
+
+@consumer.handler("unexpected")
+def unexpected(msg):
+    raise ValueError("bug in the template")
+'''
+
+
+def test_a_nack_logs_one_line_and_an_exception_its_traceback(dsn: str, tmp_path: Path) -> None:
+    (tmp_path / "failing.py").write_text(FAILING)
+    ok("queue", "create", "mail", dsn=dsn)
+    ok("consumer", "subscribe", "mail", "sender", dsn=dsn)
+    ok("send", "mail", '{"to": "ada"}', "--type", "expected", dsn=dsn)
+    ok("send", "mail", '{"to": "bob"}', "--type", "unexpected", dsn=dsn)
+    sql(dsn, "SELECT pglogq.force_tick('mail')")
+
+    def work(*extra: str) -> str:
+        r = subprocess.run([script(), "worker", "failing:consumer", "--stop-when-idle", *extra], cwd=tmp_path,
+                           capture_output=True, text=True, env={**env_without_dsn(), "PGLOGQ_DSN": dsn},
+                           timeout=120, check=False)
+        assert r.returncode == 0, r.stderr
+        return r.stderr
+
+    log = work()
+    lines = log.splitlines()
+    nacked = [line for line in lines if "nacked" in line]
+    assert len(nacked) == 1 and "WARNING" in nacked[0] and nacked[0].endswith(": mailbox full"), log
+    # the traceback printed is the unexpected one's only
+    assert log.count("Traceback") == 1 and "ValueError: bug in the template" in log, log
+    assert "raise pglogq.Nack" not in log
+    # the reason is the Nack's, exactly; its retry_after wins over the queue's retry_delay
+    rows = sql(dsn, "SELECT r.reason, r.due_at - now() > interval '50 minutes' FROM pglogq.retry r"
+                    " ORDER BY r.reason")
+    assert rows == [("ValueError: bug in the template", False), ("mailbox full", True)], rows
+    # at DEBUG the Nack's traceback is there for whoever looks
+    sql(dsn, "UPDATE pglogq.retry SET due_at = now() - interval '1 s'")
+    sql(dsn, "SELECT pglogq.maint_run('pump')")
+    sql(dsn, "SELECT pglogq.force_tick('mail')")
+    debug = work("--log-level", "DEBUG")
+    assert "raise pglogq.Nack" in debug, debug
