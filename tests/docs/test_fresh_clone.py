@@ -74,6 +74,7 @@ def test_readme_and_tutorial_from_a_fresh_clone_leave_status_check_green(
 def _run(run: PageRun, b: Block, env: dict[str, str], work: Path) -> None:
     if b.lang in ("bash", "sh"):
         r = _bash(b.code, env, work)
-        assert (r.returncode == 0) != (b.mark == "expect-error"), f"{b.where}: exit {r.returncode}\n{r.stdout}{r.stderr}"
+        failed_as_expected = (r.returncode == 0) != (b.mark == "expect-error")
+        assert failed_as_expected, f"{b.where}: exit {r.returncode}\n{r.stdout}{r.stderr}"
     else:
         run.run(b)
