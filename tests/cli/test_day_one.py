@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from pglogq.cli.errors import Exit
+from tests.support.inflight import in_flight_job
 
 BIN = Path(sys.executable).parent
 
@@ -228,30 +229,8 @@ def test_one_duration_format_that_reads_back(dsn: str) -> None:
 # -- item 5: status at 80 columns, the silent worker ---------------------------------------------
 
 
-def _in_flight_job(dsn: str, worker_label: str, silent: str | None) -> None:
-    """A worker's job as the runtime reports it (through the SQL API), optionally made silent
-    by moving its last report back in time."""
-    sql(dsn, "SELECT pglogq.create_queue('reports_queue_with_a_long_name')")
-    sql(dsn, "SELECT pglogq.subscribe('reports_queue_with_a_long_name', 'nightly_report_builder')")
-    # no takeover while the test looks (the job is silent on purpose)
-    sql(dsn, "SELECT pglogq.set_queue_config('reports_queue_with_a_long_name', 'dead_interval', '1 hour')")
-    sql(dsn, "SELECT pglogq.send('reports_queue_with_a_long_name', '{\"report\": 1}')")
-    sql(dsn, "SELECT pglogq.force_tick('reports_queue_with_a_long_name')")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT batch_id, msg_id FROM pglogq.receive('reports_queue_with_a_long_name',"
-                           " 'nightly_report_builder', 10)").fetchone()
-        assert row is not None
-        conn.execute("SELECT pglogq.report_progress(%s, %s, 42.5, 'rendering the quarterly pages', NULL, %s)",
-                     (row[0], row[1], worker_label))
-        if silent:
-            conn.execute("UPDATE pglogq.progress SET heartbeat_at = heartbeat_at - %s::interval,"
-                         " started_at = started_at - %s::interval", (silent, silent))
-            conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - %s::interval"
-                         " WHERE batch_id IS NOT NULL", (silent,))
-
-
 def test_status_in_flight_reads_at_80_columns(dsn: str) -> None:
-    _in_flight_job(dsn, "build-host-7.example.internal:41234:worker-3", None)
+    in_flight_job(dsn, "build-host-7.example.internal:41234:worker-3", None)
     out = ok("status", dsn=dsn).stdout  # stdout is a pipe here: no terminal, 80 columns
     lines = out.splitlines()
     assert all(len(line) <= 80 for line in lines), "\n".join(line for line in lines if len(line) > 80)
@@ -263,7 +242,7 @@ def test_status_in_flight_reads_at_80_columns(dsn: str) -> None:
 
 
 def test_a_silent_worker_is_a_warning(dsn: str) -> None:
-    _in_flight_job(dsn, "w1", "90 seconds")
+    in_flight_job(dsn, "w1", "90 seconds")
     r = sh("status", "--check", dsn=dsn)
     assert r.returncode == Exit.CHECK_FAILED, r.stdout + r.stderr
     said = " ".join(r.stdout.split())

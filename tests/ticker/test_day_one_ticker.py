@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_day_one import _in_flight_job
+from tests.support.inflight import in_flight_job
 from tests.support.tickers import Daemon, free_port
 from tests.support.waiting import wait_for
 
@@ -80,7 +80,7 @@ def test_an_unknown_setting_is_refused(dsn: str, tmp_path: Path, name: str, sugg
 
 
 def test_silent_worker_metric(dsn: str, tmp_path: Path) -> None:
-    _in_flight_job(dsn, "w1", "90 seconds")
+    in_flight_job(dsn, "w1", "90 seconds")
     port = free_port()
     d = Daemon(tmp_path / "ticker.log", "--dsn", dsn, "--metrics-port", str(port), env=clean_env(dsn))
     try:
