@@ -4,7 +4,7 @@ Producers append events; a ticker records snapshots; each consumer reads the bat
 ticks with its own cursor, so fan-out shares one copy; old tables are emptied by TRUNCATE.
 """
 
-from pglogq._runtime import RunStats
+from pglogq._runtime import Nack, RunStats
 from pglogq.client import Batch, Client
 from pglogq.client_async import AsyncBatch, AsyncClient
 from pglogq.consumer import Consumer, Delivery
@@ -80,6 +80,7 @@ __all__ = [
     "InvalidStartCount",
     "Message",
     "MessageNotInBatch",
+    "Nack",
     "NotFound",
     "NotStartedThatFar",
     "PayloadTooLarge",

@@ -83,6 +83,9 @@ class AsyncBatch:
 class AsyncClient:
     """pglogq client for asyncio.  ``AsyncClient(dsn)``; ``dsn=None`` follows the DSN rule.
 
+    ``client.dsn`` is the DSN the client uses, after the DSN rule (``None`` for a client made on
+    your own ``pool=``): pass it to ``psycopg.connect`` for your application's connection.
+
     Every call can take ``conn=``: the caller's connection, whose transaction the call then
     joins (nothing is committed for the caller).  Otherwise a pooled autocommit connection runs
     the call in its own transaction.

@@ -43,6 +43,7 @@ from pglogq._runtime import (
     OK,
     TIMEOUT,
     WORKER_NAME_RE,
+    Nack,
     NotifyHealth,
     Outcome,
     Routes,
@@ -763,7 +764,7 @@ class Consumer:
         self, page: _Page, units: list[Unit[Delivery]], outcomes: list[Outcome], conn: AnyConn | None
     ) -> bool:
         """Nack the failures and ack the page in one transaction; False when the batch was lost."""
-        failures: list[tuple[Delivery, str]] = []
+        failures: list[tuple[Delivery, str, Any]] = []
         ok = timed_out = 0
         cancelled = 0
         for unit, outcome in zip(units, outcomes, strict=True):
@@ -772,19 +773,28 @@ class Consumer:
             if outcome[0] == OK:
                 ok += len(unit.items) - skipped
                 continue
+            exc = outcome[1]
+            after: Any = None
             if outcome[0] == TIMEOUT:
                 timed_out += len(unit.items)
-            elif outcome[1] is not None:
+            elif isinstance(exc, Nack):
+                # expected: one line; the traceback only for whoever debugs
+                log.warning("%r: nacked %s: %s", self, unit.items, exc.reason)
+                log.debug("%r: where the Nack of %s was raised", self, unit.items, exc_info=exc)
+                after = exc.retry_after
+            elif exc is not None:
                 log.warning("%r: handler failed for %s: %s", self, unit.items, failure_reason(outcome, None),
-                            exc_info=outcome[1])
+                            exc_info=exc)
             reason = failure_reason(outcome, self.message_timeout)
-            failures.extend((d, reason) for d in unit.items if not d.skipped)
+            failures.extend((d, reason, after) for d in unit.items if not d.skipped)
         page.finishing = True
         verdicts: list[str] = []
         try:
             with self.client.connection(conn) as c, c.transaction():
-                for d, reason in failures:
-                    delay = self.retry_policy.delay(d.retry_count) if self.retry_policy is not None else None
+                for d, reason, after in failures:
+                    delay = after
+                    if delay is None and self.retry_policy is not None:
+                        delay = self.retry_policy.delay(d.retry_count)
                     verdicts.append(self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
                 last = page.deliveries[-1].message if page.deliveries else None
                 self.client.ack(page.batch_id, last=last, conn=c)

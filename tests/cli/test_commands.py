@@ -86,7 +86,7 @@ def test_schema_install_into_an_empty_database(raw_db: str) -> None:
 
 def test_queue_lifecycle(dsn: str) -> None:
     out = js(dsn, "queue", "create", "orders", "--set", "ticker_max_lag=100ms", "--set", "max_retries=3")
-    assert out == {"queue": "orders", "created": True, "config": {"ticker_max_lag": "00:00:00.1", "max_retries": "3"}}
+    assert out == {"queue": "orders", "created": True, "config": {"ticker_max_lag": 0.1, "max_retries": 3}}
     assert js(dsn, "queue", "create", "orders")["created"] is False
     listed = js(dsn, "queue", "list")
     assert [q["queue_name"] for q in listed] == ["orders"]
@@ -94,7 +94,7 @@ def test_queue_lifecycle(dsn: str) -> None:
     cfg = js(dsn, "queue", "config", "orders")["config"]
     assert cfg["ticker_max_lag"] == 0.1 and cfg["max_retries"] == 3 and cfg["paused"] is False
     assert js(dsn, "queue", "config", "orders", "batch_max_events", "500") == {
-        "queue": "orders", "param": "batch_max_events", "value": "500"}
+        "queue": "orders", "param": "batch_max_events", "value": 500}
     assert js(dsn, "queue", "config", "orders", "batch_max_events") == {
         "queue": "orders", "config": {"batch_max_events": 500}}
     assert js(dsn, "queue", "pause", "orders") == {"queue": "orders", "paused": True}
