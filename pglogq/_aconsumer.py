@@ -26,7 +26,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
-from pglogq import _acompat
+from pglogq import _acompat, _trace
 from pglogq._aclient import AsyncBatch, AsyncClient
 from pglogq._runtime import (
     ABANDONED,
@@ -112,6 +112,9 @@ class AsyncDelivery:
         self._last_write = 0.0
         self._last_stage: str | None = None
         self._pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
+        self._verdict: str | None = None  # 'ack', 'retry' or 'dead' once the page is finished
+        self._failure: str | None = None  # why it was nacked
+        self._span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
 
     # -- the message ----------------------------------------------------------------------
 
@@ -519,9 +522,10 @@ class AsyncConsumer:
         assert batch.id is not None
         page = _Page(batch.id, self.queue, self.consumer_name)
         self._page = page
+        acked = False
         try:
             if self.transactional:
-                await self._handle_in_transaction(batch, page)
+                acked = await self._handle_in_transaction(batch, page)
             else:
                 deliveries = [AsyncDelivery(m, page, self, None) for m in batch]
                 page.deliveries = deliveries
@@ -529,12 +533,13 @@ class AsyncConsumer:
                 outcomes = await self._runner.run([self._thunk(u) for u in units], page.abandon)
                 if self._dropped(page, outcomes):
                     return
-                await self._finish(page, units, outcomes, None)
+                acked = await self._finish(page, units, outcomes, None)
         finally:
             page.finishing = True
             self._page = None
+            _trace.settle(page.deliveries, acked)
 
-    async def _handle_in_transaction(self, batch: AsyncBatch, page: _Page) -> None:
+    async def _handle_in_transaction(self, batch: AsyncBatch, page: _Page) -> bool:
         try:
             async with self.client.connection() as conn, conn.transaction():
                 deliveries = [AsyncDelivery(m, page, self, conn) for m in batch]
@@ -551,7 +556,8 @@ class AsyncConsumer:
                 if not await self._finish(page, units, outcomes, conn):
                     raise _Dropped()
         except _Dropped:
-            pass
+            return False
+        return True
 
     def _dropped(self, page: _Page, outcomes: list[Outcome]) -> bool:
         if page.lost:
@@ -576,21 +582,22 @@ class AsyncConsumer:
             for d in unit.items:
                 d.started_at, d._t0, d.running = started, t0, True
             try:
-                if unit.error is not None:
-                    raise UndecodableEvent(unit.error)
-                if unit.route is None:
-                    raise LookupError(f"no handler for event type {unit.items[0].type!r}")
-                if conn is not None:
-                    async with conn.transaction():
+                with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
+                    if unit.error is not None:
+                        raise UndecodableEvent(unit.error)
+                    if unit.route is None:
+                        raise LookupError(f"no handler for event type {unit.items[0].type!r}")
+                    if conn is not None:
+                        async with conn.transaction():
+                            await self._call(unit)
+                            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                                # leaving the block with an error rolls back to the handler's savepoint
+                                raise HandlerLeftTransactionFailed(
+                                    "the handler returned with its transaction in error (it caught an SQL "
+                                    "error without rolling back to a savepoint): its work was rolled back"
+                                )
+                    else:
                         await self._call(unit)
-                        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                            # leaving the block with an error rolls back to the handler's savepoint
-                            raise HandlerLeftTransactionFailed(
-                                "the handler returned with its transaction in error (it caught an SQL "
-                                "error without rolling back to a savepoint): its work was rolled back"
-                            )
-                else:
-                    await self._call(unit)
             finally:
                 for d in unit.items:
                     d.running = False
@@ -613,6 +620,8 @@ class AsyncConsumer:
         for unit, outcome in zip(units, outcomes, strict=True):
             if outcome[0] == OK:
                 ok += len(unit.items)
+                for d in unit.items:
+                    d._verdict = "ack"
                 continue
             if outcome[0] == TIMEOUT:
                 timed_out += len(unit.items)
@@ -627,7 +636,9 @@ class AsyncConsumer:
             async with self.client.connection(conn) as c, c.transaction():
                 for d, reason in failures:
                     delay = self.retry_policy.delay(d.retry_count) if self.retry_policy is not None else None
-                    verdicts.append(await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
+                    d._verdict = await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
+                    d._failure = reason
+                    verdicts.append(d._verdict)
                 last = page.deliveries[-1].message if page.deliveries else None
                 await self.client.ack(page.batch_id, last=last, conn=c)
         except StaleBatch:
