@@ -10,7 +10,8 @@ Python values every driver adapts the same way: JSON as text, ``int``, ``str``, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pglogq._codec as v
@@ -145,3 +146,15 @@ def translate(exc: BaseException) -> BaseException:
         return exc
     message, hint = _message(found[1])
     return cls(message, hint=hint)
+
+
+@contextmanager
+def translating(errors: type[BaseException] | tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Raise the pglogq exception of a framework error of class ``errors`` (chained to it)."""
+    try:
+        yield
+    except errors as exc:
+        err = translate(exc)
+        if err is exc:
+            raise
+        raise err from exc

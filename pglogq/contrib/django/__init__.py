@@ -89,15 +89,9 @@ def client() -> pglogq.Client:
 
 
 def _scalar(alias: str, sql: str, params: dict[str, Any]) -> Any:
-    try:
-        with connections[alias].cursor() as cur:
-            cur.execute(sql, params)
-            row = cur.fetchone()
-    except DatabaseError as exc:
-        err = _sqlapi.translate(exc)
-        if err is exc:
-            raise
-        raise err from exc
+    with _sqlapi.translating(DatabaseError), connections[alias].cursor() as cur:
+        cur.execute(sql, params)
+        row = cur.fetchone()
     return row[0] if row else None
 
 
