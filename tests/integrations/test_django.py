@@ -12,19 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import django
 import psycopg
 import pytest
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection, connections, transaction
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-django = pytest.importorskip("django")
-
-from django.conf import settings  # noqa: E402
-from django.core.exceptions import ImproperlyConfigured  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-from django.core.management.base import CommandError  # noqa: E402
-from django.db import connection, connections, transaction  # noqa: E402
-
-import pglogq  # noqa: E402
+import pglogq
 
 _counter = iter(range(1_000_000))
 
@@ -43,11 +41,9 @@ def django_dsn(server_dsn: str, template_db: str) -> Iterator[str]:
         "NAME": name, "USER": p.get("user", ""), "PASSWORD": p.get("password", ""),
         "HOST": p.get("host", ""), "PORT": p.get("port", ""),
     }
-    if not settings.configured:
-        settings.configure(DATABASES={"default": db}, INSTALLED_APPS=["pglogq.contrib.django"], USE_TZ=True)
-        django.setup()
-    else:  # pragma: no cover - another module configured Django first
-        pytest.skip("Django is configured already in this process")
+    assert not settings.configured, "Django settings are configured once per process: only this module may"
+    settings.configure(DATABASES={"default": db}, INSTALLED_APPS=["pglogq.contrib.django"], USE_TZ=True)
+    django.setup()
     yield dsn
     connections.close_all()
     with psycopg.connect(server_dsn, autocommit=True) as conn:

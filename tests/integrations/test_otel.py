@@ -17,9 +17,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor

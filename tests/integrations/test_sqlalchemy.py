@@ -12,16 +12,13 @@ from typing import Any
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict
+from sqlalchemy import URL, Engine, create_engine, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.orm import Session
 
-pytest.importorskip("sqlalchemy")
-
-from sqlalchemy import URL, Engine, create_engine, text  # noqa: E402
-from sqlalchemy.exc import DBAPIError  # noqa: E402
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
-
-import pglogq  # noqa: E402
-from pglogq.contrib.sqlalchemy import send, send_async, send_batch, send_batch_async  # noqa: E402
+import pglogq
+from pglogq.contrib.sqlalchemy import send, send_async, send_batch, send_batch_async
 
 SYNC_DRIVERS = ["psycopg", "psycopg2"]
 ASYNC_DRIVERS = ["asyncpg", "psycopg_async"]
