@@ -20,9 +20,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, connections, transaction
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 import pglogq
+from tests.support.db import with_db
 
 _counter = iter(range(1_000_000))
 
@@ -34,7 +35,7 @@ def django_dsn(server_dsn: str, template_db: str) -> Iterator[str]:
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    dsn = make_conninfo(server_dsn, dbname=name)
+    dsn = with_db(server_dsn, name)
     p = conninfo_to_dict(dsn)
     db = {
         "ENGINE": "django.db.backends.postgresql",

@@ -26,6 +26,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import pglogq
 from pglogq import _trace
 from pglogq.contrib import otel
+from tests.support.maintenance import pump_and_tick
 
 NO_DELAY = pglogq.RetryPolicy.fixed(timedelta(0))
 
@@ -60,11 +61,10 @@ def setup(client: pglogq.Client, max_retries: int = 3) -> None:
 
 
 def consume_until_idle(consumer: pglogq.Consumer, client: pglogq.Client, rounds: int = 6) -> None:
-    """Drain, then bring due retries back and tick, a few times (a ticker daemon does this)."""
+    """Tick and drain, then bring due retries back, a few times (a ticker daemon does this)."""
     for _ in range(rounds):
-        client.tick("orders", force=True)
+        pump_and_tick(client, "orders")
         consumer.run(stop_when_idle=True)
-        client.maintain()
 
 
 class _Shop(http.server.BaseHTTPRequestHandler):
