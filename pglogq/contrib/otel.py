@@ -49,6 +49,9 @@ from pglogq import _trace
 __all__ = ["extract", "instrument", "is_instrumented", "uninstrument"]
 
 SYSTEM = "pglogq"
+_ROOT = otel_context.Context()
+"""The parent of a CONSUMER span whose event carries no trace context: a new trace (not the
+span that happens to be current around the consumer's run loop)."""
 
 
 def _carrier(headers: Any) -> dict[str, str]:
@@ -61,7 +64,7 @@ def _carrier(headers: Any) -> dict[str, str]:
 def extract(headers: Mapping[str, Any] | None) -> otel_context.Context:
     """The trace context an event carries in its headers (for code that calls ``receive``
     itself): ``tracer.start_as_current_span(..., context=extract(msg.headers))``."""
-    return propagate.extract(_carrier(headers))
+    return propagate.extract(_carrier(headers), context=otel_context.Context())  # not the current one
 
 
 class _Sending:
@@ -130,13 +133,23 @@ class _OtelTracer:
             otel_context.detach(token)
 
     def _start(self, consumer: Any, items: Sequence[Any], batch: bool) -> trace.Span:
-        contexts = [trace.get_current_span(extract(d.headers)).get_span_context() for d in items]
-        valid = [c for c in contexts if c.is_valid]
-        parent: otel_context.Context | None = None
-        if valid and len(valid) == len(contexts) and all(c == valid[0] for c in valid):
-            parent = trace.set_span_in_context(trace.NonRecordingSpan(valid[0]))
+        links: list[Link] = []
+        if not batch:
+            parent = extract(items[0].headers) if items[0].headers else _ROOT
+            if parent is not _ROOT and not trace.get_current_span(parent).get_span_context().is_valid:
+                parent = _ROOT
         else:
-            parent = otel_context.Context()  # a new trace, linked to its messages' traces
+            contexts = [trace.get_current_span(extract(d.headers)).get_span_context() for d in items]
+            valid = [c for c in contexts if c.is_valid]
+            if valid and len(valid) == len(contexts) and all(c == valid[0] for c in valid):
+                parent = trace.set_span_in_context(trace.NonRecordingSpan(valid[0]))
+            else:
+                parent = _ROOT  # a new trace, linked to its messages' traces
+            seen: set[tuple[int, int]] = set()
+            for c in valid:
+                if (c.trace_id, c.span_id) not in seen:
+                    seen.add((c.trace_id, c.span_id))
+                    links.append(Link(c))
         first = items[0]
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,
@@ -147,14 +160,8 @@ class _OtelTracer:
             "messaging.client.id": consumer.label,
             "messaging.pglogq.batch.id": first.batch_id,
         }
-        links: list[Link] = []
         if batch:
             attributes["messaging.batch.message_count"] = len(items)
-            seen: set[tuple[int, int]] = set()
-            for c in valid:
-                if (c.trace_id, c.span_id) not in seen:
-                    seen.add((c.trace_id, c.span_id))
-                    links.append(Link(c))
         else:
             attributes["messaging.message.id"] = str(first.msg_id)
             attributes["messaging.pglogq.message.retry_count"] = first.retry_count

@@ -303,3 +303,37 @@ def test_uninstrument_stops_new_spans(provider: TracerProvider, client: pglogq.C
     [m] = client.receive("orders", "mailer")
     assert m.headers is None
     assert otel.extract(m.headers) is not None
+
+
+def test_untraced_event_starts_a_new_trace_inside_a_span(provider: TracerProvider, dsn: str) -> None:
+    """An event without trace context: its CONSUMER span is a root, not a child of whatever span
+    is current around the consumer's run (a long-lived 'worker' span would swallow every trace).
+    AsyncConsumer: its handlers run in the context of the run loop."""
+
+    async def main() -> None:
+        async with pglogq.AsyncClient(dsn) as client:
+            await client.create_queue("orders")
+            await client.subscribe("orders", "mailer")
+            await client.subscribe("orders", "auditor")
+            await client.send("orders", {"n": 1})
+            await client.send("orders", {"n": 2}, headers={"tenant": "acme"})
+            await client.tick("orders", force=True)
+            one = pglogq.AsyncConsumer(client, "orders", "mailer")
+            many = pglogq.AsyncConsumer(client, "orders", "auditor")
+
+            @one.handler()
+            async def each(m: pglogq.AsyncDelivery) -> None:
+                pass
+
+            @many.batch_handler()
+            async def all_of_them(ms: list[pglogq.AsyncDelivery]) -> None:
+                pass
+
+            with provider.get_tracer("test").start_as_current_span("worker main"):
+                await one.run(stop_when_idle=True)
+                await many.run(stop_when_idle=True)
+
+    asyncio.run(main())
+    process = spans(provider, "process orders")
+    assert len(process) == 3
+    assert [s.parent for s in process] == [None, None, None]
