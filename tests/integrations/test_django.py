@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,8 @@ def django_dsn(server_dsn: str, template_db: str) -> Iterator[str]:
         "HOST": p.get("host", ""), "PORT": p.get("port", ""),
     }
     assert not settings.configured, "Django settings are configured once per process: only this module may"
-    settings.configure(DATABASES={"default": db}, INSTALLED_APPS=["pglogq.contrib.django"], USE_TZ=True)
+    lite = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    settings.configure(DATABASES={"default": db, "lite": lite}, INSTALLED_APPS=["pglogq.contrib.django"], USE_TZ=True)
     django.setup()
     yield dsn
     connections.close_all()
@@ -179,6 +181,53 @@ def test_settings(django_dsn: str, queue: str, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(settings, "PGLOGQ", {"DATABASE": "nope"}, raising=False)
     with pytest.raises(ImproperlyConfigured, match="nope"):
         dj.send(queue, 1)
+    monkeypatch.setattr(settings, "PGLOGQ", ["DSN"], raising=False)
+    with pytest.raises(ImproperlyConfigured, match="dict"):
+        dj.send(queue, 1)
+    monkeypatch.setattr(settings, "PGLOGQ", {}, raising=False)
+    with pytest.raises(ImproperlyConfigured, match="sqlite"):
+        dj.send(queue, 1, using="lite")
+    with pytest.raises(ImproperlyConfigured, match="sqlite"):
+        dj.dsn("lite")
+
+
+def test_options_through_djangos_binding(django_dsn: str, queue: str) -> None:
+    """delay, deliver_at, priority, headers, a non-ASCII payload: adapted by Django's cursor."""
+    from pglogq.contrib.django import send, send_batch
+
+    now = datetime.now(timezone.utc)
+    with transaction.atomic():
+        send(queue, {"n": "later"}, delay=timedelta(hours=1))
+        send(queue, {"n": "tomorrow"}, deliver_at=now + timedelta(days=1))
+        send_batch(queue, [{"n": "b"}], delay=timedelta(hours=1), headers={"a": 1}, priority=32767)
+        send(queue, {"n": "now ✓"}, deliver_at=now - timedelta(hours=1), priority=0, type="t", headers={"h": "é"})
+    with pglogq.Client(django_dsn) as c:
+        c.tick(queue, force=True)
+        [m] = c.receive(queue, "mailer")
+        [info] = c.queue_info(queue)
+    assert (m.payload, m.type, m.priority, m.headers) == ({"n": "now ✓"}, "t", 0, {"h": "é"})
+    assert info.delayed == 3
+
+
+def test_send_carries_the_trace(django_dsn: str, queue: str) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from pglogq import _trace
+    from pglogq.contrib import otel
+    from pglogq.contrib.django import send
+
+    provider = TracerProvider()
+    otel.instrument(provider)
+    try:
+        with provider.get_tracer("t").start_as_current_span("POST /orders") as span, transaction.atomic():
+            send(queue, {"n": 1})
+    finally:
+        _trace.tracer = None
+    with pglogq.Client(django_dsn) as c:
+        c.tick(queue, force=True)
+        [m] = c.receive(queue, "mailer")
+    assert m.headers is not None
+    assert m.headers["traceparent"].split("-")[1] == format(span.get_span_context().trace_id, "032x")
 
 
 def test_management_commands(django_dsn: str, queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from psycopg.conninfo import conninfo_to_dict
 
 import pglogq
 from pglogq import _trace
@@ -337,3 +338,22 @@ def test_untraced_event_starts_a_new_trace_inside_a_span(provider: TracerProvide
     process = spans(provider, "process orders")
     assert len(process) == 3
     assert [s.parent for s in process] == [None, None, None]
+
+
+def test_sqlalchemy_send_carries_the_trace(provider: TracerProvider, client: pglogq.Client, dsn: str) -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from pglogq.contrib.sqlalchemy import send_batch
+
+    setup(client)
+    engine = create_engine("postgresql+psycopg://", connect_args=conninfo_to_dict(dsn))
+    try:
+        with provider.get_tracer("test").start_as_current_span("job"), Session(engine) as s, s.begin():
+            send_batch(s, "orders", [{"n": 1}, {"n": 2}])
+    finally:
+        engine.dispose()
+    [send] = spans(provider, "send orders")
+    client.tick("orders", force=True)
+    got = client.receive("orders", "mailer")
+    assert {m.headers["traceparent"].split("-")[2] for m in got if m.headers} == {format(send.context.span_id, "016x")}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -198,3 +199,71 @@ def test_async_connection_batch_and_errors(aengine_url: URL, dsn: str) -> None:
     ids = run(work, aengine_url)
     assert len(ids) == 2
     assert delivered(dsn) == [{"n": 1}, {"n": 2}]
+
+
+# -- every option and the server's refusals, through every driver --------------------------------
+
+HOUR = timedelta(hours=1)
+
+
+def refusals(now: datetime) -> list[tuple[dict[str, Any], type[Exception]]]:
+    """Arguments the server refuses (each its own SQLSTATE, translated whatever the driver), with
+    the exception ``Client.send`` raises for them."""
+    return [
+        ({"queue": "nope"}, pglogq.UnknownQueue),
+        ({"queue": None}, pglogq.UnknownQueue),
+        ({"queue": ""}, pglogq.UnknownQueue),
+        ({"priority": -1}, pglogq.InvalidArgument),
+        ({"priority": 32768}, pglogq.InvalidArgument),
+        ({"type": ""}, pglogq.InvalidPayload),
+        ({"headers": [1]}, pglogq.InvalidPayload),
+        ({"delay": -HOUR}, pglogq.InvalidDelay),
+        ({"delay": HOUR, "deliver_at": now}, pglogq.InvalidDelay),
+        ({"deliver_at": now + timedelta(days=3700 * 2)}, pglogq.InvalidDelay),
+        ({"idempotency_key": ""}, pglogq.InvalidArgument),
+        ({"payload": "x" * 2_000_000}, pglogq.PayloadTooLarge),
+    ]
+
+
+def test_sync_options_and_refusals(engine: Engine, dsn: str) -> None:
+    now = datetime.now(timezone.utc)
+    with Session(engine) as session, session.begin():
+        send(session, "orders", {"n": "later"}, delay=HOUR)
+        send(session, "orders", {"n": "tomorrow"}, deliver_at=now + timedelta(days=1))
+        send(session, "orders", {"n": "past"}, deliver_at=now - HOUR, priority=0, type="t", headers={"h": "é"})
+        send_batch(session, "orders", [{"n": "b"}], delay=HOUR, type="t", headers={"a": 1}, priority=32767)
+        for args, exc in refusals(now):
+            kwargs = {"queue": "orders", "payload": {"n": 0}, **args}
+            with pytest.raises(exc), session.begin_nested():  # the savepoint rolls back, the session goes on
+                send(session, kwargs.pop("queue"), kwargs.pop("payload"), **kwargs)
+    with pglogq.Client(dsn) as c:
+        c.tick("orders", force=True)
+        [m] = c.receive("orders", "mailer")
+        [info] = c.queue_info("orders")
+    assert (m.payload, m.type, m.priority, m.headers) == ({"n": "past"}, "t", 0, {"h": "é"})
+    assert info.delayed == 3
+
+
+def test_async_options_and_refusals(aengine_url: URL, dsn: str) -> None:
+    now = datetime.now(timezone.utc)
+
+    async def work(e: AsyncEngine) -> None:
+        async with AsyncSession(e) as session, session.begin():
+            await send_async(session, "orders", {"n": "later"}, delay=HOUR)
+            await send_async(session, "orders", {"n": "tomorrow"}, deliver_at=now + timedelta(days=1))
+            await send_async(session, "orders", {"n": "past"}, deliver_at=now - HOUR, priority=0, type="t",
+                             headers={"h": "é"})
+            await send_batch_async(session, "orders", [{"n": "b"}], delay=HOUR, type="t", headers={"a": 1})
+            for args, exc in refusals(now):
+                kwargs = {"queue": "orders", "payload": {"n": 0}, **args}
+                with pytest.raises(exc):
+                    async with session.begin_nested():
+                        await send_async(session, kwargs.pop("queue"), kwargs.pop("payload"), **kwargs)
+
+    run(work, aengine_url)
+    with pglogq.Client(dsn) as c:
+        c.tick("orders", force=True)
+        [m] = c.receive("orders", "mailer")
+        [info] = c.queue_info("orders")
+    assert (m.payload, m.type, m.priority, m.headers) == ({"n": "past"}, "t", 0, {"h": "é"})
+    assert info.delayed == 3

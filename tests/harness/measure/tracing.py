@@ -12,7 +12,10 @@ In one run, alternating untraced and traced rounds on the same backlog shape:
 
 Traced means the SDK as in production: a ``TracerProvider`` with a ``BatchSpanProcessor`` whose
 exporter drops the spans (the export itself is the exporter's cost, not pglogq's).  The result
-is the median over ``--rounds`` of each, and the difference in microseconds per message.
+is the median over ``--rounds`` of each, in microseconds per message, by the wall clock and by
+the CPU time of the process (all its threads: the consumer's, and the span processor's export
+thread, flushed before the clock stops) — the CPU figure is what tracing adds to a worker,
+and it is less disturbed by other load on the machine than the wall clock.
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ def _backlog(client: pglogq.Client, provider: TracerProvider, events: int) -> No
     client.tick(QUEUE, force=True)
 
 
-def drain(dsn: str, provider: TracerProvider, events: int, page: int, traced: bool) -> float:
-    """Seconds to drain ``events`` with a no-op handler, traced or not."""
+def drain(dsn: str, provider: TracerProvider, events: int, page: int, traced: bool) -> tuple[float, float]:
+    """Seconds (wall clock, and CPU of this process) to drain ``events`` with a no-op handler,
+    traced or not."""
     with pglogq.Client(dsn) as client:
         _backlog(client, provider, events)
     consumer = pglogq.Consumer(dsn, QUEUE, "m", max_messages=page)
@@ -68,18 +72,20 @@ def drain(dsn: str, provider: TracerProvider, events: int, page: int, traced: bo
     if traced:
         otel.instrument(provider)
     try:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         stats = consumer.run(stop_when_idle=True)
-        seconds = time.perf_counter() - t0
+        if traced:
+            provider.force_flush()  # the spans' export is part of the cost
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         _trace.tracer = None
         consumer.close()
     assert stats.handled == events, stats
-    return seconds
+    return seconds, cpu
 
 
-def sends(dsn: str, provider: TracerProvider, count: int, traced: bool) -> float:
-    """Seconds for ``count`` single sends under a current span, traced or not."""
+def sends(dsn: str, provider: TracerProvider, count: int, traced: bool) -> tuple[float, float]:
+    """Seconds (wall, CPU) for ``count`` single sends under a current span, traced or not."""
     with pglogq.Client(dsn) as client:
         client.drop_queue(QUEUE, force=True)
         client.create_queue(QUEUE)
@@ -88,10 +94,12 @@ def sends(dsn: str, provider: TracerProvider, count: int, traced: bool) -> float
             otel.instrument(provider)
         try:
             with provider.get_tracer("measure").start_as_current_span("request"):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for i in range(count):
                     client.send(QUEUE, {"n": i})
-                return time.perf_counter() - t0
+                if traced:
+                    provider.force_flush()
+                return time.perf_counter() - t0, time.process_time() - c0
         finally:
             _trace.tracer = None
 
@@ -100,27 +108,28 @@ def measure(dsn: str, events: int = 20000, page: int = 500, send_count: int = 20
     exporter = _Drop()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=events * 2))
-    runs: dict[str, list[float]] = {"drain_off": [], "drain_on": [], "send_off": [], "send_on": []}
+    runs: dict[str, list[tuple[float, float]]] = {"drain_off": [], "drain_on": [], "send_off": [], "send_on": []}
     for _ in range(rounds):
         for traced in (False, True):
             key = "on" if traced else "off"
             runs[f"drain_{key}"].append(drain(dsn, provider, events, page, traced))
             runs[f"send_{key}"].append(sends(dsn, provider, send_count, traced))
-    provider.force_flush()
     provider.shutdown()
     with pglogq.Client(dsn) as client:
         client.drop_queue(QUEUE, force=True)
-    med = {k: statistics.median(v) for k, v in runs.items()}
-    return {
-        "events": events, "page": page, "sends": send_count, "rounds": rounds, "spans_exported": exporter.spans,
-        "drain_us_per_msg_off": med["drain_off"] / events * 1e6,
-        "drain_us_per_msg_on": med["drain_on"] / events * 1e6,
-        "drain_overhead_us_per_msg": (med["drain_on"] - med["drain_off"]) / events * 1e6,
-        "send_us_off": med["send_off"] / send_count * 1e6,
-        "send_us_on": med["send_on"] / send_count * 1e6,
-        "send_overhead_us": (med["send_on"] - med["send_off"]) / send_count * 1e6,
-        "runs_seconds": runs,
-    }
+
+    def per(key: str, n: int, which: int) -> float:
+        return statistics.median(r[which] for r in runs[key]) / n * 1e6
+
+    out: dict[str, Any] = {"events": events, "page": page, "sends": send_count, "rounds": rounds,
+                           "spans_exported": exporter.spans}
+    for what, n in (("drain", events), ("send", send_count)):
+        for which, clock in ((0, "wall"), (1, "cpu")):
+            off, on = per(f"{what}_off", n, which), per(f"{what}_on", n, which)
+            out[f"{what}_{clock}_us_off"], out[f"{what}_{clock}_us_on"] = off, on
+            out[f"{what}_{clock}_us_overhead"] = on - off
+    out["runs_seconds"] = runs
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,12 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(r, indent=2))
         return 0
-    print(f"consumer drain ({r['events']} events, page {r['page']}, median of {r['rounds']}):")
-    print(f"  untraced {r['drain_us_per_msg_off']:8.1f} us/message")
-    print(f"  traced   {r['drain_us_per_msg_on']:8.1f} us/message   (+{r['drain_overhead_us_per_msg']:.1f} us)")
-    print(f"send ({r['sends']} single sends under a span):")
-    print(f"  untraced {r['send_us_off']:8.1f} us/send")
-    print(f"  traced   {r['send_us_on']:8.1f} us/send      (+{r['send_overhead_us']:.1f} us)")
+    print(f"consumer drain ({r['events']} events, page {r['page']}), single sends ({r['sends']}); "
+          f"median of {r['rounds']} rounds; microseconds per message:")
+    print(f"{'':18}{'untraced':>10}{'traced':>10}{'overhead':>10}")
+    for what in ("drain", "send"):
+        for clock in ("wall", "cpu"):
+            off, on = r[f"{what}_{clock}_us_off"], r[f"{what}_{clock}_us_on"]
+            print(f"{what + ' (' + clock + ')':18}{off:10.1f}{on:10.1f}{on - off:+10.1f}")
     return 0
 
 
