@@ -3,7 +3,9 @@
 ``tracer`` is None until an integration installs one (``pglogq.contrib.otel.instrument()``);
 then ``send``/``send_batch`` go through :meth:`Tracer.sending` and every handler call of the
 consumer runtime through :meth:`Tracer.processing` and :meth:`Tracer.settle`.  With no tracer
-each hook is one attribute test: the client and runtime cost nothing more.
+each hook is one attribute test: the client and runtime cost nothing more.  (The runtime
+checks ``tracer`` when it prepares a page's handler calls: a tracer installed meanwhile traces
+from the next page on.)
 """
 
 from __future__ import annotations

@@ -587,27 +587,33 @@ class Consumer:
             for d in unit.items:
                 d.started_at, d._t0, d.running = started, t0, True
             try:
-                with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
-                    if unit.error is not None:
-                        raise UndecodableEvent(unit.error)
-                    if unit.route is None:
-                        raise LookupError(f"no handler for event type {unit.items[0].type!r}")
-                    if conn is not None:
-                        with conn.transaction():
-                            self._call(unit)
-                            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                                # leaving the block with an error rolls back to the handler's savepoint
-                                raise HandlerLeftTransactionFailed(
-                                    "the handler returned with its transaction in error (it caught an SQL "
-                                    "error without rolling back to a savepoint): its work was rolled back"
-                                )
-                    else:
+                if unit.error is not None:
+                    raise UndecodableEvent(unit.error)
+                if unit.route is None:
+                    raise LookupError(f"no handler for event type {unit.items[0].type!r}")
+                if conn is not None:
+                    with conn.transaction():
                         self._call(unit)
+                        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                            # leaving the block with an error rolls back to the handler's savepoint
+                            raise HandlerLeftTransactionFailed(
+                                "the handler returned with its transaction in error (it caught an SQL "
+                                "error without rolling back to a savepoint): its work was rolled back"
+                            )
+                else:
+                    self._call(unit)
             finally:
                 for d in unit.items:
                     d.running = False
 
-        return call
+        if _trace.tracer is None:
+            return call
+
+        def traced() -> None:  # the handler call in its span (pglogq.contrib.otel)
+            with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
+                call()
+
+        return traced
 
     def _call(self, unit: Unit[Delivery]) -> None:
         assert unit.route is not None

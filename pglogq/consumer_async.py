@@ -585,27 +585,33 @@ class AsyncConsumer:
             for d in unit.items:
                 d.started_at, d._t0, d.running = started, t0, True
             try:
-                with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
-                    if unit.error is not None:
-                        raise UndecodableEvent(unit.error)
-                    if unit.route is None:
-                        raise LookupError(f"no handler for event type {unit.items[0].type!r}")
-                    if conn is not None:
-                        async with conn.transaction():
-                            await self._call(unit)
-                            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                                # leaving the block with an error rolls back to the handler's savepoint
-                                raise HandlerLeftTransactionFailed(
-                                    "the handler returned with its transaction in error (it caught an SQL "
-                                    "error without rolling back to a savepoint): its work was rolled back"
-                                )
-                    else:
+                if unit.error is not None:
+                    raise UndecodableEvent(unit.error)
+                if unit.route is None:
+                    raise LookupError(f"no handler for event type {unit.items[0].type!r}")
+                if conn is not None:
+                    async with conn.transaction():
                         await self._call(unit)
+                        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                            # leaving the block with an error rolls back to the handler's savepoint
+                            raise HandlerLeftTransactionFailed(
+                                "the handler returned with its transaction in error (it caught an SQL "
+                                "error without rolling back to a savepoint): its work was rolled back"
+                            )
+                else:
+                    await self._call(unit)
             finally:
                 for d in unit.items:
                     d.running = False
 
-        return call
+        if _trace.tracer is None:
+            return call
+
+        async def traced() -> None:  # the handler call in its span (pglogq.contrib.otel)
+            with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
+                await call()
+
+        return traced
 
     async def _call(self, unit: Unit[AsyncDelivery]) -> None:
         assert unit.route is not None
