@@ -29,6 +29,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind
 
 import pglogq
 from pglogq import _trace
@@ -104,6 +105,25 @@ def sends(dsn: str, provider: TracerProvider, count: int, traced: bool) -> tuple
             _trace.tracer = None
 
 
+def bare_span(provider: TracerProvider, count: int) -> float:
+    """CPU seconds for ``count`` spans made and ended with the OpenTelemetry SDK alone, with the
+    attributes of a CONSUMER span: the floor of what any tracing of one message costs."""
+    tracer = provider.get_tracer("measure")
+    attributes: dict[str, Any] = {
+        "messaging.system": "pglogq", "messaging.operation.type": "process", "messaging.operation.name": "process",
+        "messaging.destination.name": QUEUE, "messaging.consumer.group.name": "m", "messaging.client.id": "w",
+        "messaging.pglogq.batch.id": 1, "messaging.message.id": "1", "messaging.pglogq.message.retry_count": 0,
+        "messaging.pglogq.message.type": "noop",
+    }
+    c0 = time.process_time()
+    for _ in range(count):
+        span = tracer.start_span(f"process {QUEUE}", kind=SpanKind.CONSUMER, attributes=attributes)
+        span.set_attribute("messaging.pglogq.outcome", "ack")
+        span.end()
+    provider.force_flush()
+    return time.process_time() - c0
+
+
 def measure(dsn: str, events: int = 20000, page: int = 500, send_count: int = 2000, rounds: int = 3) -> dict[str, Any]:
     exporter = _Drop()
     provider = TracerProvider()
@@ -114,6 +134,7 @@ def measure(dsn: str, events: int = 20000, page: int = 500, send_count: int = 20
             key = "on" if traced else "off"
             runs[f"drain_{key}"].append(drain(dsn, provider, events, page, traced))
             runs[f"send_{key}"].append(sends(dsn, provider, send_count, traced))
+    bare = statistics.median(bare_span(provider, events) for _ in range(rounds))
     provider.shutdown()
     with pglogq.Client(dsn) as client:
         client.drop_queue(QUEUE, force=True)
@@ -128,6 +149,7 @@ def measure(dsn: str, events: int = 20000, page: int = 500, send_count: int = 20
             off, on = per(f"{what}_off", n, which), per(f"{what}_on", n, which)
             out[f"{what}_{clock}_us_off"], out[f"{what}_{clock}_us_on"] = off, on
             out[f"{what}_{clock}_us_overhead"] = on - off
+    out["sdk_span_cpu_us"] = bare / events * 1e6
     out["runs_seconds"] = runs
     return out
 
@@ -155,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         for clock in ("wall", "cpu"):
             off, on = r[f"{what}_{clock}_us_off"], r[f"{what}_{clock}_us_on"]
             print(f"{what + ' (' + clock + ')':18}{off:10.1f}{on:10.1f}{on - off:+10.1f}")
+    print(f"the SDK alone, one such span made and ended: {r['sdk_span_cpu_us']:.1f} us CPU")
     return 0
 
 
