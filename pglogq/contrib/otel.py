@@ -83,6 +83,23 @@ class _OtelTracer:
     def __init__(self, tracer: trace.Tracer) -> None:
         self.tracer = tracer
         self.active = True  # False after uninstrument(): no new spans, open ones still end
+        # the last headers read and their context: the events of one send_batch (a page's
+        # neighbours) carry the same headers, read once (one tuple: replaced atomically)
+        self._last: tuple[dict[str, str], otel_context.Context] = ({}, _ROOT)
+
+    def _context_of(self, headers: Any) -> otel_context.Context:
+        """The producer's context from an event's headers, or _ROOT (a new trace) when none."""
+        if not headers:
+            return _ROOT
+        carrier = _carrier(headers)
+        last = self._last
+        if carrier == last[0]:
+            return last[1]
+        ctx = propagate.extract(carrier, context=otel_context.Context())
+        if not trace.get_current_span(ctx).get_span_context().is_valid:
+            ctx = _ROOT
+        self._last = (carrier, ctx)
+        return ctx
 
     # -- producing --------------------------------------------------------------------------
 
@@ -135,11 +152,9 @@ class _OtelTracer:
     def _start(self, consumer: Any, items: Sequence[Any], batch: bool) -> trace.Span:
         links: list[Link] = []
         if not batch:
-            parent = extract(items[0].headers) if items[0].headers else _ROOT
-            if parent is not _ROOT and not trace.get_current_span(parent).get_span_context().is_valid:
-                parent = _ROOT
+            parent = self._context_of(items[0].headers)
         else:
-            contexts = [trace.get_current_span(extract(d.headers)).get_span_context() for d in items]
+            contexts = [trace.get_current_span(self._context_of(d.headers)).get_span_context() for d in items]
             valid = [c for c in contexts if c.is_valid]
             if valid and len(valid) == len(contexts) and all(c == valid[0] for c in valid):
                 parent = trace.set_span_in_context(trace.NonRecordingSpan(valid[0]))
