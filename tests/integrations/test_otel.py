@@ -357,3 +357,51 @@ def test_sqlalchemy_send_carries_the_trace(provider: TracerProvider, client: pgl
     client.tick("orders", force=True)
     got = client.receive("orders", "mailer")
     assert {m.headers["traceparent"].split("-")[2] for m in got if m.headers} == {format(send.context.span_id, "016x")}
+
+
+def test_transactional_consumer_ends_spans_after_the_commit(provider: TracerProvider, client: pglogq.Client) -> None:
+    setup(client)
+    with client.connection() as conn:
+        conn.execute("CREATE TABLE mails (n int)")
+    with provider.get_tracer("test").start_as_current_span("request"):
+        client.send("orders", {"n": 1})
+        client.send("orders", {"n": 2})
+    consumer = pglogq.Consumer(client, "orders", "mailer", transactional=True, retry_policy=NO_DELAY)
+
+    @consumer.handler()
+    def mail(msg: pglogq.Delivery) -> None:
+        assert msg.conn is not None
+        msg.conn.execute("INSERT INTO mails VALUES (%s)", (msg.payload["n"],))
+        if msg.payload["n"] == 2 and msg.retry_count == 0:
+            raise RuntimeError("once")
+
+    consume_until_idle(consumer, client, rounds=3)
+    outcomes = sorted((dict(s.attributes or {})["messaging.pglogq.message.retry_count"],
+                       dict(s.attributes or {})["messaging.pglogq.outcome"]) for s in spans(provider, "process orders"))
+    assert outcomes == [(0, "ack"), (0, "retry"), (1, "ack")]
+    with client.connection() as conn:
+        assert sorted(r[0] for r in conn.execute("SELECT n FROM mails")) == [1, 2]
+
+
+def test_abandoned_page_ends_its_span_as_dropped(provider: TracerProvider, client: pglogq.Client) -> None:
+    setup(client)
+    with provider.get_tracer("test").start_as_current_span("request"):
+        client.send_batch("orders", [{"n": 1}, {"n": 2}])
+    consumer = pglogq.Consumer(client, "orders", "mailer")
+    calls: list[int] = []
+
+    @consumer.handler()
+    def mail(msg: pglogq.Delivery) -> None:
+        calls.append(msg.payload["n"])
+        if len(calls) == 1:
+            consumer.stop(abandon=True)  # the page is not acknowledged: all of it comes back
+
+    client.tick("orders", force=True)
+    consumer.run()
+    [dropped] = spans(provider, "process orders")
+    assert dict(dropped.attributes or {})["messaging.pglogq.outcome"] == "dropped"
+    assert dropped.status.status_code == StatusCode.ERROR
+    consumer.run(stop_when_idle=True)
+    assert calls == [1, 1, 2]
+    outcomes = [dict(s.attributes or {})["messaging.pglogq.outcome"] for s in spans(provider, "process orders")]
+    assert outcomes == ["dropped", "ack", "ack"]
