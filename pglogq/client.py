@@ -23,7 +23,7 @@ from typing_extensions import LiteralString, Self
 
 import pglogq._codec as v
 import pglogq._convert as cv
-from pglogq import _concurrency, schema
+from pglogq import _concurrency, _trace, schema
 from pglogq import _queries as q
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
@@ -275,11 +275,15 @@ class Client:
         conn: AnyConn | None = None,
     ) -> int:
         """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
-        params = (
-            v.name(queue, "queue"), v.jsonb(payload), *cv.event_options(type, headers, priority, deliver_at, delay),
-        )
-        key = v.text(idempotency_key, "idempotency key")
-        return int(self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
+        with _trace.sending(queue, headers) as span:
+            params = (
+                v.name(queue, "queue"), v.jsonb(payload),
+                *cv.event_options(type, span.headers, priority, deliver_at, delay),
+            )
+            key = v.text(idempotency_key, "idempotency key")
+            msg_id = int(self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
+            span.sent((msg_id,))
+            return msg_id
 
     def send_batch(
         self,
@@ -300,12 +304,15 @@ class Client:
             if isinstance(idempotency_keys, (str, bytes)):
                 raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
             keys = [v.text(k, "idempotency key") for k in idempotency_keys]
-        params = (
-            v.name(queue, "queue"), v.jsonb(v.payload_list(payloads)),
-            *cv.event_options(type, headers, priority, deliver_at, delay),
-        )
-        ids = self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn)
-        return [int(i) for i in ids or []]
+        events = v.payload_list(payloads)
+        with _trace.sending(queue, headers, len(events)) as span:
+            params = (
+                v.name(queue, "queue"), v.jsonb(events),
+                *cv.event_options(type, span.headers, priority, deliver_at, delay),
+            )
+            ids = [int(i) for i in self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn) or []]
+            span.sent(ids)
+            return ids
 
     def cancel(
         self, queue: str, msg_id: int, *, running: bool = False, conn: AnyConn | None = None

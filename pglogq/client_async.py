@@ -21,7 +21,7 @@ from typing_extensions import LiteralString, Self
 
 import pglogq._codec as v
 import pglogq._convert as cv
-from pglogq import _concurrency_async, schema
+from pglogq import _concurrency_async, _trace, schema
 from pglogq import _queries as q
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
@@ -273,11 +273,15 @@ class AsyncClient:
         conn: AnyConn | None = None,
     ) -> int:
         """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
-        params = (
-            v.name(queue, "queue"), v.jsonb(payload), *cv.event_options(type, headers, priority, deliver_at, delay),
-        )
-        key = v.text(idempotency_key, "idempotency key")
-        return int(await self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
+        with _trace.sending(queue, headers) as span:
+            params = (
+                v.name(queue, "queue"), v.jsonb(payload),
+                *cv.event_options(type, span.headers, priority, deliver_at, delay),
+            )
+            key = v.text(idempotency_key, "idempotency key")
+            msg_id = int(await self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
+            span.sent((msg_id,))
+            return msg_id
 
     async def send_batch(
         self,
@@ -298,12 +302,15 @@ class AsyncClient:
             if isinstance(idempotency_keys, (str, bytes)):
                 raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
             keys = [v.text(k, "idempotency key") for k in idempotency_keys]
-        params = (
-            v.name(queue, "queue"), v.jsonb(v.payload_list(payloads)),
-            *cv.event_options(type, headers, priority, deliver_at, delay),
-        )
-        ids = await self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn)
-        return [int(i) for i in ids or []]
+        events = v.payload_list(payloads)
+        with _trace.sending(queue, headers, len(events)) as span:
+            params = (
+                v.name(queue, "queue"), v.jsonb(events),
+                *cv.event_options(type, span.headers, priority, deliver_at, delay),
+            )
+            ids = [int(i) for i in await self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn) or []]
+            span.sent(ids)
+            return ids
 
     async def cancel(
         self, queue: str, msg_id: int, *, running: bool = False, conn: AnyConn | None = None

@@ -37,7 +37,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
-from pglogq import _concurrency
+from pglogq import _concurrency, _trace
 from pglogq._runtime import (
     ABANDONED,
     OK,
@@ -137,6 +137,9 @@ class Delivery:
         self._last_write = 0.0
         self._last_stage: str | None = None
         self._pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
+        self._verdict: str | None = None  # 'ack', 'retry' or 'dead' once the page is finished
+        self._failure: str | None = None  # why it was nacked
+        self._span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
 
     # -- the message ----------------------------------------------------------------------
 
@@ -588,9 +591,10 @@ class Consumer:
         page.claimed = min(self._ahead(), len(batch)) - 1
         page.chunk = max(1, page.claimed + 1)
         self._page = page
+        acked = False
         try:
             if self.transactional:
-                self._handle_in_transaction(batch, page)
+                acked = self._handle_in_transaction(batch, page)
             else:
                 deliveries = self._deliveries(batch, page, None)
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
@@ -598,13 +602,14 @@ class Consumer:
                 if self._dropped(page, outcomes):
                     self._give_back(page)
                     return
-                self._finish(page, units, outcomes, None)
+                acked = self._finish(page, units, outcomes, None)
         finally:
             page.finishing = True
             self._page = None
             self._paced(page)
+            _trace.settle(page.deliveries, acked)
 
-    def _handle_in_transaction(self, batch: Batch, page: _Page) -> None:
+    def _handle_in_transaction(self, batch: Batch, page: _Page) -> bool:
         try:
             with self.client.connection() as conn, conn.transaction():
                 deliveries = self._deliveries(batch, page, conn)
@@ -621,7 +626,8 @@ class Consumer:
                 if not self._finish(page, units, outcomes, conn):
                     raise _Dropped()
         except _Dropped:
-            pass
+            return False
+        return True
 
     def _deliveries(self, batch: Batch, page: _Page, conn: AnyConn | None) -> list[Delivery]:
         deliveries = [Delivery(m, page, self, conn) for m in batch]
@@ -751,7 +757,14 @@ class Consumer:
                 for d in todo.items:
                     d.running = False
 
-        return call
+        if _trace.tracer is None:
+            return call
+
+        def traced() -> None:  # the handler call in its span (pglogq.contrib.otel)
+            with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
+                call()
+
+        return traced
 
     def _call(self, unit: Unit[Delivery]) -> None:
         assert unit.route is not None
@@ -772,6 +785,9 @@ class Consumer:
             cancelled += skipped
             if outcome[0] == OK:
                 ok += len(unit.items) - skipped
+                for d in unit.items:
+                    if not d.skipped:
+                        d._verdict = "ack"
                 continue
             exc = outcome[1]
             after: Any = None
@@ -795,7 +811,9 @@ class Consumer:
                     delay = after
                     if delay is None and self.retry_policy is not None:
                         delay = self.retry_policy.delay(d.retry_count)
-                    verdicts.append(self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
+                    d._verdict = self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
+                    d._failure = reason
+                    verdicts.append(d._verdict)
                 last = page.deliveries[-1].message if page.deliveries else None
                 self.client.ack(page.batch_id, last=last, conn=c)
         except StaleBatch:

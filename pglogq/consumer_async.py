@@ -35,7 +35,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
-from pglogq import _concurrency_async
+from pglogq import _concurrency_async, _trace
 from pglogq._runtime import (
     ABANDONED,
     OK,
@@ -135,6 +135,9 @@ class AsyncDelivery:
         self._last_write = 0.0
         self._last_stage: str | None = None
         self._pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
+        self._verdict: str | None = None  # 'ack', 'retry' or 'dead' once the page is finished
+        self._failure: str | None = None  # why it was nacked
+        self._span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
 
     # -- the message ----------------------------------------------------------------------
 
@@ -586,9 +589,10 @@ class AsyncConsumer:
         page.claimed = min(self._ahead(), len(batch)) - 1
         page.chunk = max(1, page.claimed + 1)
         self._page = page
+        acked = False
         try:
             if self.transactional:
-                await self._handle_in_transaction(batch, page)
+                acked = await self._handle_in_transaction(batch, page)
             else:
                 deliveries = self._deliveries(batch, page, None)
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
@@ -596,13 +600,14 @@ class AsyncConsumer:
                 if self._dropped(page, outcomes):
                     await self._give_back(page)
                     return
-                await self._finish(page, units, outcomes, None)
+                acked = await self._finish(page, units, outcomes, None)
         finally:
             page.finishing = True
             self._page = None
             self._paced(page)
+            _trace.settle(page.deliveries, acked)
 
-    async def _handle_in_transaction(self, batch: AsyncBatch, page: _Page) -> None:
+    async def _handle_in_transaction(self, batch: AsyncBatch, page: _Page) -> bool:
         try:
             async with self.client.connection() as conn, conn.transaction():
                 deliveries = self._deliveries(batch, page, conn)
@@ -619,7 +624,8 @@ class AsyncConsumer:
                 if not await self._finish(page, units, outcomes, conn):
                     raise _Dropped()
         except _Dropped:
-            pass
+            return False
+        return True
 
     def _deliveries(self, batch: AsyncBatch, page: _Page, conn: AnyConn | None) -> list[AsyncDelivery]:
         deliveries = [AsyncDelivery(m, page, self, conn) for m in batch]
@@ -749,7 +755,14 @@ class AsyncConsumer:
                 for d in todo.items:
                     d.running = False
 
-        return call
+        if _trace.tracer is None:
+            return call
+
+        async def traced() -> None:  # the handler call in its span (pglogq.contrib.otel)
+            with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
+                await call()
+
+        return traced
 
     async def _call(self, unit: Unit[AsyncDelivery]) -> None:
         assert unit.route is not None
@@ -770,6 +783,9 @@ class AsyncConsumer:
             cancelled += skipped
             if outcome[0] == OK:
                 ok += len(unit.items) - skipped
+                for d in unit.items:
+                    if not d.skipped:
+                        d._verdict = "ack"
                 continue
             exc = outcome[1]
             after: Any = None
@@ -793,7 +809,9 @@ class AsyncConsumer:
                     delay = after
                     if delay is None and self.retry_policy is not None:
                         delay = self.retry_policy.delay(d.retry_count)
-                    verdicts.append(await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
+                    d._verdict = await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
+                    d._failure = reason
+                    verdicts.append(d._verdict)
                 last = page.deliveries[-1].message if page.deliveries else None
                 await self.client.ack(page.batch_id, last=last, conn=c)
         except StaleBatch:
