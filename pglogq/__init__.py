@@ -4,7 +4,7 @@ Producers append events; a ticker records snapshots; each consumer reads the bat
 ticks with its own cursor, so fan-out shares one copy; old tables are emptied by TRUNCATE.
 """
 
-from pglogq._runtime import RunStats
+from pglogq._runtime import Nack, RunStats
 from pglogq.client import Batch, Client
 from pglogq.client_async import AsyncBatch, AsyncClient
 from pglogq.consumer import Consumer, Delivery
@@ -24,8 +24,10 @@ from pglogq.errors import (
     InvalidName,
     InvalidPayload,
     InvalidProgress,
+    InvalidStartCount,
     MessageNotInBatch,
     NotFound,
+    NotStartedThatFar,
     PayloadTooLarge,
     PglogqError,
     QueueInUse,
@@ -86,9 +88,12 @@ __all__ = [
     "InvalidName",
     "InvalidPayload",
     "InvalidProgress",
+    "InvalidStartCount",
     "Message",
     "MessageNotInBatch",
+    "Nack",
     "NotFound",
+    "NotStartedThatFar",
     "PayloadTooLarge",
     "PglogqError",
     "QueueInUse",

@@ -27,18 +27,21 @@ FORCE_TICK: LiteralString = "SELECT pglogq.force_tick(%s)"
 RECEIVE: LiteralString = (
     "SELECT batch_id, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text, retry_count,"
     " created_at, priority, txid::pg_catalog.text"
-    " FROM pglogq.receive(%s, %s, %s, %s)"
+    " FROM pglogq.receive(%s, %s, %s, %s, %s)"
 )
 ACK: LiteralString = "SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8)"
 NACK: LiteralString = "SELECT pglogq.nack(%s, %s, %s, %s, %s::pg_catalog.xid8)"
 CANCEL: LiteralString = "SELECT pglogq.cancel(%s, %s)"
+REQUEST_STOP: LiteralString = "SELECT pglogq.request_stop(%s, %s)"
+MARK_STARTED: LiteralString = "SELECT pglogq.mark_started(%s, %s, %s::pg_catalog.xid8, %s)"
+STOP_REQUESTS: LiteralString = "SELECT pglogq.stop_requests(%s, %s::pg_catalog.int8[])"
 # the dead-letter filters come in one order in every dlq_ function: queue, consumer, type, older_than
 DLQ_INSPECT: LiteralString = (
     "SELECT dead_id, queue, consumer, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text,"
     " retry_count, reason, created_at, first_failed_at, failed_at FROM pglogq.dlq_inspect(%s, %s, %s, %s, %s)"
 )
 DLQ_REPLAY: LiteralString = "SELECT pglogq.dlq_replay(%s)"
-DLQ_REPLAY_ALL: LiteralString = "SELECT pglogq.dlq_replay_all(%s, %s, %s, %s)"
+DLQ_REPLAY_ALL: LiteralString = "SELECT pglogq.dlq_replay_all(%s, %s, %s, %s, %s)"
 DLQ_PURGE: LiteralString = "SELECT pglogq.dlq_purge(%s, %s, %s, %s)"
 DLQ_COUNT: LiteralString = "SELECT pglogq.dlq_count(%s, %s, %s, %s)"
 DLQ_SEARCH: LiteralString = (
