@@ -66,6 +66,10 @@ def test_every_queried_metric_is_exported(dsn: str, client: pglogq.Client, daemo
     client.create_queue("q")
     client.subscribe("q", "c")
     client.send("q", {"x": 1})
+    client.tick("q", force=True)
+    batch = client.receive("q", "c", worker="w1")  # an event in flight: the worker series exist
+    assert batch.id is not None
+    client.report_progress(batch.id, batch.messages[0].msg_id, percent=50, worker="w1")
     port = free_port()
     daemon("--dsn", dsn, "--metrics-port", str(port), "--maint-interval", "100ms", "--rotate-interval", "200ms")
 
@@ -79,7 +83,9 @@ def test_every_queried_metric_is_exported(dsn: str, client: pglogq.Client, daemo
 
     def complete() -> str:
         t = scrape()
-        return t if "pglogq_ticker_maintenance_steps_total{" in t and "pglogq_consumer_lag_seconds{" in t else ""
+        series = ("pglogq_ticker_maintenance_steps_total{", "pglogq_consumer_lag_seconds{",
+                  "pglogq_worker_silent_seconds{")
+        return t if all(s in t for s in series) else ""
 
     text = wait_for(complete, "every series")
     exported = set(re.findall(r"^(pglogq_[a-z_]+)[{ ]", text, re.M))
