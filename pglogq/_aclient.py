@@ -86,6 +86,11 @@ class AsyncClient:
     Every call can take ``conn=``: the caller's connection, whose transaction the call then
     joins (nothing is committed for the caller).  Otherwise a pooled autocommit connection runs
     the call in its own transaction.
+
+    ``pooled=True``: the DSN leads through a connection pooler in transaction mode (PgBouncer):
+    the client's connections never prepare statements (psycopg would after five runs, and the
+    pooler may run the next one on a server connection that never saw it).  The client keeps no
+    other session state, so nothing else changes.
     """
 
     def __init__(
@@ -95,8 +100,10 @@ class AsyncClient:
         min_size: int = 1,
         max_size: int = 8,
         pool: AsyncConnectionPool[Any] | None = None,
+        pooled: bool = False,
     ) -> None:
         self.dsn = resolve_dsn(dsn) if pool is None else None
+        self.pooled = cv.flag(pooled, "pooled")
         self._pool = pool
         self._own_pool = pool is None
         self._min_size = min_size
@@ -154,7 +161,8 @@ class AsyncClient:
                     self.dsn or "",
                     min_size=self._min_size,
                     max_size=self._max_size,
-                    kwargs={"autocommit": True},
+                    kwargs=({"autocommit": True, "prepare_threshold": None} if self.pooled
+                            else {"autocommit": True}),
                     open=False,
                 )
                 self._pool = pool

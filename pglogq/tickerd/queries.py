@@ -46,3 +46,4 @@ CONSUMER_INFO: LiteralString = (
     " retry_depth, dead_letters"
     " FROM pglogq.consumer_info(NULL, NULL)"
 )
+BACKEND_PID: LiteralString = "SELECT pg_catalog.pg_backend_pid()"
