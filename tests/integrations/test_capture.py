@@ -254,7 +254,8 @@ def test_bad_arguments_are_refused_and_change_nothing(
     with pytest.raises(error):
         client.capture_table(table, queue, **args)
     with db.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid WHERE p.proname = 'capture_row'")
+        cur.execute("SELECT count(*) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
+                    " WHERE p.proname = 'capture_row'")
         assert cur.fetchone() == (0,)
 
 
@@ -334,10 +335,10 @@ def test_writer_captures_only_tables_it_may_trigger_and_plain_writers_need_no_ro
         # the trigger's function cannot be called by hand, nor is the queue reachable otherwise
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT pglogq.send('cdc', '{}')")
-    with psycopg.connect(writer, autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.FeatureNotSupported):  # "trigger functions can only be called as triggers"
-            conn.execute("SELECT pglogq.capture_row()")
-        # a writer who may not own the table cannot remove someone else's capture
+    # "trigger functions can only be called as triggers"
+    with psycopg.connect(writer, autocommit=True) as conn, pytest.raises(psycopg.errors.FeatureNotSupported):
+        conn.execute("SELECT pglogq.capture_row()")
+    # a role that does not own the table cannot remove someone else's capture
     with psycopg.connect(app, autocommit=True) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("SELECT pglogq.uncapture_table('public.theirs')")
     got = events(client)
