@@ -250,3 +250,21 @@ def test_worker_exits_promptly_on_a_second_sigterm(
     assert proc.returncode == 0, out
     assert "abandoning" in out and "1 abandoned" in out
     assert len(client.receive("wq", "wc")) == 1  # the page comes back
+
+
+def test_accepts_dsn_only_while_the_consumer_makes_its_own_unconnected_client(dsn: str) -> None:
+    """``pglogq worker --dsn`` asks ``accepts_dsn`` (public) instead of reading the consumer's
+    private fields: true for a consumer without a client until it connects, never with a given one."""
+    own = pglogq.Consumer(None, "q", "c")
+    assert own.accepts_dsn
+    own.use_dsn(dsn)
+    assert own.client.dsn == dsn  # the client is made now
+    assert not own.accepts_dsn
+    with pytest.raises(RuntimeError, match="use_dsn"):
+        own.use_dsn(dsn)
+    own.close()
+    with pglogq.Client(dsn) as client:
+        given = pglogq.Consumer(client, "q", "c")
+        assert not given.accepts_dsn
+        with pytest.raises(RuntimeError, match="use_dsn"):
+            given.use_dsn(dsn)

@@ -191,16 +191,20 @@ def test_listener_through_the_pooler_warns_at_once_then_polls(
     with pglogq.Client(dsn) as direct:
         direct.create_queue("q")
         direct.subscribe("q", "c")
+        direct.send_batch("q", [{"n": n} for n in range(3)])
+        direct.tick("q", force=True)
     seen: list[int] = []
-    consumer = pglogq.Consumer(pooled_dsn, "q", "c", poll_interval=0.1, listen_probe_timeout=1.0)
-    # the consumer's own client goes through the pooler: no prepared statements
-    consumer._client = pglogq.Client(pooled_dsn, pooled=True)
+    client = pglogq.Client(pooled_dsn, pooled=True)
+    # the mistake: the pooled DSN given as listen_dsn (the same happens to a consumer given the
+    # pooled DSN without pooled=True: it LISTENs on it)
+    consumer = pglogq.Consumer(client, "q", "c", poll_interval=0.1, listen_probe_timeout=1.0, listen_dsn=pooled_dsn)
     consumer.handler()(lambda m: seen.append(m.payload["n"]))
     stop = threading.Timer(3.0, consumer.stop)
     with caplog.at_level(logging.WARNING, logger="pglogq.consumer"):
         stop.start()
         consumer.run()
-    consumer.client.close()
+    client.close()
+    assert seen == [0, 1, 2]  # polling still delivers
     assert consumer.wakeup is not None and consumer.wakeup.deaf
     assert "tick notifications cannot arrive" in caplog.text and "listen_dsn" in caplog.text
 
@@ -217,7 +221,7 @@ def test_listener_on_a_direct_connection_passes_its_probe_and_is_woken(
         t = threading.Thread(target=consumer.run, daemon=True)
         with caplog.at_level(logging.WARNING, logger="pglogq.consumer"):
             t.start()
-            wait_until(lambda: consumer.wakeup is not None and consumer.wakeup._conn is not None, what="listener")
+            wait_until(lambda: consumer.wakeup is not None and consumer.wakeup.listening, what="listener")
             client.send("q", {"n": 1})
             client.tick("q", force=True)  # the ticker's NOTIFY wakes the consumer long before its 30 s poll
             wait_until(lambda: seen == [1], timeout=10, what="the notified event")

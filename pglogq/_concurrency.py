@@ -1,6 +1,6 @@
 """What genuinely differs between the asyncio and the thread consumer: the thread side.
 
-Same names as ``pglogq/_acompat.py``; the generated ``_consumer.py`` imports this module.
+Same names as ``pglogq/_concurrency_async.py``; the generated ``consumer.py`` imports this module.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The asyncio client: the single source of truth of the client API.
 
-``pglogq/_client.py`` (the synchronous :class:`Client`) is generated from this file by
+``pglogq/client.py`` (the synchronous :class:`Client`) is generated from this file by
 ``python -m tests.tools.unasync``; a test fails when the two drift.  Write here, never there.
 """
 
@@ -21,7 +21,7 @@ from typing_extensions import LiteralString, Self
 
 import pglogq._codec as v
 import pglogq._convert as cv
-from pglogq import _acompat, schema
+from pglogq import _concurrency_async, schema
 from pglogq import _queries as q
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
@@ -131,10 +131,10 @@ class AsyncClient:
             pool = self._pool if self._own_pool else None
             if pool is not None:
                 self._pool = None
-            stale = pool is not None and not _acompat.same_loop(self._loop)
+            stale = pool is not None and not _concurrency_async.same_loop(self._loop)
         if pool is not None:
             if stale:  # made on an event loop that is gone: close its connections without it
-                _acompat.discard_pool(pool)
+                _concurrency_async.discard_pool(pool)
             else:
                 await pool.close()
 
@@ -144,14 +144,14 @@ class AsyncClient:
             if self._closed:
                 raise ClientClosed(f"{type(self).__name__} is closed")
             pool = self._pool
-            if pool is not None and self._opened and not _acompat.same_loop(self._loop):
+            if pool is not None and self._opened and not _concurrency_async.same_loop(self._loop):
                 # asyncio: the pool belongs to another event loop (asyncio.run called twice)
                 if not self._own_pool:
                     raise RuntimeError(
                         "the connection pool given to AsyncClient works on another event loop: "
                         "give each event loop its own pool (or let the client make it)"
                     )
-                if _acompat.loop_running_elsewhere(self._loop):
+                if _concurrency_async.loop_running_elsewhere(self._loop):
                     raise RuntimeError(
                         "this AsyncClient is in use on another running event loop: use one client per loop"
                     )
@@ -168,13 +168,21 @@ class AsyncClient:
                 self._pool = pool
             ready = self._opened
         if stale is not None:
-            _acompat.discard_pool(stale)
+            _concurrency_async.discard_pool(stale)
         if not ready:
             await pool.open()  # safe when another caller opened it meanwhile
             with self._lock:
                 self._opened = True
-                self._loop = _acompat.current_loop()
+                self._loop = _concurrency_async.current_loop()
         return pool
+
+    async def conninfo(self) -> str:
+        """The connection string this client connects with: its DSN, or the given pool's
+        ``conninfo`` (e.g. for a separate LISTEN connection to the same database)."""
+        if self.dsn:
+            return self.dsn
+        pool = await self._get_pool()
+        return str(pool.conninfo)
 
     @asynccontextmanager
     async def connection(self, conn: AnyConn | None = None) -> AsyncIterator[AnyConn]:

@@ -1,7 +1,7 @@
 """What genuinely differs between the asyncio and the thread consumer: the asyncio side.
 
-``pglogq/_compat.py`` holds the same names for threads.  ``_aconsumer.py`` uses only these, so
-the generated ``_consumer.py`` works unchanged with ``_compat``.
+``pglogq/_concurrency.py`` holds the same names for threads.  ``consumer_async.py`` uses only these, so
+the generated ``consumer.py`` works unchanged with ``_concurrency``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
+# generated from pglogq/consumer_async.py by python -m tests.tools.unasync; do not edit
+# (change the async source and regenerate)
 """The asyncio consumer runtime: the single source of truth of the consumer.
 
-``pglogq/_consumer.py`` (the thread :class:`Consumer`) is generated from this file by
+``pglogq/consumer.py`` (the thread :class:`Consumer`) is generated from this file by
 ``python -m tests.tools.unasync``; the few real differences (sleeping, events, running handlers
-with a timeout, the heartbeat beside the loop) live in ``_acompat.py`` / ``_compat.py``.
+with a timeout, the heartbeat beside the loop) live in the two ``pglogq/_concurrency*.py``
+modules (one for asyncio, one for threads).
 
 A consumer reads one page of its subscription's batch at a time (``receive``), routes every
 message to the handler registered for its type, runs the handlers (at most ``concurrency`` at
@@ -28,8 +31,7 @@ from psycopg import sql
 from psycopg_pool import PoolTimeout
 from typing_extensions import LiteralString
 
-from pglogq import _acompat
-from pglogq._aclient import AsyncBatch, AsyncClient
+from pglogq import _concurrency
 from pglogq._runtime import (
     ABANDONED,
     OK,
@@ -45,13 +47,14 @@ from pglogq._runtime import (
     group_units,
     host_label,
 )
+from pglogq.client import Batch, Client
 from pglogq.errors import BatchLost, PglogqError, StaleBatch, UndecodableEvent
 from pglogq.models import Message
 from pglogq.retry import RetryPolicy
 
 log = logging.getLogger("pglogq.consumer")
 
-AnyConn = psycopg.AsyncConnection[Any]
+AnyConn = psycopg.Connection[Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NOTIFY: LiteralString = "SELECT pg_catalog.pg_notify(%s, '')"
@@ -77,11 +80,11 @@ class _Page:
         self.batch_id = batch_id
         self.queue = queue
         self.consumer = consumer
-        self.abandon = _acompat.Event()
+        self.abandon = _concurrency.Event()
         self.lost = False
         self.finishing = False
         self.last_beat = time.monotonic()  # receive itself was a heartbeat
-        self.deliveries: list[AsyncDelivery] = []
+        self.deliveries: list[Delivery] = []
 
     def mark_lost(self, how: str) -> None:
         if self.lost or self.finishing:
@@ -95,16 +98,16 @@ class _Page:
         )
 
 
-class AsyncDelivery:
+class Delivery:
     """One message handed to a handler, with what the handler may report about it.
 
     Read the message through the attributes (``payload``, ``type``, ``msg_id``, ...);
-    ``await msg.progress(42, stage="rendering", counters={"rows": 1200})`` records progress
+    ``msg.progress(42, stage="rendering", counters={"rows": 1200})`` records progress
     (visible in ``pglogq.in_flight``) and is a heartbeat; ``conn`` is the transaction the ack
     will commit in when the consumer is ``transactional`` (else None).
     """
 
-    def __init__(self, message: Message, page: _Page, consumer: AsyncConsumer, conn: AnyConn | None) -> None:
+    def __init__(self, message: Message, page: _Page, consumer: Consumer, conn: AnyConn | None) -> None:
         self.message = message
         self.conn = conn
         self.started_at: datetime | None = None
@@ -166,7 +169,7 @@ class AsyncDelivery:
 
     # -- reporting ------------------------------------------------------------------------
 
-    async def progress(
+    def progress(
         self,
         percent: float | None = None,
         *,
@@ -193,26 +196,26 @@ class AsyncDelivery:
             or (stage is not None and stage != self._last_stage)
             or (percent is not None and percent >= 100)
         ):
-            await self._flush()
+            self._flush()
         if self._page.lost:
             raise BatchLost(f"batch {self.batch_id} was taken over by another worker")
 
-    async def heartbeat(self) -> None:
+    def heartbeat(self) -> None:
         """Heartbeat the batch now (the runtime does it every ``heartbeat_interval`` anyway).
 
         Raises :class:`BatchLost` when the batch was taken over by another worker."""
-        await self._consumer._beat(self._page, force=True)
+        self._consumer._beat(self._page, force=True)
         if self._page.lost:
             raise BatchLost(f"batch {self.batch_id} was taken over by another worker")
 
-    async def _flush(self) -> None:
+    def _flush(self) -> None:
         pending, self._pending = self._pending, None
         percent, stage, counters = pending or (None, None, None)
         self._last_write = time.monotonic()
         self._reported = True
         if stage is not None:
             self._last_stage = stage
-        ok = await self._consumer.client.report_progress(
+        ok = self._consumer.client.report_progress(
             self.batch_id, self.msg_id, percent=percent, stage=stage, counters=counters,
             worker=self._consumer.label, started_at=self.started_at,
         )
@@ -220,11 +223,11 @@ class AsyncDelivery:
             self._page.mark_lost("progress report refused")
 
 
-MessageHandler = Callable[[AsyncDelivery], _acompat.Result]
-BatchHandler = Callable[[list[AsyncDelivery]], _acompat.Result]
+MessageHandler = Callable[[Delivery], _concurrency.Result]
+BatchHandler = Callable[[list[Delivery]], _concurrency.Result]
 
 
-class AsyncWakeup:
+class Wakeup:
     """Waits for the ticker's NOTIFY on channel ``pglogq.<queue>`` on a dedicated connection.
 
     ``conninfo`` None: no listener at all, plain sleeping (a pooled DSN and no ``listen_dsn``).
@@ -241,7 +244,7 @@ class AsyncWakeup:
         conninfo: str | None,
         queue: str,
         stop: Any,
-        send_probe: Callable[[str], _acompat.Result] | None = None,
+        send_probe: Callable[[str], _concurrency.Result] | None = None,
         probe_timeout: float = 2.0,
     ) -> None:
         self.conninfo = conninfo
@@ -257,7 +260,7 @@ class AsyncWakeup:
         self.deaf = conninfo is None
         """True when this wakeup only sleeps: no listener, or its probe proved it deaf."""
 
-    async def _connection(self) -> AnyConn | None:
+    def _connection(self) -> AnyConn | None:
         if self.deaf:
             return None
         if self._conn is not None and not self._conn.closed:
@@ -265,16 +268,16 @@ class AsyncWakeup:
         if time.monotonic() < self._retry_at:
             return None
         try:
-            conn = await psycopg.AsyncConnection.connect(
+            conn = psycopg.Connection.connect(
                 self.conninfo or "", autocommit=True, connect_timeout=5, prepare_threshold=None
             )
-            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         except psycopg.Error as exc:
             log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
             self._retry_at = time.monotonic() + 5.0
             return None
         self._conn = conn
-        if self._send_probe is not None and not await self._probe(conn):
+        if self._send_probe is not None and not self._probe(conn):
             log.warning(
                 "tick notifications cannot arrive on the listener connection of %s: a probe NOTIFY sent "
                 "from another connection did not come back within %g s (is the DSN a PgBouncer in "
@@ -282,41 +285,41 @@ class AsyncWakeup:
                 self.channel, self._probe_timeout,
             )
             self.deaf = True
-            await self.close()
+            self.close()
             return None
         return conn
 
-    async def _probe(self, conn: AnyConn) -> bool:
+    def _probe(self, conn: AnyConn) -> bool:
         """True when a NOTIFY on the probe channel, sent from another connection, arrives here."""
         assert self._send_probe is not None
         try:
-            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.probe_channel)))
-            await self._send_probe(self.probe_channel)
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.probe_channel)))
+            self._send_probe(self.probe_channel)
             deadline = time.monotonic() + self._probe_timeout
             arrived = False
             while not arrived and not self._stop.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                async for n in conn.notifies(timeout=min(left, 0.25)):
+                for n in conn.notifies(timeout=min(left, 0.25)):
                     if n.channel == self.probe_channel:
                         arrived = True
                     else:
                         self._pending = True  # a tick came meanwhile: the next wait returns at once
-            await conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(self.probe_channel)))
+            conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(self.probe_channel)))
         except psycopg.Error as exc:
             log.warning("the listener probe of %s failed (%s); polling instead", self.channel, exc)
             return False
         return arrived or self._stop.is_set()
 
-    async def wait(self, timeout: float) -> bool:
+    def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; True when a notification came (False: timeout/stop)."""
-        conn = await self._connection()
+        conn = self._connection()
         if self._pending:
             self._pending = False
             return True
         if conn is None:
-            await _acompat.wait_event(self._stop, timeout)
+            _concurrency.wait_event(self._stop, timeout)
             return False
         deadline = time.monotonic() + timeout
         got = False
@@ -325,36 +328,41 @@ class AsyncWakeup:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                async for _ in conn.notifies(timeout=min(left, 0.25), stop_after=1):
+                for _ in conn.notifies(timeout=min(left, 0.25), stop_after=1):
                     got = True
             if got:  # swallow notifications that queued up meanwhile
-                async for _ in conn.notifies(timeout=0.0):
+                for _ in conn.notifies(timeout=0.0):
                     pass
         except psycopg.Error as exc:
             log.warning("the listener connection of %s broke (%s): reconnecting; polling meanwhile",
                         self.channel, exc)
-            await self.reconnect()
+            self.reconnect()
         return got
 
-    async def reconnect(self) -> None:
+    @property
+    def listening(self) -> bool:
+        """True while a listener connection is open (its probe passed)."""
+        return self._conn is not None and not self._conn.closed
+
+    def reconnect(self) -> None:
         """Drop the listener connection; the next wait opens a new one and LISTENs again."""
         conn, self._conn = self._conn, None
         self.reconnects += 1
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
-                await conn.close()
+                conn.close()
 
-    async def close(self) -> None:
+    def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
-                await conn.close()
+                conn.close()
 
 
-class AsyncConsumer:
+class Consumer:
     """Runs handlers for the events of one subscription (``queue``, ``consumer_name``).
 
-    ``client_or_dsn``: an :class:`AsyncClient`, a DSN, or None (the DSN rule: ``PGLOGQ_DSN``, else
+    ``client_or_dsn``: an :class:`Client`, a DSN, or None (the DSN rule: ``PGLOGQ_DSN``, else
     the embedded server; resolved when first needed).
 
     ``worker``: None runs as the consumer itself (one process at a time); ``"auto"`` or a name runs
@@ -379,7 +387,7 @@ class AsyncConsumer:
 
     def __init__(
         self,
-        client_or_dsn: AsyncClient | str | None,
+        client_or_dsn: Client | str | None,
         queue: str,
         consumer_name: str,
         *,
@@ -411,7 +419,7 @@ class AsyncConsumer:
             raise ValueError(f"listen_dsn must be a non-empty DSN or None, got {listen_dsn!r}")
         if not isinstance(pooled, bool):
             raise TypeError(f"pooled must be True or False, got {pooled!r}")
-        if isinstance(client_or_dsn, AsyncClient) and pooled and not client_or_dsn.pooled:
+        if isinstance(client_or_dsn, Client) and pooled and not client_or_dsn.pooled:
             raise ValueError("pooled=True with a client made without it: make the client with pooled=True")
         for name, value in (("poll_interval", poll_interval), ("heartbeat_interval", heartbeat_interval),
                             ("progress_interval", progress_interval),
@@ -420,14 +428,14 @@ class AsyncConsumer:
                 raise ValueError(f"{name} must be positive, got {value}")
         if transactional and concurrency != 1:
             raise ValueError("transactional consumers run one handler at a time (concurrency=1)")
-        if transactional and message_timeout is not None and not _acompat.CAN_CANCEL:
+        if transactional and message_timeout is not None and not _concurrency.CAN_CANCEL:
             raise ValueError(
                 "a thread consumer cannot interrupt a handler that holds the page's transaction: "
-                "use AsyncConsumer, or bound the handler's SQL with statement_timeout"
+                "use Consumer, or bound the handler's SQL with statement_timeout"
             )
         if (
             transactional
-            and isinstance(client_or_dsn, AsyncClient)
+            and isinstance(client_or_dsn, Client)
             and client_or_dsn.max_size < 2
         ):
             raise ValueError(
@@ -451,22 +459,22 @@ class AsyncConsumer:
         self.progress_interval = progress_interval
         self.transactional = transactional
         self.listen_dsn = listen_dsn
-        self.pooled = pooled or (isinstance(client_or_dsn, AsyncClient) and client_or_dsn.pooled)
+        self.pooled = pooled or (isinstance(client_or_dsn, Client) and client_or_dsn.pooled)
         self.listen_probe_timeout = listen_probe_timeout
         self.label = worker if worker is not None else host_label()
         self.stats = RunStats()
         self.health = NotifyHealth(notify_miss_limit)
         self._routes = Routes()
-        self._client: AsyncClient | None = client_or_dsn if isinstance(client_or_dsn, AsyncClient) else None
+        self._client: Client | None = client_or_dsn if isinstance(client_or_dsn, Client) else None
         self._dsn = client_or_dsn if isinstance(client_or_dsn, str) else None
         self._own_client = self._client is None
         self._page: _Page | None = None
         self._running = False
         self._stopping = False
-        self._stop_event = _acompat.Event()
-        self._hb_stop = _acompat.Event()
-        self.wakeup: AsyncWakeup | None = None
-        self._runner = _acompat.Runner(concurrency, message_timeout)
+        self._stop_event = _concurrency.Event()
+        self._hb_stop = _concurrency.Event()
+        self.wakeup: Wakeup | None = None
+        self._runner = _concurrency.Runner(concurrency, message_timeout)
 
     def __repr__(self) -> str:
         who = f" worker={self.worker_name!r}" if self.worker_name else ""
@@ -475,16 +483,22 @@ class AsyncConsumer:
     # -- configuration --------------------------------------------------------------------
 
     @property
-    def client(self) -> AsyncClient:
+    def client(self) -> Client:
         if self._client is None:
-            self._client = AsyncClient(
+            self._client = Client(
                 self._dsn, min_size=1, max_size=max(4, self.concurrency + 3), pooled=self.pooled
             )
         return self._client
 
+    @property
+    def accepts_dsn(self) -> bool:
+        """True while :meth:`use_dsn` may be called: the consumer makes its own client (none was
+        given) and has not connected yet."""
+        return self._own_client and self._client is None
+
     def use_dsn(self, dsn: str) -> None:
-        """Connect to ``dsn`` (the CLI's ``--dsn``); only before the consumer has connected."""
-        if not self._own_client or self._client is not None:
+        """Connect to ``dsn`` (the CLI's ``--dsn``); only while :attr:`accepts_dsn`."""
+        if not self.accepts_dsn:
             raise RuntimeError("use_dsn() must come before the consumer connects, and not with a given client")
         self._dsn = dsn
 
@@ -506,7 +520,7 @@ class AsyncConsumer:
             raise TypeError("use @consumer.handler() with parentheses")
 
         def deco(fn: F) -> F:
-            _acompat.check_handler(fn)
+            _concurrency.check_handler(fn)
             self._routes.add(list(types) or [None], kind, fn)
             return fn
 
@@ -520,7 +534,7 @@ class AsyncConsumer:
         By default the page being handled is finished and acknowledged first; with ``abandon``
         handlers not yet started are skipped, running ones are cancelled (asyncio) or left
         behind (threads), and the page is not acknowledged: all of it comes back.  Call it from
-        the loop's thread for AsyncConsumer (e.g. a signal handler), from any thread for Consumer."""
+        the loop's thread for Consumer (e.g. a signal handler), from any thread for Consumer."""
         self._stopping = True
         self._stop_event.set()
         if abandon:
@@ -528,33 +542,30 @@ class AsyncConsumer:
             if page is not None:
                 page.abandon.set()
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         """Close the client if the consumer made it."""
         if self._own_client and self._client is not None:
-            await self._client.close()
+            self._client.close()
             self._client = None
 
-    async def _conninfo(self) -> str:
-        client = self.client
-        if client.dsn:
-            return client.dsn
-        pool = await client._get_pool()
-        return str(pool.conninfo)
+    def _conninfo(self) -> str:
+        return self.client.conninfo()
 
-    async def _wakeup(self) -> AsyncWakeup:
+    def _wakeup(self) -> Wakeup:
         if self.listen_dsn is not None:
             conninfo: str | None = self.listen_dsn
         elif self.pooled:
             conninfo = None
             log.info("%r: pooled DSN and no listen_dsn: polling for ticks every %g s", self, self.poll_interval)
         else:
-            conninfo = await self._conninfo()
-        return AsyncWakeup(conninfo, self.queue, self._stop_event, self._send_probe, self.listen_probe_timeout)
+            conninfo = self._conninfo()
+        return Wakeup(conninfo, self.queue, self._stop_event, self._send_probe, self.listen_probe_timeout)
 
-    async def _send_probe(self, channel: str) -> None:
-        await self.client._value(_NOTIFY, (channel,), None)
+    def _send_probe(self, channel: str) -> None:
+        with self.client.connection() as conn:
+            conn.execute(_NOTIFY, (channel,), prepare=False)
 
-    async def run(self, *, stop_when_idle: bool = False, max_batches: int | None = None) -> RunStats:
+    def run(self, *, stop_when_idle: bool = False, max_batches: int | None = None) -> RunStats:
         """Handle events until ``stop()``; returns what this run did.
 
         ``stop_when_idle``: return as soon as a receive finds nothing (drain a backlog);
@@ -568,16 +579,16 @@ class AsyncConsumer:
         self._stop_event.clear()
         self._hb_stop.clear()
         self.stats = stats = RunStats()
-        self._runner = _acompat.Runner(self.concurrency, self.message_timeout)
-        wake = self.wakeup = await self._wakeup()
-        beat = _acompat.Background(self._heartbeat_loop, name=f"pglogq-heartbeat-{self.label}")
+        self._runner = _concurrency.Runner(self.concurrency, self.message_timeout)
+        wake = self.wakeup = self._wakeup()
+        beat = _concurrency.Background(self._heartbeat_loop, name=f"pglogq-heartbeat-{self.label}")
         polled = False
         try:
             while not self._stopping:
                 if max_batches is not None and stats.pages >= max_batches:
                     break
                 try:
-                    batch = await self.client.receive(
+                    batch = self.client.receive(
                         self.queue, self.consumer_name, max_messages=self.max_messages, worker=self.worker_name
                     )
                     if batch:
@@ -588,18 +599,18 @@ class AsyncConsumer:
                                 "listener was dropped; reconnecting it and polling every %g s meanwhile",
                                 wake.channel, self.health.misses, self.poll_interval,
                             )
-                            await wake.reconnect()
+                            wake.reconnect()
                         polled = False
-                        await self._handle(batch)
+                        self._handle(batch)
                         continue
                 except _RECOVERABLE as exc:
                     stats.errors += 1
                     log.warning("%r: database error (%s); trying again in %g s", self, exc, self.poll_interval)
-                    await _acompat.wait_event(self._stop_event, self.poll_interval)
+                    _concurrency.wait_event(self._stop_event, self.poll_interval)
                     continue
                 if stop_when_idle:
                     break
-                if await wake.wait(self.poll_interval):
+                if wake.wait(self.poll_interval):
                     self.health.notified()
                     polled = False
                 else:
@@ -607,47 +618,47 @@ class AsyncConsumer:
         finally:
             self._runner.close()
             self._hb_stop.set()
-            await beat.join()
-            await wake.close()
+            beat.join()
+            wake.close()
             self._running = False
         return stats
 
     # -- one page -------------------------------------------------------------------------
 
-    async def _handle(self, batch: AsyncBatch) -> None:
+    def _handle(self, batch: Batch) -> None:
         assert batch.id is not None
         page = _Page(batch.id, self.queue, self.consumer_name)
         self._page = page
         try:
             if self.transactional:
-                await self._handle_in_transaction(batch, page)
+                self._handle_in_transaction(batch, page)
             else:
-                deliveries = [AsyncDelivery(m, page, self, None) for m in batch]
+                deliveries = [Delivery(m, page, self, None) for m in batch]
                 page.deliveries = deliveries
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
-                outcomes = await self._runner.run([self._thunk(u) for u in units], page.abandon)
+                outcomes = self._runner.run([self._thunk(u) for u in units], page.abandon)
                 if self._dropped(page, outcomes):
                     return
-                await self._finish(page, units, outcomes, None)
+                self._finish(page, units, outcomes, None)
         finally:
             page.finishing = True
             self._page = None
 
-    async def _handle_in_transaction(self, batch: AsyncBatch, page: _Page) -> None:
+    def _handle_in_transaction(self, batch: Batch, page: _Page) -> None:
         try:
-            async with self.client.connection() as conn, conn.transaction():
-                deliveries = [AsyncDelivery(m, page, self, conn) for m in batch]
+            with self.client.connection() as conn, conn.transaction():
+                deliveries = [Delivery(m, page, self, conn) for m in batch]
                 page.deliveries = deliveries
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
-                outcomes = await self._runner.run([self._thunk(u, conn) for u in units], page.abandon)
+                outcomes = self._runner.run([self._thunk(u, conn) for u in units], page.abandon)
                 if self._runner.left_behind:
                     # abandoned while a handler still holds the page's connection (a thread cannot
                     # be stopped): cancel its statement and close the connection under its lock,
                     # so the handler cannot write anything more; nothing of the page commits
-                    await _acompat.close_busy(conn)
+                    _concurrency.close_busy(conn)
                 if self._dropped(page, outcomes):
                     raise _Dropped()
-                if not await self._finish(page, units, outcomes, conn):
+                if not self._finish(page, units, outcomes, conn):
                     raise _Dropped()
         except _Dropped:
             pass
@@ -662,12 +673,12 @@ class AsyncConsumer:
             return True
         return False
 
-    def _thunk(self, unit: Unit[AsyncDelivery], conn: AnyConn | None = None) -> _acompat.Thunk:
-        async def call() -> None:
+    def _thunk(self, unit: Unit[Delivery], conn: AnyConn | None = None) -> _concurrency.Thunk:
+        def call() -> None:
             page = unit.items[0]._page
             if time.monotonic() - page.last_beat >= self.heartbeat_interval:
                 # never start a message on a batch whose lease was not confirmed lately
-                await self._beat(page, force=True)
+                self._beat(page, force=True)
             if page.lost:
                 raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
             started = datetime.now(timezone.utc)
@@ -680,8 +691,8 @@ class AsyncConsumer:
                 if unit.route is None:
                     raise LookupError(f"no handler for event type {unit.items[0].type!r}")
                 if conn is not None:
-                    async with conn.transaction():
-                        await self._call(unit)
+                    with conn.transaction():
+                        self._call(unit)
                         if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
                             # leaving the block with an error rolls back to the handler's savepoint
                             raise HandlerLeftTransactionFailed(
@@ -689,25 +700,25 @@ class AsyncConsumer:
                                 "error without rolling back to a savepoint): its work was rolled back"
                             )
                 else:
-                    await self._call(unit)
+                    self._call(unit)
             finally:
                 for d in unit.items:
                     d.running = False
 
         return call
 
-    async def _call(self, unit: Unit[AsyncDelivery]) -> None:
+    def _call(self, unit: Unit[Delivery]) -> None:
         assert unit.route is not None
         if unit.route.kind == "batch":
-            await unit.route.fn(unit.items)
+            unit.route.fn(unit.items)
         else:
-            await unit.route.fn(unit.items[0])
+            unit.route.fn(unit.items[0])
 
-    async def _finish(
-        self, page: _Page, units: list[Unit[AsyncDelivery]], outcomes: list[Outcome], conn: AnyConn | None
+    def _finish(
+        self, page: _Page, units: list[Unit[Delivery]], outcomes: list[Outcome], conn: AnyConn | None
     ) -> bool:
         """Nack the failures and ack the page in one transaction; False when the batch was lost."""
-        failures: list[tuple[AsyncDelivery, str]] = []
+        failures: list[tuple[Delivery, str]] = []
         ok = timed_out = 0
         for unit, outcome in zip(units, outcomes, strict=True):
             if outcome[0] == OK:
@@ -723,12 +734,12 @@ class AsyncConsumer:
         page.finishing = True
         verdicts: list[str] = []
         try:
-            async with self.client.connection(conn) as c, c.transaction():
+            with self.client.connection(conn) as c, c.transaction():
                 for d, reason in failures:
                     delay = self.retry_policy.delay(d.retry_count) if self.retry_policy is not None else None
-                    verdicts.append(await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
+                    verdicts.append(self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
                 last = page.deliveries[-1].message if page.deliveries else None
-                await self.client.ack(page.batch_id, last=last, conn=c)
+                self.client.ack(page.batch_id, last=last, conn=c)
         except StaleBatch:
             page.finishing = False
             page.mark_lost("ack refused")
@@ -745,23 +756,23 @@ class AsyncConsumer:
 
     # -- heartbeat ------------------------------------------------------------------------
 
-    async def _heartbeat_loop(self) -> None:
+    def _heartbeat_loop(self) -> None:
         step = max(0.02, min(self.heartbeat_interval, self.progress_interval) / 2)
         while not self._hb_stop.is_set():
-            await _acompat.wait_event(self._hb_stop, step)
+            _concurrency.wait_event(self._hb_stop, step)
             page = self._page
             if page is None or page.finishing or page.lost:
                 continue
             try:
-                await self._beat(page)
+                self._beat(page)
             except (PglogqError, *_RECOVERABLE) as exc:
                 log.warning("%r: heartbeat of batch %d failed: %s", self, page.batch_id, exc)
 
-    async def _beat(self, page: _Page, *, force: bool = False) -> None:
+    def _beat(self, page: _Page, *, force: bool = False) -> None:
         now = time.monotonic()
         if force or now - page.last_beat >= self.heartbeat_interval:
             # the lease counts from when a heartbeat was sent, and only once it is confirmed
-            if not await self.client.heartbeat(page.batch_id):
+            if not self.client.heartbeat(page.batch_id):
                 page.mark_lost("heartbeat refused")
                 return
             page.last_beat = max(page.last_beat, now)
@@ -771,12 +782,12 @@ class AsyncConsumer:
             if (d._pending is not None and now - d._last_write >= self.progress_interval) or (
                 not d._reported and now - d._t0 >= self.heartbeat_interval
             ):
-                await d._flush()
+                d._flush()
 
 
-def _type_of(d: AsyncDelivery) -> str | None:
+def _type_of(d: Delivery) -> str | None:
     return d.type
 
 
-def _error_of(d: AsyncDelivery) -> str | None:
+def _error_of(d: Delivery) -> str | None:
     return d.message.decode_error

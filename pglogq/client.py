@@ -1,8 +1,8 @@
-# Generated from pglogq/_aclient.py by `python -m tests.tools.unasync`. Do not edit:
-# change the async source and regenerate.
+# generated from pglogq/client_async.py by python -m tests.tools.unasync; do not edit
+# (change the async source and regenerate)
 """The asyncio client: the single source of truth of the client API.
 
-``pglogq/_client.py`` (the synchronous :class:`Client`) is generated from this file by
+``pglogq/client.py`` (the synchronous :class:`Client`) is generated from this file by
 ``python -m tests.tools.unasync``; a test fails when the two drift.  Write here, never there.
 """
 
@@ -23,7 +23,7 @@ from typing_extensions import LiteralString, Self
 
 import pglogq._codec as v
 import pglogq._convert as cv
-from pglogq import _compat, schema
+from pglogq import _concurrency, schema
 from pglogq import _queries as q
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
@@ -133,10 +133,10 @@ class Client:
             pool = self._pool if self._own_pool else None
             if pool is not None:
                 self._pool = None
-            stale = pool is not None and not _compat.same_loop(self._loop)
+            stale = pool is not None and not _concurrency.same_loop(self._loop)
         if pool is not None:
             if stale:  # made on an event loop that is gone: close its connections without it
-                _compat.discard_pool(pool)
+                _concurrency.discard_pool(pool)
             else:
                 pool.close()
 
@@ -146,14 +146,14 @@ class Client:
             if self._closed:
                 raise ClientClosed(f"{type(self).__name__} is closed")
             pool = self._pool
-            if pool is not None and self._opened and not _compat.same_loop(self._loop):
+            if pool is not None and self._opened and not _concurrency.same_loop(self._loop):
                 # asyncio: the pool belongs to another event loop (asyncio.run called twice)
                 if not self._own_pool:
                     raise RuntimeError(
                         "the connection pool given to Client works on another event loop: "
                         "give each event loop its own pool (or let the client make it)"
                     )
-                if _compat.loop_running_elsewhere(self._loop):
+                if _concurrency.loop_running_elsewhere(self._loop):
                     raise RuntimeError(
                         "this Client is in use on another running event loop: use one client per loop"
                     )
@@ -170,13 +170,21 @@ class Client:
                 self._pool = pool
             ready = self._opened
         if stale is not None:
-            _compat.discard_pool(stale)
+            _concurrency.discard_pool(stale)
         if not ready:
             pool.open()  # safe when another caller opened it meanwhile
             with self._lock:
                 self._opened = True
-                self._loop = _compat.current_loop()
+                self._loop = _concurrency.current_loop()
         return pool
+
+    def conninfo(self) -> str:
+        """The connection string this client connects with: its DSN, or the given pool's
+        ``conninfo`` (e.g. for a separate LISTEN connection to the same database)."""
+        if self.dsn:
+            return self.dsn
+        pool = self._get_pool()
+        return str(pool.conninfo)
 
     @contextmanager
     def connection(self, conn: AnyConn | None = None) -> Iterator[AnyConn]:
