@@ -15,18 +15,13 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 import pglogq
+from tests.support.draining import drain
 
 
 def events(client: pglogq.Client, queue: str = "cdc", consumer: str = "c") -> list[pglogq.Message]:
     """Everything the consumer has not read yet, in order (ticks first)."""
     client.tick(queue, force=True)
-    out: list[pglogq.Message] = []
-    while True:
-        page = client.receive(queue, consumer, max_messages=1000)
-        if not page:
-            return out
-        out.extend(page)
-        page.ack()
+    return drain(client, queue, consumer)
 
 
 @pytest.fixture

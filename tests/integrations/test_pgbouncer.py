@@ -21,20 +21,8 @@ import pytest
 import pglogq
 from pglogq.tickerd.engine import Engine, State
 from pglogq.tickerd.settings import Settings
-
-# the CLI helpers live beside the CLI tests (tests/cli_support.py before the move to tests/support)
-try:
-    from tests.support.cli import js, ok  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - layout before the reorganisation
-    from cli_support import js, ok
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+from tests.support.cli import js, ok
+from tests.support.waiting import wait_for
 
 
 def backend_pid(conn: psycopg.Connection[Any]) -> int:
@@ -149,8 +137,8 @@ def test_produce_consume_retry_dead_letter_and_replay_through_pgbouncer_lose_not
             for t in threads:
                 t.join()
             doomed = {n for n in range(total) if n % 7 == 0}
-            wait_until(lambda: set(recorder.acked) == set(range(total)) - doomed, what="every event but the doomed")
-            wait_until(lambda: len(client.dlq_inspect("q", limit=1000)) == len(doomed), what="the dead letters")
+            wait_for(lambda: set(recorder.acked) == set(range(total)) - doomed, "every event but the doomed")
+            wait_for(lambda: len(client.dlq_inspect("q", limit=1000)) == len(doomed), "the dead letters")
             dead = client.dlq_inspect("q", limit=1000)
             assert {int(d.payload["n"]) for d in dead} == doomed
             # the once-failing ones were retried and then handled
@@ -159,7 +147,7 @@ def test_produce_consume_retry_dead_letter_and_replay_through_pgbouncer_lose_not
             with recorder.lock:
                 recorder.accept_all = True
             assert client.dlq_replay_all("q") == len(doomed)
-            wait_until(lambda: set(recorder.acked) == set(range(total)), what="the replayed events")
+            wait_for(lambda: set(recorder.acked) == set(range(total)), "the replayed events")
             assert client.dlq_inspect("q") == []
         finally:
             stop_workers(workers)
@@ -221,10 +209,10 @@ def test_listener_on_a_direct_connection_passes_its_probe_and_is_woken(
         t = threading.Thread(target=consumer.run, daemon=True)
         with caplog.at_level(logging.WARNING, logger="pglogq.consumer"):
             t.start()
-            wait_until(lambda: consumer.wakeup is not None and consumer.wakeup.listening, what="listener")
+            wait_for(lambda: consumer.wakeup is not None and consumer.wakeup.listening, "listener")
             client.send("q", {"n": 1})
             client.tick("q", force=True)  # the ticker's NOTIFY wakes the consumer long before its 30 s poll
-            wait_until(lambda: seen == [1], timeout=10, what="the notified event")
+            wait_for(lambda: seen == [1], "the notified event", timeout=10)
             consumer.stop()
             t.join(10)
         assert consumer.wakeup is not None and not consumer.wakeup.deaf
@@ -250,7 +238,7 @@ def test_ticker_refuses_a_dsn_through_the_pooler(pooled_dsn: str, dsn: str) -> N
     assert asyncio.run(behind(pooled_dsn)) is True
     assert asyncio.run(behind(dsn)) is False
     with pglogq.start_ticker(pooled_dsn) as handle:
-        wait_until(lambda: handle.state == State.REFUSED, timeout=30, what="the refusal")
+        wait_for(lambda: handle.state == State.REFUSED, "the refusal", timeout=30)
         assert "direct connection" in handle.stats.detail
     with pglogq.start_ticker(dsn) as handle:
         assert handle.wait_active(30)

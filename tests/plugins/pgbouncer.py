@@ -1,4 +1,4 @@
-"""Fixtures of the integration tests: a real PgBouncer in transaction mode.
+"""Fixtures: a real PgBouncer in transaction mode (tests/integrations).
 
 ``pgbouncer`` starts Debian's ``pgbouncer`` (apt-get install pgbouncer; .ci/run does) once per
 session in front of the test server, with ``examples/_pgbouncer.py`` (the examples use the same
