@@ -15,6 +15,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 import pglogq
+from tests.support.cli import fails, js, ok
 from tests.support.draining import drain
 
 
@@ -338,3 +339,29 @@ def test_writer_captures_only_tables_it_may_trigger_and_plain_writers_need_no_ro
         conn.execute("SELECT pglogq.uncapture_table('public.theirs')")
     got = events(client)
     assert [(m.type, m.payload["new"]) for m in got] == [("insert", {"id": 1, "v": "a"})]
+
+
+# -- the CLI -------------------------------------------------------------------------------------
+
+
+def test_cli_capture_add_list_remove(client: pglogq.Client, db: psycopg.Connection[Any], dsn: str) -> None:
+    db.execute("CREATE TABLE log (code text NOT NULL, msg text)")
+    r = ok(dsn, "capture", "add", "orders", "cdc", "--exclude", "note", "--only-if", '{"status": "paid"}')
+    assert "capturing orders into 'cdc'" in r.stdout
+    assert js(dsn, "capture", "add", "log", "cdc", "--key-column", "code", "--old-values", "full") == {
+        "table": "log", "queue": "cdc", "created": True}
+    rows = js(dsn, "capture", "list")
+    assert [(r["table_name"], r["key_columns"], r["exclude_columns"], r["only_if"], r["old_values"]) for r in rows] == [
+        ("log", ["code"], None, None, "full"), ("orders", ["id"], ["note"], {"status": "paid"}, "changed")]
+    assert "all but note" in ok(dsn, "capture", "list").stdout
+    fails(dsn, 4, "capture", "add", "log", "cdc")  # no primary key, no --key-column: PQ071
+    fails(dsn, 4, "capture", "add", "orders", "cdc", "--only-if", "{nope")
+    fails(dsn, 3, "capture", "add", "no_such_table", "cdc")
+    fails(dsn, 3, "capture", "add", "orders", "no_such_queue")
+    fails(dsn, 5, "queue", "drop", "cdc", "--force", "--yes")  # PQ074: captured
+    db.execute("INSERT INTO orders VALUES (1, 'paid', 1, 'n')")
+    assert [m.payload["new"] for m in events(client)] == [{"id": 1, "status": "paid", "amount": 1}]
+    assert js(dsn, "capture", "remove", "orders", "--queue", "other") == {"table": "orders", "removed": 0}
+    assert "1 capture(s) removed" in ok(dsn, "capture", "remove", "orders").stdout
+    assert js(dsn, "capture", "remove", "log") == {"table": "log", "removed": 1}
+    assert js(dsn, "capture", "list") == []
