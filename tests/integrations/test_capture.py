@@ -365,3 +365,39 @@ def test_cli_capture_add_list_remove(client: pglogq.Client, db: psycopg.Connecti
     assert "1 capture(s) removed" in ok(dsn, "capture", "remove", "orders").stdout
     assert js(dsn, "capture", "remove", "log") == {"table": "log", "removed": 1}
     assert js(dsn, "capture", "list") == []
+
+
+def test_capture_in_a_rolled_back_transaction_leaves_nothing(
+    client: pglogq.Client, db: psycopg.Connection[Any]
+) -> None:
+    with pytest.raises(RuntimeError), db.transaction():
+        client.capture_table("orders", "cdc", conn=db)
+        db.execute("INSERT INTO orders VALUES (1, 'new', 1, NULL)")
+        raise RuntimeError("rolled back")
+    assert client.captured_tables() == []
+    db.execute("INSERT INTO orders VALUES (1, 'new', 1, NULL)")
+    assert events(client) == []
+
+
+def test_longest_queue_name_keeps_whole_trigger_names(client: pglogq.Client, db: psycopg.Connection[Any]) -> None:
+    long = "q" * 48  # the longest queue name: pglogq_cap_x_ + 48 bytes = 61 < 63, never truncated
+    client.create_queue(long)
+    client.subscribe(long, "c")
+    client.capture_table("orders", long)
+    client.capture_table("orders", "cdc")
+    db.execute("INSERT INTO orders VALUES (1, 'new', 1, NULL)")
+    assert len(events(client, long)) == 1 and len(events(client)) == 1
+    assert sorted(c.queue_name for c in client.captured_tables()) == ["cdc", long]
+    assert client.uncapture_table("orders", long) == 1
+    assert [c.queue_name for c in client.captured_tables()] == ["cdc"]
+
+
+def test_quoted_and_schema_qualified_table_names(client: pglogq.Client, db: psycopg.Connection[Any]) -> None:
+    db.execute('CREATE SCHEMA "Sales"')
+    db.execute('CREATE TABLE "Sales"."Order Lines" ("Id" int PRIMARY KEY, "Qty" int)')
+    client.capture_table('"Sales"."Order Lines"', "cdc")
+    db.execute('INSERT INTO "Sales"."Order Lines" VALUES (1, 2)')
+    [m] = events(client)
+    assert m.payload["table"] == '"Sales"."Order Lines"' and m.payload["key"] == {"Id": 1}
+    assert m.headers == {"key": "1", "table": '"Sales"."Order Lines"'}
+    assert [c.table_name for c in client.captured_tables()] == ['"Sales"."Order Lines"']
