@@ -12,7 +12,8 @@ The two are measured in alternating rounds of the same run, so that both see the
 
 1. single-row UPDATE transactions, pgbench-style: ``pgbench -n -c 1 -T seconds`` with a custom
    script updating one random row per transaction (the server's default settings, commit
-   included): latency per transaction = per row;
+   included): latency per transaction = per row; then the same with ``synchronous_commit = off``
+   (the commit does not wait for the WAL flush, so what remains is the CPU work);
 2. one statement updating every row (``UPDATE t SET v = v + 1``), timed in the server
    (``clock_timestamp()`` around it, no round trips): time per row.
 
@@ -59,7 +60,7 @@ def setup(dsn: str, rows: int) -> None:
         client.capture_table("captured_t", "cdc")
 
 
-def pgbench(dsn: str, table: str, seconds: int, rows: int) -> float:
+def pgbench(dsn: str, table: str, seconds: int, rows: int, *, sync: bool = True) -> float:
     """Average latency of one single-row UPDATE transaction, in µs."""
     script = Path(tempfile.mkdtemp(prefix="pglogq-capture-")) / "update.sql"
     script.write_text(
@@ -71,6 +72,8 @@ def pgbench(dsn: str, table: str, seconds: int, rows: int) -> float:
     for key, var in (("host", "PGHOST"), ("port", "PGPORT"), ("user", "PGUSER"), ("password", "PGPASSWORD")):
         if parts.get(key):
             env[var] = str(parts[key])
+    if not sync:  # the commit's WAL flush is not waited for: what is left is the CPU work
+        env["PGOPTIONS"] = "-c synchronous_commit=off"
     out = subprocess.run(
         ["pgbench", "-n", "-c", "1", "-T", str(seconds), "-f", str(script), str(parts.get("dbname"))],
         capture_output=True, text=True, env=env, check=True,
@@ -104,14 +107,18 @@ def events_in_queue(dsn: str) -> int:
 
 def measure(dsn: str, seconds: int, rounds: int, rows: int) -> dict[str, Any]:
     single: dict[str, list[float]] = {t: [] for t in TABLES}
+    nosync: dict[str, list[float]] = {t: [] for t in TABLES}
     whole: dict[str, list[float]] = {t: [] for t in TABLES}
     for r in range(rounds):
         order = TABLES if r % 2 == 0 else TABLES[::-1]
         for t in order:
             single[t].append(pgbench(dsn, t, seconds, rows))
         for t in order:
+            nosync[t].append(pgbench(dsn, t, seconds, rows, sync=False))
+        for t in order:
             whole[t].append(bulk(dsn, t, rows))
     return {"single": {t: statistics.median(v) for t, v in single.items()},
+            "nosync": {t: statistics.median(v) for t, v in nosync.items()},
             "bulk": {t: statistics.median(v) for t, v in whole.items()},
             "single_all": single, "bulk_all": whole, "events": events_in_queue(dsn)}
 
@@ -141,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)".encode())
-    s, b = res["single"], res["bulk"]
+    s, n, b = res["single"], res["nosync"], res["bulk"]
     print(f"PostgreSQL {version[0] if version else '?'}, fsync={fsync[0] if fsync else '?'}, "
           f"synchronous_commit={sync[0] if sync else '?'}, {os.cpu_count()} CPUs; {args.rows} rows, "
           f"{args.rounds} alternating rounds, pgbench {args.seconds} s per table and round; "
@@ -151,6 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     print("| --- | --- | --- | --- |")
     print(f"| single-row UPDATE transactions (pgbench, per transaction) | {s['plain_t']:.1f} µs | "
           f"{s['captured_t']:.1f} µs | {s['captured_t'] - s['plain_t']:+.1f} µs |")
+    print(f"| the same with synchronous_commit = off (the CPU work) | {n['plain_t']:.1f} µs | "
+          f"{n['captured_t']:.1f} µs | {n['captured_t'] - n['plain_t']:+.1f} µs |")
     print(f"| one UPDATE of every row (in the server, per row) | {b['plain_t']:.2f} µs | "
           f"{b['captured_t']:.2f} µs | {b['captured_t'] - b['plain_t']:+.2f} µs |")
     print()
