@@ -255,7 +255,6 @@ class Wakeup:
         self._probe_timeout = probe_timeout
         self._conn: AnyConn | None = None
         self._retry_at = 0.0
-        self._pending = False
         self.reconnects = 0
         self.deaf = conninfo is None
         """True when this wakeup only sleeps: no listener, or its probe proved it deaf."""
@@ -271,12 +270,10 @@ class Wakeup:
             conn = psycopg.Connection.connect(
                 self.conninfo or "", autocommit=True, connect_timeout=5, prepare_threshold=None
             )
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         except psycopg.Error as exc:
             log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
             self._retry_at = time.monotonic() + 5.0
             return None
-        self._conn = conn
         if self._send_probe is not None and not self._probe(conn):
             log.warning(
                 "tick notifications cannot arrive on the listener connection of %s: a probe NOTIFY sent "
@@ -285,8 +282,19 @@ class Wakeup:
                 self.channel, self._probe_timeout,
             )
             self.deaf = True
-            self.close()
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
             return None
+        try:
+            # after the probe: a tick missed meanwhile waits at most one poll_interval
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except psycopg.Error as exc:
+            log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
+            self._retry_at = time.monotonic() + 5.0
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            return None
+        self._conn = conn
         return conn
 
     def _probe(self, conn: AnyConn) -> bool:
@@ -302,10 +310,7 @@ class Wakeup:
                 if left <= 0:
                     break
                 for n in conn.notifies(timeout=min(left, 0.25)):
-                    if n.channel == self.probe_channel:
-                        arrived = True
-                    else:
-                        self._pending = True  # a tick came meanwhile: the next wait returns at once
+                    arrived = arrived or n.channel == self.probe_channel
             conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(self.probe_channel)))
         except psycopg.Error as exc:
             log.warning("the listener probe of %s failed (%s); polling instead", self.channel, exc)
@@ -315,9 +320,6 @@ class Wakeup:
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; True when a notification came (False: timeout/stop)."""
         conn = self._connection()
-        if self._pending:
-            self._pending = False
-            return True
         if conn is None:
             _concurrency.wait_event(self._stop, timeout)
             return False
@@ -341,7 +343,7 @@ class Wakeup:
 
     @property
     def listening(self) -> bool:
-        """True while a listener connection is open (its probe passed)."""
+        """True while a listener connection is open and LISTENing (its probe passed)."""
         return self._conn is not None and not self._conn.closed
 
     def reconnect(self) -> None:

@@ -253,7 +253,6 @@ class AsyncWakeup:
         self._probe_timeout = probe_timeout
         self._conn: AnyConn | None = None
         self._retry_at = 0.0
-        self._pending = False
         self.reconnects = 0
         self.deaf = conninfo is None
         """True when this wakeup only sleeps: no listener, or its probe proved it deaf."""
@@ -269,12 +268,10 @@ class AsyncWakeup:
             conn = await psycopg.AsyncConnection.connect(
                 self.conninfo or "", autocommit=True, connect_timeout=5, prepare_threshold=None
             )
-            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         except psycopg.Error as exc:
             log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
             self._retry_at = time.monotonic() + 5.0
             return None
-        self._conn = conn
         if self._send_probe is not None and not await self._probe(conn):
             log.warning(
                 "tick notifications cannot arrive on the listener connection of %s: a probe NOTIFY sent "
@@ -283,8 +280,19 @@ class AsyncWakeup:
                 self.channel, self._probe_timeout,
             )
             self.deaf = True
-            await self.close()
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
             return None
+        try:
+            # after the probe: a tick missed meanwhile waits at most one poll_interval
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except psycopg.Error as exc:
+            log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
+            self._retry_at = time.monotonic() + 5.0
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+            return None
+        self._conn = conn
         return conn
 
     async def _probe(self, conn: AnyConn) -> bool:
@@ -300,10 +308,7 @@ class AsyncWakeup:
                 if left <= 0:
                     break
                 async for n in conn.notifies(timeout=min(left, 0.25)):
-                    if n.channel == self.probe_channel:
-                        arrived = True
-                    else:
-                        self._pending = True  # a tick came meanwhile: the next wait returns at once
+                    arrived = arrived or n.channel == self.probe_channel
             await conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(self.probe_channel)))
         except psycopg.Error as exc:
             log.warning("the listener probe of %s failed (%s); polling instead", self.channel, exc)
@@ -313,9 +318,6 @@ class AsyncWakeup:
     async def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; True when a notification came (False: timeout/stop)."""
         conn = await self._connection()
-        if self._pending:
-            self._pending = False
-            return True
         if conn is None:
             await _concurrency_async.wait_event(self._stop, timeout)
             return False
@@ -339,7 +341,7 @@ class AsyncWakeup:
 
     @property
     def listening(self) -> bool:
-        """True while a listener connection is open (its probe passed)."""
+        """True while a listener connection is open and LISTENing (its probe passed)."""
         return self._conn is not None and not self._conn.closed
 
     async def reconnect(self) -> None:
