@@ -48,7 +48,7 @@ from pglogq.errors import (
     UnknownMessage,
     UnknownQueue,
 )
-from pglogq.models import ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan, Undecodable
+from pglogq.models import CaptureInfo, ConsumerInfo, DeadLetter, InFlight, Message, QueueInfo, SeekPlan, Undecodable
 from pglogq.retry import RetryPolicy
 from pglogq.tickerd.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
 
@@ -65,6 +65,7 @@ __all__ = [
     "BatchLost",
     "BatchOpen",
     "CancelConflict",
+    "CaptureInfo",
     "CaptureRefused",
     "Client",
     "ClientClosed",

@@ -6,6 +6,7 @@ Every test captures a table of its own fresh database into a queue, changes rows
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -401,3 +402,17 @@ def test_quoted_and_schema_qualified_table_names(client: pglogq.Client, db: psyc
     assert m.payload["table"] == '"Sales"."Order Lines"' and m.payload["key"] == {"Id": 1}
     assert m.headers == {"key": "1", "table": '"Sales"."Order Lines"'}
     assert [c.table_name for c in client.captured_tables()] == ['"Sales"."Order Lines"']
+
+
+def test_async_client_captures_too(dsn: str, db: psycopg.Connection[Any], client: pglogq.Client) -> None:
+    async def go() -> list[pglogq.CaptureInfo]:
+        async with pglogq.AsyncClient(dsn) as ac:
+            assert await ac.capture_table("orders", "cdc", key_columns=["id"], old_values="none") is True
+            infos = await ac.captured_tables("cdc")
+            db.execute("INSERT INTO orders VALUES (1, 'new', 1, NULL)")
+            assert await ac.uncapture_table("orders", "cdc") == 1
+            return infos
+
+    [info] = asyncio.run(go())
+    assert (info.table_name, info.old_values, info.key_columns) == ("orders", "none", ["id"])
+    assert [m.type for m in events(client)] == ["insert"]
