@@ -38,7 +38,7 @@ DLQ_INSPECT: LiteralString = (
     " retry_count, reason, created_at, first_failed_at, failed_at FROM pglogq.dlq_inspect(%s, %s, %s, %s, %s)"
 )
 DLQ_REPLAY: LiteralString = "SELECT pglogq.dlq_replay(%s)"
-DLQ_REPLAY_ALL: LiteralString = "SELECT pglogq.dlq_replay_all(%s, %s, %s, %s)"
+DLQ_REPLAY_ALL: LiteralString = "SELECT pglogq.dlq_replay_all(%s, %s, %s, %s, %s)"
 DLQ_PURGE: LiteralString = "SELECT pglogq.dlq_purge(%s, %s, %s, %s)"
 MAINT_OPERATIONS: LiteralString = "SELECT op, queue_name FROM pglogq.maint_operations()"
 MAINT_RUN: LiteralString = "SELECT pglogq.maint_run(%s, %s)"

@@ -499,12 +499,20 @@ class Client:
         *,
         type: str | None = None,
         older_than: timedelta | None = None,
+        max_rows: int | None = None,
         conn: AnyConn | None = None,
     ) -> int:
-        """Replay every matching dead letter, each to its own consumer; returns how many."""
+        """Replay every matching dead letter, each to its own consumer; returns how many.
+
+        ``max_rows``: at most this many, oldest first (None: all; at least 1, else
+        :class:`InvalidArgument`).  A dead letter replayed meanwhile by another call is skipped,
+        so fewer than ``max_rows`` may be replayed while more match."""
         params = (
             v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
             v.interval(older_than, "older_than", InvalidArgument),
+            v.integer(
+                max_rows, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..{v.INT4[1]}")
+            ),
         )
         return int(self._value(q.DLQ_REPLAY_ALL, params, conn))
 

