@@ -72,7 +72,20 @@ def ticker() -> None:
 
 
 def _register() -> None:
-    from pglogq.cli import cancel, consumer, dashboard, database, demo, dlq, queue, receive, schema, send, status
+    from pglogq.cli import (
+        cancel,
+        capture,
+        consumer,
+        dashboard,
+        database,
+        demo,
+        dlq,
+        queue,
+        receive,
+        schema,
+        send,
+        status,
+    )
 
     main.add_command(schema.schema)
     main.add_command(queue.queue)
@@ -87,6 +100,7 @@ def _register() -> None:
     main.add_command(database.dsn)
     main.add_command(database.psql)
     main.add_command(database.embedded)
+    main.add_command(capture.capture)
     main.add_command(dashboard.dashboard)
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_pages import DOCS, ROOT, RUN_LANGS, Block, PageRun, blocks_of
+from tests.docs.test_pages import DOCS, RUN_LANGS, Block, PageRun, blocks_of
+from tests.support.paths import REPO
 
 BIN = Path(sys.executable).parent
 
@@ -56,7 +57,7 @@ def test_readme_and_tutorial_from_a_fresh_clone_leave_status_check_green(
         r = _bash("pglogq send pglogq_demo '{\"order\": 99}' && pglogq ticker run --once", env, work)
         assert r.returncode == 0, r.stdout + r.stderr
         run = PageRun(dsn, work)
-        for page in (ROOT / "README.md", DOCS / "tutorial.md"):
+        for page in (REPO / "README.md", DOCS / "tutorial.md"):
             run.ns.clear()  # each page is its own Python session
             for b in blocks_of(page):
                 if b.lang not in RUN_LANGS or b.mark not in (None, "expect-error"):
