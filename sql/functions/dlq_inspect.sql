@@ -23,6 +23,9 @@ BEGIN
         RAISE EXCEPTION 'invalid max_rows %: use 1..100000', coalesce(max_rows::text, 'NULL')
             USING ERRCODE = 'PQ019';
     END IF;
+    -- the filters' checks (unknown queue or consumer, negative older_than) run even when the plan
+    -- below would not call _dead_letters (no dead letter at all)
+    PERFORM pglogq._dead_letters(queue_name, consumer_name, msg_type, older_than, 1);
     RETURN QUERY
     SELECT d.dead_id, q.queue_name, s.consumer_name, d.msg_id, d.ev_type, d.ev_payload, d.ev_headers,
            d.retry_count, d.reason, d.ev_time, d.first_failed_at, d.failed_at
