@@ -1,14 +1,15 @@
 -- pglogq.nack(batch_id, msg_id, retry_after, reason, msg_txid): this consumer failed an event.
 -- Parameters: batch_id; msg_id  an event of the page receive returned last;
---             retry_after  when to deliver it again, 0 .. 366 days (default: the queue's retry_delay);
+--             retry_after  when to deliver it again, 0 .. 366 days (default: the retry policy of
+--             the event's type, set_type_config, else the queue's retry_delay);
 --             reason  free text kept with the event (last 2000 bytes);
 --             msg_txid  the message's txid from receive: makes the lookup O(1) (optional)
 -- Returns:    'retry' (it comes back to this consumer only, with retry_count + 1 and the same
---             msg_id), or 'dead' (it had been redelivered max_retries times: moved to the
---             dead-letter queue).  Acknowledge the batch afterwards as usual.
+--             msg_id), or 'dead' (it had been redelivered max_retries times, the type's
+--             override or the queue's; with 0 its first nack: moved to the dead-letter queue).  Acknowledge the batch afterwards as usual.
 -- Raises:     PQ008/PQ009 unknown or stale batch; PQ010 the event is not in the returned page;
 --             PQ011 invalid retry_after.
--- Tables:     event (read), retry or dead_letter (insert).  Nacking one event twice in a page is a no-op.
+-- Tables:     event, type_config (read), retry or dead_letter (insert).  Nacking one event twice in a page is a no-op.
 CREATE OR REPLACE FUNCTION pglogq.nack(
     batch_id bigint, msg_id bigint, retry_after interval DEFAULT NULL, reason text DEFAULT NULL,
     msg_txid xid8 DEFAULT NULL)
@@ -23,14 +24,14 @@ DECLARE
     cur_snap pg_snapshot;
     e pglogq.event;
     delay interval;
+    maxr integer;
     lo xid8;
     hi xid8;
 BEGIN
     h := pglogq._holder(batch_id);
     SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = h.queue_id;
-    delay := coalesce(retry_after, q.retry_delay);
-    IF delay < interval '0' OR delay > interval '366 days' THEN
-        RAISE EXCEPTION 'invalid retry_after %: use 0 .. 366 days', delay USING ERRCODE = 'PQ011';
+    IF retry_after < interval '0' OR retry_after > interval '366 days' THEN
+        RAISE EXCEPTION 'invalid retry_after %: use 0 .. 366 days', retry_after USING ERRCODE = 'PQ011';
     END IF;
     owner := coalesce(h.parent_id, h.sub_id);
     SELECT t.tick_snapshot INTO prev_snap FROM pglogq.tick t
@@ -57,7 +58,9 @@ BEGIN
             USING ERRCODE = 'PQ010';
     END IF;
     reason := right(reason, 2000);
-    IF e.ev_retry >= q.max_retries THEN
+    SELECT r.max_retries, coalesce(retry_after, r.delay) INTO maxr, delay
+      FROM pglogq._retry_rule(q, e.ev_type, e.ev_retry) r;
+    IF e.ev_retry >= maxr THEN
         INSERT INTO pglogq.dead_letter (queue_id, sub_id, msg_id, ev_time, ev_type, ev_payload, ev_headers,
                                         ev_priority, retry_count, reason, first_failed_at)
         VALUES (q.queue_id, owner, e.ev_id, e.ev_time, e.ev_type, e.ev_payload, e.ev_headers,
