@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pglogq._codec as v
 from pglogq.errors import InvalidArgument, InvalidDelay, InvalidPayload, SeekOutOfRange, StaleBatch, UnknownBatch
-from pglogq.models import DeadLetter, InFlight, Message
+from pglogq.models import DeadLetter, InFlight, Message, Schedule
 
 T = TypeVar("T")
 
@@ -98,3 +98,11 @@ def seek_args(queue: Any, consumer: Any, to: Any, by_events: Any) -> tuple[Any, 
     by = v.integer(by_events, "by_events", v.INT8,
                    lambda n: SeekOutOfRange(f'cannot move consumer "{consumer}" by {n} events'))
     return (name, v.name(consumer, "consumer"), position(to, name), by)
+
+
+def schedule(row: Sequence[Any]) -> Schedule:
+    errors: list[str] = []
+    payload = v.decode(row[4], "payload", errors)
+    headers = v.decode(row[5], "headers", errors) if row[5] is not None else None
+    values = [*row[:4], payload, headers, *row[6:14]]
+    return Schedule(*values)

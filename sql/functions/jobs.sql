@@ -7,14 +7,15 @@
 -- Returns:    rows (consumer, state, msg_id, type, created_at, worker, since, last_heartbeat,
 --             percent, stage, due_at, attempts, reason, dead_id, cursor); the states and columns
 --             mean what they mean in pglogq.lookup.  Order: consumer name, then state (in-flight,
---             retry, dead, waiting), then in-flight, retry and dead by msg_id, waiting in delivery
---             order (commit order) and then the delayed sends by msg_id.  Pass the last row's
+--             retry, dead, waiting), then in-flight, retry and dead by msg_id; waiting: first the
+--             rest of the consumer's open batches, then the log after its cursor, both in commit
+--             order, then the delayed sends by msg_id.  Pass the last row's
 --             cursor as after for the next page; fewer than max_rows rows: the list is complete.
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ069 invalid state, max_rows or
 --             cursor.
 -- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick (read).
 -- Reads only.  Each page costs index range scans from its cursor: the waiting list reads the
--- (ev_txid, ev_id) index from the consumer's cursor tick, so a page takes the same time on a
+-- open batches and then the (ev_txid, ev_id) index from the consumer's cursor tick, so a page takes the same time on a
 -- queue of a million waiting events as on an empty one; with msg_type, events of other types
 -- are read and skipped (a rare type among many waiting events makes a page slower).
 -- Cancelled events are left out.  A page is a snapshot: an event can move between states (and
@@ -58,7 +59,7 @@ BEGIN
     END IF;
     IF after IS NOT NULL THEN
         parts := string_to_array(after, '/');
-        IF cardinality(parts) <> 4 OR parts[1] !~ '^[A-Za-z][A-Za-z0-9_.-]{0,62}$' OR parts[2] !~ '^[1-5]$'
+        IF cardinality(parts) <> 4 OR parts[1] !~ '^[A-Za-z][A-Za-z0-9_.-]{0,62}$' OR parts[2] !~ '^[1-6]$'
            OR parts[3] !~ '^[0-9]{1,20}$' OR parts[4] !~ '^[0-9]{1,19}$' THEN
             RAISE EXCEPTION 'invalid cursor "%"', left(after, 80)
                 USING ERRCODE = 'PQ069', HINT = 'pass the cursor column of the last row of the previous page';
@@ -131,16 +132,45 @@ BEGIN
             IF left_rows <= 0 THEN RETURN; END IF;
         END IF;
         IF only_state IS NULL OR only_state = 'waiting' THEN
-            -- rank 4: in the log, not handed yet, in delivery order from the consumer's cursor
+            -- rank 4: in an open batch, after the page its holder was returned (not handed yet)
             IF NOT (c.consumer_name = a_cons AND a_rank > 4) THEN
                 k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 4 THEN a_k1 ELSE 0 END;
                 k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 4 THEN a_k2 ELSE 0 END;
+                RETURN QUERY
+                SELECT c.consumer_name, 'waiting'::text, e.ev_id, e.ev_type, e.ev_time, NULL::text, NULL::timestamptz,
+                       NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, e.ev_retry, NULL::text,
+                       NULL::bigint, format('%s/4/%s/%s', c.consumer_name, e.ev_txid, e.ev_id)
+                  FROM pglogq.subscription h
+                  JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
+                  JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
+                  JOIN LATERAL (
+                      SELECT x.* FROM pglogq.event x
+                       WHERE x.ev_queue = q.queue_id
+                         AND x.ev_txid >= pg_snapshot_xmin(tp.tick_snapshot) AND x.ev_txid < pg_snapshot_xmax(tc.tick_snapshot)
+                         AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
+                         AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
+                         AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
+                         AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 1) e ON true
+                 WHERE (h.sub_id = c.sub_id OR h.parent_id = c.sub_id) AND h.batch_id IS NOT NULL
+                   AND (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
+                   AND (only_type IS NULL OR e.ev_type = only_type)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
+                 ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
+                GET DIAGNOSTICS n = ROW_COUNT;
+                left_rows := left_rows - n;
+                IF left_rows <= 0 THEN RETURN; END IF;
+            END IF;
+            -- rank 5: in the log after the consumer's cursor, in delivery order (the cursor tick's
+            -- snapshot; every open batch lies before it)
+            IF NOT (c.consumer_name = a_cons AND a_rank > 5) THEN
+                k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 5 THEN a_k1 ELSE 0 END;
+                k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 5 THEN a_k2 ELSE 0 END;
                 SELECT t.tick_snapshot INTO snap FROM pglogq.tick t
                  WHERE t.queue_id = q.queue_id AND t.tick_id = c.last_tick;
                 RETURN QUERY
                 SELECT c.consumer_name, 'waiting'::text, x.ev_id, x.ev_type, x.ev_time, NULL::text, NULL::timestamptz,
                        NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, x.ev_retry, NULL::text,
-                       NULL::bigint, format('%s/4/%s/%s', c.consumer_name, x.ev_txid, x.ev_id)
+                       NULL::bigint, format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id)
                   FROM pglogq.event x
                  WHERE x.ev_queue = q.queue_id
                    AND x.ev_txid >= greatest(pg_snapshot_xmin(snap), k1::text::xid8)
@@ -149,25 +179,17 @@ BEGIN
                    AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
                    AND (only_type IS NULL OR x.ev_type = only_type)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
-                   AND NOT EXISTS (
-                       SELECT 1 FROM pglogq.subscription h
-                         JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
-                         JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
-                        WHERE (h.sub_id = c.sub_id OR h.parent_id = c.sub_id) AND h.batch_id IS NOT NULL
-                          AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
-                          AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
-                          AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) <= 0)
                  ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 left_rows := left_rows - n;
                 IF left_rows <= 0 THEN RETURN; END IF;
             END IF;
-            -- rank 5: delayed sends not due yet (every consumer subscribed when they are due gets them)
-            k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 5 THEN a_k2 ELSE 0 END;
+            -- rank 6: delayed sends not due yet (every consumer subscribed when they are due gets them)
+            k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 6 THEN a_k2 ELSE 0 END;
             RETURN QUERY
             SELECT c.consumer_name, 'waiting'::text, d.msg_id, d.ev_type, d.ev_time, NULL::text, NULL::timestamptz,
                    NULL::timestamptz, NULL::numeric, NULL::text, d.deliver_at, 0, NULL::text, NULL::bigint,
-                   format('%s/5/0/%s', c.consumer_name, d.msg_id)
+                   format('%s/6/0/%s', c.consumer_name, d.msg_id)
               FROM pglogq.delayed d
              WHERE d.queue_id = q.queue_id AND d.msg_id > k2 AND (only_type IS NULL OR d.ev_type = only_type)
              ORDER BY d.msg_id LIMIT left_rows;

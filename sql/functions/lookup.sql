@@ -135,21 +135,8 @@ BEGIN
             CONTINUE;
         END IF;
         type := r.ev_type; created_at := r.ev_time;
-        SELECT t.tick_snapshot INTO snap FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = c.last_tick;
-        IF snap IS NOT NULL AND pg_visible_in_snapshot(r.ev_txid, snap) THEN
-            IF (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(r.ev_txid, c.handed_from))
-               OR EXISTS (SELECT 1 FROM pglogq.handed_run hr
-                           WHERE hr.sub_id = c.sub_id AND pg_visible_in_snapshot(r.ev_txid, hr.to_snap)
-                             AND (hr.from_snap IS NULL OR NOT pg_visible_in_snapshot(r.ev_txid, hr.from_snap))) THEN
-                state := 'done'; detail := 'handed to this consumer and acknowledged';
-            ELSE
-                state := 'skipped';
-                detail := 'never handed to this consumer: its cursor moved past it (subscribed later, seek or retention)';
-            END IF;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        state := 'waiting'; detail := 'not in a batch of this consumer yet';
+        -- in an open batch of the consumer or one of its workers (the cursor moved past it already)
+        pos := NULL;
         FOR h IN SELECT x.* FROM pglogq.subscription x
                    JOIN pglogq.tick tp ON tp.queue_id = x.queue_id AND tp.tick_id = x.batch_prev_tick
                    JOIN pglogq.tick tc ON tc.queue_id = x.queue_id AND tc.tick_id = x.batch_cur_tick
@@ -164,9 +151,27 @@ BEGIN
                 since := h.batch_started_at; last_heartbeat := h.heartbeat_at;
                 detail := 'in the page a worker holds (no progress reported)';
             ELSE
-                detail := 'in an open batch of this consumer, after the page its worker holds';
+                state := 'waiting'; detail := 'in an open batch of this consumer, after the page its worker holds';
             END IF;
         END LOOP;
+        IF pos IS NOT NULL THEN
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        SELECT t.tick_snapshot INTO snap FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = c.last_tick;
+        IF snap IS NOT NULL AND pg_visible_in_snapshot(r.ev_txid, snap) THEN
+            IF (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(r.ev_txid, c.handed_from))
+               OR EXISTS (SELECT 1 FROM pglogq.handed_run hr
+                           WHERE hr.sub_id = c.sub_id AND pg_visible_in_snapshot(r.ev_txid, hr.to_snap)
+                             AND (hr.from_snap IS NULL OR NOT pg_visible_in_snapshot(r.ev_txid, hr.from_snap))) THEN
+                state := 'done'; detail := 'handed to this consumer and acknowledged';
+            ELSE
+                state := 'skipped';
+                detail := 'never handed to this consumer: its cursor moved past it (subscribed later, seek or retention)';
+            END IF;
+        ELSE
+            state := 'waiting'; detail := 'not in a batch of this consumer yet';
+        END IF;
         RETURN NEXT;
     END LOOP;
 END $$;

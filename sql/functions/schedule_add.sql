@@ -55,7 +55,7 @@ BEGIN
     END IF;
     INSERT INTO pglogq.schedule (queue_id, name, cron, ev_type, ev_payload, ev_headers, ev_priority, missed, next_due)
     VALUES (q.queue_id, name, expr, type, payload, headers, priority, missed, first_due)
-    ON CONFLICT (queue_id, name) DO NOTHING;
+    ON CONFLICT ON CONSTRAINT schedule_name_uq DO NOTHING;
     IF NOT FOUND THEN  -- added by a concurrent call meanwhile
         RAISE EXCEPTION 'schedule "%" exists already in queue "%"', name, q.queue_name USING ERRCODE = 'PQ068';
     END IF;

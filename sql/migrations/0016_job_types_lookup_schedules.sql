@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS pglogq.schedule (
     sent          bigint NOT NULL DEFAULT 0,
     skipped       bigint NOT NULL DEFAULT 0,
     CONSTRAINT schedule_name_ok CHECK (name ~ '^[A-Za-z][A-Za-z0-9_.-]{0,62}$'),
-    UNIQUE (queue_id, name)
+    CONSTRAINT schedule_name_uq UNIQUE (queue_id, name)
 );
 CREATE INDEX IF NOT EXISTS schedule_due_idx ON pglogq.schedule (next_due);
 
