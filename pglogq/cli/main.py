@@ -72,7 +72,7 @@ def ticker() -> None:
 
 
 def _register() -> None:
-    from pglogq.cli import consumer, demo, dlq, queue, receive, schema, send, status
+    from pglogq.cli import consumer, demo, dlq, jobs, queue, receive, schema, send, status
 
     main.add_command(schema.schema)
     main.add_command(queue.queue)
@@ -83,6 +83,9 @@ def _register() -> None:
     main.add_command(status.status)
     main.add_command(dlq.dlq)
     main.add_command(demo.demo)
+    main.add_command(jobs.job)
+    main.add_command(jobs.jobs)
+    main.add_command(jobs.schedule)
 
 
 _register()

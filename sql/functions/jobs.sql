@@ -98,6 +98,9 @@ BEGIN
                AND h.page_end_txid IS NOT NULL AND e.ev_id > k2
                AND (only_type IS NULL OR e.ev_type = only_type)
                AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
+               -- nacked in this page already: listed as retry or dead
+               AND NOT EXISTS (SELECT 1 FROM pglogq.retry r WHERE r.sub_id = c.sub_id AND r.msg_id = e.ev_id)
+               AND NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
              ORDER BY e.ev_id LIMIT left_rows;
             GET DIAGNOSTICS n = ROW_COUNT;
             left_rows := left_rows - n;
