@@ -4,11 +4,11 @@ Producers append events; a ticker records snapshots; each consumer reads the bat
 ticks with its own cursor, so fan-out shares one copy; old tables are emptied by TRUNCATE.
 """
 
-from pglogq._aclient import AsyncBatch, AsyncClient
-from pglogq._aconsumer import AsyncConsumer, AsyncDelivery
-from pglogq._client import Batch, Client
-from pglogq._consumer import Consumer, Delivery
 from pglogq._runtime import RunStats
+from pglogq.client import Batch, Client
+from pglogq.client_async import AsyncBatch, AsyncClient
+from pglogq.consumer import Consumer, Delivery
+from pglogq.consumer_async import AsyncConsumer, AsyncDelivery
 from pglogq.errors import (
     AlreadyExists,
     BatchLost,

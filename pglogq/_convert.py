@@ -1,6 +1,6 @@
 """What both clients send and receive, with no I/O: argument checks and rows made into models.
 
-Shared by :mod:`pglogq._aclient` and its generated twin :mod:`pglogq._client` (one copy, not two).
+Shared by :mod:`pglogq.client_async` and its generated twin :mod:`pglogq.client` (one copy, not two).
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from typing import Any
 
 import click
 
-from pglogq._aconsumer import AsyncConsumer
-from pglogq._consumer import Consumer
 from pglogq._runtime import WORKER_NAME_RE, RunStats, auto_worker_name
+from pglogq.consumer import Consumer
+from pglogq.consumer_async import AsyncConsumer
 
 log = logging.getLogger("pglogq.worker")
 
@@ -143,7 +143,7 @@ def command(
     if dsn:
         os.environ["PGLOGQ_DSN"] = dsn  # for consumers built at import with the DSN rule
     consumer = load_consumer(target)
-    if dsn and consumer._own_client and consumer._client is None:
+    if dsn and consumer.accepts_dsn:
         consumer.use_dsn(dsn)
     _configure(consumer, worker_name, concurrency)
     log.info("starting %r", consumer)

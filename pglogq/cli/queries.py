@@ -1,7 +1,7 @@
 """SQL the command line issues itself (everything else goes through :class:`pglogq.Client`).
 
 Only calls of pglogq's SQL functions and reads of its views: the command line never reads a
-pglogq table (tests/test_cli_sql_api.py checks), so it works on whatever the SQL API promises.
+pglogq table (tests/package/test_sql_api_only.py checks), so it works on whatever the SQL API promises.
 Calls name their arguments where the client does not expose a parameter.
 """
 

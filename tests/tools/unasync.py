@@ -16,8 +16,8 @@ PKG = Path(__file__).resolve().parents[2] / "pglogq"
 
 # async source → generated sync module
 PAIRS: dict[str, str] = {
-    "_aclient.py": "_client.py",
-    "_aconsumer.py": "_consumer.py",
+    "client_async.py": "client.py",
+    "consumer_async.py": "consumer.py",
 }
 
 WORDS: dict[str, str] = {
@@ -36,9 +36,9 @@ WORDS: dict[str, str] = {
     "__aiter__": "__iter__",
     "__anext__": "__next__",
     "aclose": "close",
-    "_acompat": "_compat",
-    "_aclient": "_client",
-    "_aconsumer": "_consumer",
+    "_concurrency_async": "_concurrency",
+    "client_async": "client",
+    "consumer_async": "consumer",
 }
 
 PATTERNS: list[tuple[str, str]] = [
@@ -69,8 +69,8 @@ def convert(source: str, src_name: str) -> str:
         out = re.sub(rf"\b{word}\b", rep, out)
     lines = [_dedupe_imports(line) for line in out.splitlines()]
     header = (
-        f"# Generated from pglogq/{src_name} by `python -m tests.tools.unasync`. Do not edit:\n"
-        "# change the async source and regenerate.\n"
+        f"# generated from pglogq/{src_name} by python -m tests.tools.unasync; do not edit\n"
+        "# (change the async source and regenerate)\n"
     )
     return header + "\n".join(lines) + "\n"
 

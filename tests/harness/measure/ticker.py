@@ -42,7 +42,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from pglogq._client import Client
+from pglogq.client import Client
 from pglogq.dsn import resolve_dsn
 from pglogq.tickerd import queries as tq
 from tests.harness import child_env

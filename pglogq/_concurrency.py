@@ -1,0 +1,200 @@
+"""What genuinely differs between the asyncio and the thread consumer: the thread side.
+
+Same names as ``pglogq/_concurrency_async.py``; the generated ``consumer.py`` imports this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pglogq._runtime import ABANDONED, ERROR, OK, TIMEOUT, Outcome
+
+CAN_CANCEL = False
+"""A thread cannot be interrupted: at the timeout its result is dropped, the thread runs on."""
+
+Result = Any
+"""What a handler returns: anything here, an awaitable for asyncio."""
+
+Thunk = Callable[[], None]
+
+Event = threading.Event
+
+
+def current_loop() -> object | None:
+    """No event loop: one pool serves every thread."""
+    return None
+
+
+def same_loop(loop: object | None) -> bool:
+    return True
+
+
+def loop_running_elsewhere(loop: object | None) -> bool:
+    return False
+
+
+def discard_pool(pool: Any) -> None:
+    pool.close()
+
+
+def wait_event(event: threading.Event, timeout: float) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass; True if it is set."""
+    return event.wait(timeout)
+
+
+def check_handler(fn: Callable[..., Any]) -> None:
+    if inspect.iscoroutinefunction(fn):
+        raise TypeError(f"Consumer handlers must be plain functions (use AsyncConsumer for async def): {fn!r}")
+
+
+class Background:
+    """A function running beside the consumer loop (the heartbeat): a daemon thread here."""
+
+    def __init__(self, fn: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=fn, name=name, daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+def close_busy(conn: Any) -> None:
+    """Close a connection that a left-behind handler thread may still use.
+
+    Its running statement is cancelled first; the connection is closed while holding its lock (a
+    statement holds the lock while it runs), so the handler's next statement fails with "the
+    connection is closed" instead of writing anything; the pool discards a closed connection."""
+    with contextlib.suppress(Exception):
+        conn.cancel_safe(timeout=5.0)
+    with conn.lock:
+        conn.close()
+
+
+_STOP = None
+
+
+def _serve(jobs: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        job()
+
+
+class Runner:
+    """Runs a page's handler calls, at most ``concurrency`` at a time, each within ``timeout``.
+
+    With one call at a time and no timeout the calls run one after the other in one handler
+    thread that lives as long as ``run`` (the consumer's) does; otherwise each runs in a daemon
+    thread.  A call past its timeout gets outcome TIMEOUT and frees its slot; its thread cannot be
+    stopped and runs on, its result ignored.  When ``abandon`` is set, calls not yet started are
+    skipped and running ones are left behind (outcome ABANDONED, ``left_behind`` True): ``run``
+    returns at once, the thread finishes its call unobserved."""
+
+    def __init__(self, concurrency: int, timeout: float | None) -> None:
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.left_behind = False
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] | None = None
+
+    def close(self) -> None:
+        """Let the handler thread end (after its current call, if one was left behind)."""
+        jobs, self._jobs = self._jobs, None
+        if jobs is not None:
+            jobs.put(_STOP)
+
+    def _submit(self, job: Callable[[], None]) -> None:
+        if self._jobs is None:
+            self._jobs = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(self._jobs,), name="pglogq-handler", daemon=True).start()
+        self._jobs.put(job)
+
+    def run(self, thunks: Sequence[Thunk], abandon: threading.Event) -> list[Outcome]:
+        n = len(thunks)
+        out: list[Outcome | None] = [None] * n
+        self.left_behind = False
+        if abandon.is_set():
+            return [(ABANDONED, None)] * n
+        if self.concurrency == 1 and self.timeout is None:
+            lock = threading.Lock()
+            done = threading.Event()
+            gone = False
+
+            def sequential() -> None:
+                try:
+                    for i, thunk in enumerate(thunks):
+                        if abandon.is_set():
+                            return
+                        try:
+                            thunk()
+                            res: Outcome = (OK, None)
+                        except Exception as exc:
+                            res = (ERROR, exc)
+                        with lock:
+                            if gone:
+                                return
+                            out[i] = res
+                finally:
+                    done.set()
+
+            self._submit(sequential)
+            while not done.wait(0.05):
+                if abandon.is_set():
+                    with lock:
+                        gone = not done.is_set()
+                        result = list(out)
+                    if gone:
+                        self.left_behind = True
+                        self.close()  # the next page gets a fresh handler thread
+                        return [o if o is not None else (ABANDONED, None) for o in result]
+            return [o if o is not None else (ABANDONED, None) for o in out]
+
+        cond = threading.Condition()
+        free = self.concurrency
+        deadlines: dict[int, float] = {}
+
+        def work(i: int, thunk: Thunk) -> None:
+            nonlocal free
+            try:
+                thunk()
+                res: Outcome = (OK, None)
+            except Exception as exc:
+                res = (ERROR, exc)
+            with cond:
+                if out[i] is None:
+                    out[i] = res
+                    free += 1
+                    deadlines.pop(i, None)
+                cond.notify_all()
+
+        started = 0
+        with cond:
+            while True:
+                if abandon.is_set():
+                    self.left_behind = bool(deadlines)
+                    break
+                while free > 0 and started < n:
+                    i = started
+                    started += 1
+                    free -= 1
+                    deadlines[i] = time.monotonic() + self.timeout if self.timeout is not None else float("inf")
+                    threading.Thread(target=work, args=(i, thunks[i]), name="pglogq-handler", daemon=True).start()
+                now = time.monotonic()
+                for i, deadline in list(deadlines.items()):
+                    if now >= deadline:
+                        out[i] = (TIMEOUT, None)
+                        free += 1
+                        del deadlines[i]
+                if started >= n and not deadlines:
+                    break
+                if free > 0 and started < n:
+                    continue
+                nearest = min(deadlines.values(), default=now + 0.1)
+                cond.wait(max(0.0, min(nearest - now, 0.1)))
+        return [o if o is not None else (ABANDONED, None) for o in out]

@@ -1,0 +1,667 @@
+# generated from pglogq/client_async.py by python -m tests.tools.unasync; do not edit
+# (change the async source and regenerate)
+"""The asyncio client: the single source of truth of the client API.
+
+``pglogq/client.py`` (the synchronous :class:`Client`) is generated from this file by
+``python -m tests.tools.unasync``; a test fails when the two drift.  Write here, never there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from psycopg.rows import TupleRow, tuple_row
+from psycopg_pool import ConnectionPool
+from typing_extensions import LiteralString, Self
+
+import pglogq._codec as v
+import pglogq._convert as cv
+from pglogq import _concurrency, schedules, schema
+from pglogq import _queries as q
+from pglogq.dsn import resolve_dsn
+from pglogq.errors import (
+    ClientClosed,
+    InvalidArgument,
+    InvalidConfig,
+    InvalidDelay,
+    InvalidJobsQuery,
+    InvalidPayload,
+    InvalidProgress,
+    InvalidSchedule,
+    InvalidTypeConfig,
+    MessageNotInBatch,
+    UnknownDeadLetter,
+    UnknownMessage,
+    translate,
+)
+from pglogq.models import (
+    ConsumerInfo,
+    DeadLetter,
+    InFlight,
+    JobState,
+    Message,
+    QueueInfo,
+    Schedule,
+    SeekPlan,
+    TypeConfig,
+)
+from pglogq.retry import RetryPolicy
+
+AnyConn = psycopg.Connection[Any]
+
+
+@dataclass
+class Batch:
+    """A page of a consumer's batch.  Iterate it, then ``ack()`` (and ``nack(msg)`` failures first)."""
+
+    id: int | None
+    queue: str
+    consumer: str
+    messages: list[Message]
+    client: Client = field(repr=False)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __bool__(self) -> bool:
+        return bool(self.messages)
+
+    def ack(self, *, conn: AnyConn | None = None) -> bool:
+        """Acknowledge this page (no-op for an empty batch)."""
+        if self.id is None:
+            return False
+        return self.client.ack(self.id, last=self.messages[-1], conn=conn)
+
+    def nack(
+        self,
+        msg: Message,
+        *,
+        retry_after: timedelta | None = None,
+        reason: str | None = None,
+        conn: AnyConn | None = None,
+    ) -> str:
+        """Fail one message: it comes back to this consumer after ``retry_after`` ('retry'),
+        or goes to the dead-letter queue after too many tries ('dead')."""
+        return self.client.nack(msg, retry_after=retry_after, reason=reason, conn=conn)
+
+
+class Client:
+    """pglogq client (blocking).  ``Client(dsn)``; ``dsn=None`` follows the DSN rule.
+
+    Every call can take ``conn=``: the caller's connection, whose transaction the call then
+    joins (nothing is committed for the caller).  Otherwise a pooled autocommit connection runs
+    the call in its own transaction.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        pool: ConnectionPool[Any] | None = None,
+    ) -> None:
+        self.dsn = resolve_dsn(dsn) if pool is None else None
+        self._pool = pool
+        self._own_pool = pool is None
+        self._min_size = min_size
+        self._max_size = max_size
+        self._opened = False
+        self._closed = False
+        self._lock = threading.Lock()  # never held across an await
+        self._loop: object | None = None  # the event loop the pool works on (asyncio only)
+
+    @property
+    def max_size(self) -> int:
+        """The largest number of connections this client's pool opens."""
+        return self._pool.max_size if self._pool is not None else self._max_size
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pool (if the client made it).  Calls after this raise :class:`ClientClosed`."""
+        with self._lock:
+            self._closed = True
+            pool = self._pool if self._own_pool else None
+            if pool is not None:
+                self._pool = None
+            stale = pool is not None and not _concurrency.same_loop(self._loop)
+        if pool is not None:
+            if stale:  # made on an event loop that is gone: close its connections without it
+                _concurrency.discard_pool(pool)
+            else:
+                pool.close()
+
+    def _get_pool(self) -> ConnectionPool[Any]:
+        stale: ConnectionPool[Any] | None = None
+        with self._lock:
+            if self._closed:
+                raise ClientClosed(f"{type(self).__name__} is closed")
+            pool = self._pool
+            if pool is not None and self._opened and not _concurrency.same_loop(self._loop):
+                # asyncio: the pool belongs to another event loop (asyncio.run called twice)
+                if not self._own_pool:
+                    raise RuntimeError(
+                        "the connection pool given to Client works on another event loop: "
+                        "give each event loop its own pool (or let the client make it)"
+                    )
+                if _concurrency.loop_running_elsewhere(self._loop):
+                    raise RuntimeError(
+                        "this Client is in use on another running event loop: use one client per loop"
+                    )
+                stale, pool, self._pool, self._opened = pool, None, None, False
+            if pool is None:
+                pool = ConnectionPool(
+                    self.dsn or "",
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    kwargs={"autocommit": True},
+                    open=False,
+                )
+                self._pool = pool
+            ready = self._opened
+        if stale is not None:
+            _concurrency.discard_pool(stale)
+        if not ready:
+            pool.open()  # safe when another caller opened it meanwhile
+            with self._lock:
+                self._opened = True
+                self._loop = _concurrency.current_loop()
+        return pool
+
+    def conninfo(self) -> str:
+        """The connection string this client connects with: its DSN, or the given pool's
+        ``conninfo`` (e.g. for a separate LISTEN connection to the same database)."""
+        if self.dsn:
+            return self.dsn
+        pool = self._get_pool()
+        return str(pool.conninfo)
+
+    @contextmanager
+    def connection(self, conn: AnyConn | None = None) -> Iterator[AnyConn]:
+        """The caller's connection if given, else a pooled autocommit one."""
+        if conn is not None:
+            yield conn
+            return
+        pool = self._get_pool()
+        with pool.connection() as c:
+            yield c
+
+    def _rows(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> list[TupleRow]:
+        # an own cursor with tuple rows: the caller's row factory, loaders and prepare threshold
+        # must not change what the client reads (prepare=False: a caller's prepared statements
+        # would outlive a schema re-install)
+        try:
+            with self.connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
+                cur.execute(sql, params, prepare=False if conn is not None else None)
+                return cur.fetchall()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def _value(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> Any:
+        rows = self._rows(sql, params, conn)
+        return rows[0][0] if rows else None
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def install_schema(self, *, conn: AnyConn | None = None) -> list[str]:
+        """Install or upgrade the schema (idempotent, under an advisory lock).
+
+        Returns the labels of the migrations applied (empty when already up to date)."""
+        applied: list[str] = []
+        try:
+            with self.connection(conn) as c, c.transaction(), c.cursor(row_factory=tuple_row) as cur:
+                cur.execute(q.SCHEMA_LOCK, prepare=False)
+                cur.execute(q.SCHEMA_EXISTS, prepare=False)
+                row = cur.fetchone()
+                done: set[int] = set()
+                if row and row[0]:
+                    cur.execute(q.SCHEMA_VERSIONS, prepare=False)
+                    done = {r[0] for r in cur.fetchall()}
+                for label, sql in schema.plan(done):
+                    cur.execute(sql.encode(), prepare=False)
+                    if label.startswith("migration"):
+                        applied.append(label)
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        return applied
+
+    def schema_versions(self, *, conn: AnyConn | None = None) -> list[int]:
+        """Migrations applied to this database (empty when pglogq is not installed)."""
+        if not self._value(q.SCHEMA_EXISTS, (), conn):
+            return []
+        return [r[0] for r in self._rows(q.SCHEMA_VERSIONS, (), conn)]
+
+    # -- queues and consumers -------------------------------------------------------------
+
+    def create_queue(self, queue: str, *, conn: AnyConn | None = None) -> bool:
+        """Create a queue; False if it existed already."""
+        return bool(self._value(q.CREATE_QUEUE, (v.name(queue, "queue"),), conn))
+
+    def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:
+        """Drop a queue and all its events; refuses while consumers exist unless ``force``."""
+        return bool(self._value(q.DROP_QUEUE, (v.name(queue, "queue"), cv.flag(force, "force")), conn))
+
+    def set_queue_config(self, queue: str, param: str, value: object, *, conn: AnyConn | None = None) -> str:
+        """Change one queue setting (see ``pglogq.set_queue_config``); returns the new value."""
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        params = (v.name(queue, "queue"), v.text(param, "setting", InvalidConfig), v.text(text, "value", InvalidConfig))
+        return str(self._value(q.SET_QUEUE_CONFIG, params, conn))
+
+    def set_type_config(
+        self, queue: str, type: str, param: str, value: object, *, conn: AnyConn | None = None
+    ) -> str | None:
+        """Override one setting for the events of ``type`` (see ``pglogq.set_type_config``).
+
+        ``param``: ``max_retries`` (int >= 0), ``retry_delay``, ``retry_cap`` (timedelta),
+        ``retry_factor`` (number >= 1), ``retry_jitter`` (bool), or ``retry_policy`` with a
+        :class:`RetryPolicy` (sets the four ``retry_`` settings in one transaction).  ``value``
+        None removes the override (the queue's setting applies again).  Returns the new value as
+        text (for ``retry_policy``: the policy's settings, comma-separated)."""
+        name = v.name(queue, "queue")
+        kind = v.text(type, "event type", InvalidTypeConfig, null=False)
+        if param == "retry_policy":
+            if value is not None and not isinstance(value, RetryPolicy):
+                raise InvalidTypeConfig(f"invalid value for retry_policy: a RetryPolicy or None, got {value!r}")
+            settings = [
+                ("retry_delay", None if value is None else value.base),
+                ("retry_factor", None if value is None else value.factor),
+                ("retry_cap", None if value is None or value.cap >= timedelta(days=365) else value.cap),
+                ("retry_jitter", None if value is None else value.jitter),
+            ]
+            with self.connection(conn) as c, c.transaction():
+                out = [self._value(q.SET_TYPE_CONFIG, (name, kind, p, _setting_text(x)), c)
+                       for p, x in settings]
+            return None if value is None else ", ".join(f"{p}={o}" for (p, _), o in zip(settings, out, strict=True))
+        params = (name, kind, v.text(param, "parameter", InvalidTypeConfig, null=False), _setting_text(value))
+        result = self._value(q.SET_TYPE_CONFIG, params, conn)
+        return None if result is None else str(result)
+
+    def type_config(self, queue: str, *, conn: AnyConn | None = None) -> list[TypeConfig]:
+        """The per-type overrides of ``queue`` (see :meth:`set_type_config`), by type."""
+        return [cv.info(TypeConfig, r) for r in self._rows(q.TYPE_CONFIG, (v.name(queue, "queue"),), conn)]
+
+    def subscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
+        """Register a consumer; it receives events ticked from now on.  False if it existed."""
+        return bool(self._value(q.SUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))
+
+    def unsubscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
+        return bool(self._value(q.UNSUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))
+
+    # -- producing ------------------------------------------------------------------------
+
+    def send(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        type: str | None = None,
+        headers: dict[str, Any] | None = None,
+        priority: int = 100,
+        idempotency_key: str | None = None,
+        deliver_at: datetime | None = None,
+        delay: timedelta | None = None,
+        conn: AnyConn | None = None,
+    ) -> int:
+        """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
+        params = (
+            v.name(queue, "queue"), v.jsonb(payload), *cv.event_options(type, headers, priority, deliver_at, delay),
+        )
+        key = v.text(idempotency_key, "idempotency key")
+        return int(self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
+
+    def send_batch(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        *,
+        type: str | None = None,
+        headers: dict[str, Any] | None = None,
+        priority: int = 100,
+        idempotency_keys: Sequence[str | None] | None = None,
+        deliver_at: datetime | None = None,
+        delay: timedelta | None = None,
+        conn: AnyConn | None = None,
+    ) -> list[int]:
+        """Append many events in one statement; returns their ids in order."""
+        keys = None
+        if idempotency_keys is not None:
+            if isinstance(idempotency_keys, (str, bytes)):
+                raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
+            keys = [v.text(k, "idempotency key") for k in idempotency_keys]
+        params = (
+            v.name(queue, "queue"), v.jsonb(v.payload_list(payloads)),
+            *cv.event_options(type, headers, priority, deliver_at, delay),
+        )
+        ids = self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn)
+        return [int(i) for i in ids or []]
+
+    def cancel(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> bool:
+        """Cancel an event no consumer has received yet; False if one already has."""
+        mid = v.integer(
+            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
+        )
+        return bool(self._value(q.CANCEL, (v.name(queue, "queue"), mid), conn))
+
+    # -- jobs: lookup and lists -----------------------------------------------------------
+
+    def lookup(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> list[JobState]:
+        """What happened to event ``msg_id``, one :class:`JobState` per consumer of ``queue``
+        (see ``pglogq.lookup``: waiting, in-flight, retry, dead, cancelled, done, skipped, gone,
+        not-committed)."""
+        mid = v.integer(
+            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"'),
+            null=False,
+        )
+        rows = self._rows(q.LOOKUP, (mid, v.name(queue, "queue"), mid), conn)
+        return [JobState(*r) for r in rows]
+
+    def jobs(
+        self,
+        queue: str,
+        consumer: str | None = None,
+        *,
+        type: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        conn: AnyConn | None = None,
+    ) -> list[JobState]:
+        """One page of the events of ``queue`` that are not done: per consumer (by name), in-flight,
+        then retry, dead and waiting (``state`` picks one).  Pass the last row's ``cursor`` as
+        ``after`` for the next page; fewer than ``limit`` rows means the list is complete."""
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "event type"),
+            v.text(state, "state", InvalidJobsQuery),
+            v.integer(limit, "limit", v.INT4, lambda n: InvalidJobsQuery(f"invalid limit {n}: use 1..100000"),
+                      null=False),
+            v.text(after, "cursor", InvalidJobsQuery),
+        )
+        return [JobState(*r) for r in self._rows(q.JOBS, params, conn)]
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def schedule_add(
+        self,
+        queue: str,
+        name: str,
+        cron: str,
+        payload: Any,
+        *,
+        type: str | None = None,
+        headers: dict[str, Any] | None = None,
+        priority: int = 100,
+        missed: str = "skip",
+        conn: AnyConn | None = None,
+    ) -> bool:
+        """Send ``payload`` to ``queue`` at every due time of the five-field ``cron`` expression
+        (UTC), from the ticker.  ``missed``: 'skip' (default) or 'catch_up' for due times missed
+        while no ticker ran.  The expression is checked with cronsim first
+        (:class:`InvalidSchedule`).  False when the same schedule exists already."""
+        expr = schedules.check_cron(cron)
+        params = (
+            v.name(queue, "queue"), v.text(name, "schedule name", InvalidSchedule, null=False), expr,
+            v.jsonb(payload), *cv.event_options(type, headers, priority, None, None)[:3],
+            v.text(missed, "missed policy", InvalidSchedule),
+        )
+        return bool(self._value(q.SCHEDULE_ADD, params, conn))
+
+    def schedule_remove(self, queue: str, name: str, *, conn: AnyConn | None = None) -> bool:
+        """Stop a schedule (:class:`UnknownSchedule` when there is none of that name)."""
+        params = (v.name(queue, "queue"), v.text(name, "schedule name", InvalidSchedule, null=False))
+        return bool(self._value(q.SCHEDULE_REMOVE, params, conn))
+
+    def schedule_list(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[Schedule]:
+        """The schedules of ``queue`` (None: of every queue), with their next due time."""
+        return [cv.schedule(r) for r in self._rows(q.SCHEDULE_LIST, (v.name(queue, "queue"),), conn)]
+
+    # -- ticking and maintenance ----------------------------------------------------------
+
+    def tick(self, queue: str | None = None, *, force: bool = False, conn: AnyConn | None = None) -> int:
+        """Tick queues whose thresholds say so (``force``: tick ``queue`` now).  Returns ticks made."""
+        if cv.flag(force, "force"):
+            if queue is None:
+                raise ValueError("force=True needs a queue name")
+            self._value(q.FORCE_TICK, (v.name(queue, "queue"),), conn)
+            return 1
+        return int(self._value(q.TICKER, (v.name(queue, "queue"),), conn))
+
+    def maintain(self) -> dict[str, int]:
+        """Run every maintenance step that is due, each in its own transaction."""
+        done: dict[str, int] = {}
+        for op, queue in self._rows(q.MAINT_OPERATIONS, (), None):
+            result = int(self._value(q.MAINT_RUN, (op, queue), None) or 0)
+            key = f"{op}:{queue}" if queue else op
+            done[key] = result
+        return done
+
+    def rotate(self, queue: str, *, force: bool = True) -> bool:
+        """Rotation step 1 then step 2, in separate transactions.  True if tables rotated."""
+        name = v.name(queue, "queue")
+        rotated = bool(self._value(q.ROTATE_STEP1, (name, cv.flag(force, "force")), None))
+        self._value(q.ROTATE_STEP2, (name,), None)
+        return rotated
+
+    # -- consuming ------------------------------------------------------------------------
+
+    def receive(
+        self,
+        queue: str,
+        consumer: str,
+        *,
+        max_messages: int = 100,
+        worker: str | None = None,
+        conn: AnyConn | None = None,
+    ) -> Batch:
+        """The current page of the consumer's batch (the same page until it is acknowledged)."""
+        size = v.integer(
+            max_messages, "max_messages", v.INT4,
+            lambda n: InvalidArgument(f"invalid max_messages {n}: use 1..100000"),
+        )
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"))
+        msgs = [cv.message(r) for r in self._rows(q.RECEIVE, params, conn)]
+        return Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
+
+    def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:
+        """Acknowledge the page of ``batch_id`` that receive returned last.
+
+        ``last``: the page's last message.  Pass it (``Batch.ack`` does): the ack is then refused
+        with :class:`StaleBatch` if that page was acknowledged already by another process using
+        the same consumer or worker name, instead of acknowledging a page this one never saw."""
+        batch_id, last = cv.ack_args(batch_id, last)  # type: ignore[assignment]
+        params = (batch_id, last.msg_id if last else None, last.txid if last else None)
+        return bool(self._value(q.ACK, params, conn))
+
+    def nack(
+        self,
+        msg: Message,
+        *,
+        retry_after: timedelta | None = None,
+        reason: str | None = None,
+        conn: AnyConn | None = None,
+    ) -> str:
+        """Fail one received message: 'retry' (it comes back to this consumer) or 'dead'."""
+        if not isinstance(msg, Message):
+            raise InvalidArgument(f"nack takes a received Message, got {type(msg).__name__}")
+        params = (
+            cv.checked_batch_id(msg.batch_id),
+            v.integer(msg.msg_id, "message id", v.INT8,
+                      lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {msg.batch_id}")),
+            v.interval(retry_after, "retry_after", InvalidDelay),
+            v.text(reason, "reason"),
+            v.text(msg.txid, "txid"),
+        )
+        return str(self._value(q.NACK, params, conn))
+
+    # -- seeking --------------------------------------------------------------------------
+
+    def seek_plan(
+        self,
+        queue: str,
+        consumer: str,
+        *,
+        to: str | int | datetime | None = None,
+        by_events: int | None = None,
+        conn: AnyConn | None = None,
+    ) -> SeekPlan:
+        """Where a seek would move the consumer, changing nothing.
+
+        ``to``: 'earliest', 'latest', a tick id, a timestamp (or text such as '10 minutes ago');
+        or ``by_events``: about this many events back (negative) or forward."""
+        rows = self._rows(q.SEEK_PLAN, cv.seek_args(queue, consumer, to, by_events), conn)
+        return cv.info(SeekPlan, rows[0])
+
+    def seek(
+        self,
+        queue: str,
+        consumer: str,
+        *,
+        to: str | int | datetime | None = None,
+        by_events: int | None = None,
+        force: bool = False,
+        conn: AnyConn | None = None,
+    ) -> SeekPlan:
+        """Move the consumer's cursor (see :meth:`seek_plan`); returns the plan applied.
+
+        Refuses while a batch of the consumer or its workers is open unless ``force``."""
+        rows = self._rows(q.SEEK, (*cv.seek_args(queue, consumer, to, by_events), cv.flag(force, "force")), conn)
+        return cv.info(SeekPlan, rows[0])
+
+    # -- dead letters ---------------------------------------------------------------------
+
+    def dlq_inspect(
+        self,
+        queue: str,
+        consumer: str | None = None,
+        *,
+        limit: int = 100,
+        type: str | None = None,
+        older_than: timedelta | None = None,
+        conn: AnyConn | None = None,
+    ) -> list[DeadLetter]:
+        """Dead letters of a queue (or of one consumer), oldest first; filter by type or age."""
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"),
+            v.text(type, "type"), v.interval(older_than, "older_than", InvalidArgument),
+            v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
+        )
+        return [cv.dead_letter(r) for r in self._rows(q.DLQ_INSPECT, params, conn)]
+
+    def dlq_replay(self, dead_id: int, *, conn: AnyConn | None = None) -> int:
+        """Send a dead letter back to the consumer that dead-lettered it; returns its msg_id."""
+        did = v.integer(dead_id, "dead letter id", v.INT8, lambda n: UnknownDeadLetter(f"unknown dead letter {n}"))
+        return int(self._value(q.DLQ_REPLAY, (did,), conn))
+
+    def dlq_replay_all(
+        self,
+        queue: str,
+        consumer: str | None = None,
+        *,
+        type: str | None = None,
+        older_than: timedelta | None = None,
+        conn: AnyConn | None = None,
+    ) -> int:
+        """Replay every matching dead letter, each to its own consumer; returns how many."""
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
+            v.interval(older_than, "older_than", InvalidArgument),
+        )
+        return int(self._value(q.DLQ_REPLAY_ALL, params, conn))
+
+    def dlq_purge(
+        self,
+        queue: str,
+        consumer: str | None = None,
+        *,
+        type: str | None = None,
+        older_than: timedelta | None = None,
+        conn: AnyConn | None = None,
+    ) -> int:
+        """Delete dead letters for good (those older than ``older_than``; all when None)."""
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
+            v.interval(older_than, "older_than", InvalidArgument),
+        )
+        return int(self._value(q.DLQ_PURGE, params, conn))
+
+    # -- monitoring -----------------------------------------------------------------------
+
+    def queue_info(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[QueueInfo]:
+        return [cv.info(QueueInfo, r) for r in self._rows(q.QUEUE_INFO, (v.name(queue, "queue"),), conn)]
+
+    def consumer_info(
+        self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
+    ) -> list[ConsumerInfo]:
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
+        return [cv.info(ConsumerInfo, r) for r in self._rows(q.CONSUMER_INFO, params, conn)]
+
+    def in_flight(
+        self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
+    ) -> list[InFlight]:
+        """Events being handled right now, with their progress (the view ``pglogq.in_flight``)."""
+        queue, consumer = v.name(queue, "queue"), v.name(consumer, "consumer")
+        rows = self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
+        return [cv.in_flight(r) for r in rows]
+
+    # -- workers: heartbeat and progress ---------------------------------------------------
+
+    def heartbeat(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
+        """Say the batch is still being handled; False when it is no longer ours (drop it)."""
+        return bool(self._value(q.HEARTBEAT, (cv.checked_batch_id(batch_id),), conn))
+
+    def report_progress(
+        self,
+        batch_id: int,
+        msg_id: int,
+        *,
+        percent: float | None = None,
+        stage: str | None = None,
+        counters: dict[str, Any] | None = None,
+        worker: str | None = None,
+        started_at: datetime | None = None,
+        conn: AnyConn | None = None,
+    ) -> bool:
+        """Record the progress of one running event (also a heartbeat of its batch).
+
+        ``None`` keeps the last reported value.  False when the batch is no longer ours."""
+        if percent is not None and (isinstance(percent, bool) or not isinstance(percent, (int, float, Decimal))):
+            raise InvalidProgress(f"invalid percent {percent!r}: a number within 0..100 is expected")
+        try:
+            counts = v.jsonb_or_none(counters, "counters")
+        except InvalidPayload as exc:
+            raise InvalidProgress(exc.message) from exc
+        params = (
+            cv.checked_batch_id(batch_id),
+            v.integer(msg_id, "message id", v.INT8,
+                      lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {batch_id}")),
+            percent, v.text(stage, "stage", InvalidProgress), counts, v.text(worker, "worker label", InvalidProgress),
+            v.moment(started_at, "started_at", InvalidProgress),
+        )
+        return bool(self._value(q.REPORT_PROGRESS, params, conn))
+
+
+def _setting_text(value: object) -> str | None:
+    """A type setting as the text set_type_config parses (None: remove the override)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds()!r} seconds"
+    if isinstance(value, (int, float, Decimal, str)):
+        return str(value)
+    raise InvalidTypeConfig(f"invalid value {value!r}: a number, a timedelta, a bool or text is expected")

@@ -1,0 +1,697 @@
+"""The asyncio consumer runtime: the single source of truth of the consumer.
+
+``pglogq/consumer.py`` (the thread :class:`Consumer`) is generated from this file by
+``python -m tests.tools.unasync``; the few real differences (sleeping, events, running handlers
+with a timeout, the heartbeat beside the loop) live in the two ``pglogq/_concurrency*.py``
+modules (one for asyncio, one for threads).
+
+A consumer reads one page of its subscription's batch at a time (``receive``), routes every
+message to the handler registered for its type, runs the handlers (at most ``concurrency`` at
+once, each within ``message_timeout``), then in one transaction nacks the failures (with the
+retry policy) and acknowledges the page.  While handlers run, a heartbeat keeps the batch;
+when the heartbeat finds the batch taken over by another worker, the page is dropped without
+acknowledging.  When there is nothing to do it waits for the ticker's NOTIFY, polling every
+``poll_interval`` in case notifications never come.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import PoolTimeout
+
+from pglogq import _concurrency_async
+from pglogq._runtime import (
+    ABANDONED,
+    OK,
+    TIMEOUT,
+    WORKER_NAME_RE,
+    NotifyHealth,
+    Outcome,
+    Routes,
+    RunStats,
+    Unit,
+    auto_worker_name,
+    failure_reason,
+    group_units,
+    host_label,
+)
+from pglogq.client_async import AsyncBatch, AsyncClient
+from pglogq.errors import BatchLost, PglogqError, StaleBatch, UndecodableEvent
+from pglogq.models import Message
+from pglogq.retry import RetryPolicy
+
+log = logging.getLogger("pglogq.consumer")
+
+AnyConn = psycopg.AsyncConnection[Any]
+F = TypeVar("F", bound=Callable[..., Any])
+
+_RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolTimeout)
+"""Errors the run loop survives (it waits and tries again): the database is away for a while."""
+
+
+class _Dropped(Exception):
+    """Internal: roll back a transactional page that must not be acknowledged."""
+
+
+class HandlerLeftTransactionFailed(Exception):
+    """A transactional handler returned with its savepoint in error: it caught an SQL error and
+    went on.  Its work is rolled back to its savepoint and the message is nacked (the next
+    messages of the page run normally)."""
+
+
+class _Page:
+    """The page being handled: its batch id, heartbeat state and deliveries."""
+
+    def __init__(self, batch_id: int, queue: str, consumer: str) -> None:
+        self.batch_id = batch_id
+        self.queue = queue
+        self.consumer = consumer
+        self.abandon = _concurrency_async.Event()
+        self.lost = False
+        self.finishing = False
+        self.last_beat = time.monotonic()  # receive itself was a heartbeat
+        self.deliveries: list[AsyncDelivery] = []
+
+    def mark_lost(self, how: str) -> None:
+        if self.lost or self.finishing:
+            return
+        self.lost = True
+        self.abandon.set()
+        log.warning(
+            "batch %d of %s/%s is no longer this worker's (%s): another worker took it over after this "
+            "one was silent for the queue's dead_interval; dropping it unacknowledged",
+            self.batch_id, self.queue, self.consumer, how,
+        )
+
+
+class AsyncDelivery:
+    """One message handed to a handler, with what the handler may report about it.
+
+    Read the message through the attributes (``payload``, ``type``, ``msg_id``, ...);
+    ``await msg.progress(42, stage="rendering", counters={"rows": 1200})`` records progress
+    (visible in ``pglogq.in_flight``) and is a heartbeat; ``conn`` is the transaction the ack
+    will commit in when the consumer is ``transactional`` (else None).
+    """
+
+    def __init__(self, message: Message, page: _Page, consumer: AsyncConsumer, conn: AnyConn | None) -> None:
+        self.message = message
+        self.conn = conn
+        self.started_at: datetime | None = None
+        self._page = page
+        self._consumer = consumer
+        self._t0 = 0.0
+        self.running = False
+        self._reported = False
+        self._last_write = 0.0
+        self._last_stage: str | None = None
+        self._pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
+
+    # -- the message ----------------------------------------------------------------------
+
+    @property
+    def msg_id(self) -> int:
+        return self.message.msg_id
+
+    @property
+    def type(self) -> str | None:
+        return self.message.type
+
+    @property
+    def payload(self) -> Any:
+        return self.message.payload
+
+    @property
+    def headers(self) -> dict[str, Any] | None:
+        return self.message.headers
+
+    @property
+    def retry_count(self) -> int:
+        return self.message.retry_count
+
+    @property
+    def created_at(self) -> datetime:
+        return self.message.created_at
+
+    @property
+    def priority(self) -> int:
+        return self.message.priority
+
+    @property
+    def batch_id(self) -> int:
+        return self.message.batch_id
+
+    @property
+    def worker(self) -> str:
+        """This worker's label (as shown in ``pglogq.in_flight``)."""
+        return self._consumer.label
+
+    @property
+    def lost(self) -> bool:
+        """True once the batch was found taken over: stop working, the result will be dropped."""
+        return self._page.lost
+
+    def __repr__(self) -> str:
+        return f"<Delivery msg_id={self.msg_id} type={self.type!r} batch={self.batch_id}>"
+
+    # -- reporting ------------------------------------------------------------------------
+
+    async def progress(
+        self,
+        percent: float | None = None,
+        *,
+        stage: str | None = None,
+        counters: dict[str, Any] | None = None,
+    ) -> None:
+        """Report progress (None keeps the last value); also a heartbeat of the batch.
+
+        Writes at most every ``progress_interval`` per message (a changed stage or 100 % is
+        written at once; the latest report is written by the heartbeat otherwise).
+        Raises :class:`BatchLost` when the batch was taken over by another worker."""
+        if percent is not None and not 0 <= percent <= 100:
+            raise ValueError(f"percent must be within 0..100, got {percent}")
+        old = self._pending or (None, None, None)
+        self._pending = (
+            percent if percent is not None else old[0],
+            stage if stage is not None else old[1],
+            counters if counters is not None else old[2],
+        )
+        now = time.monotonic()
+        if (
+            not self._reported
+            or now - self._last_write >= self._consumer.progress_interval
+            or (stage is not None and stage != self._last_stage)
+            or (percent is not None and percent >= 100)
+        ):
+            await self._flush()
+        if self._page.lost:
+            raise BatchLost(f"batch {self.batch_id} was taken over by another worker")
+
+    async def heartbeat(self) -> None:
+        """Heartbeat the batch now (the runtime does it every ``heartbeat_interval`` anyway).
+
+        Raises :class:`BatchLost` when the batch was taken over by another worker."""
+        await self._consumer._beat(self._page, force=True)
+        if self._page.lost:
+            raise BatchLost(f"batch {self.batch_id} was taken over by another worker")
+
+    async def _flush(self) -> None:
+        pending, self._pending = self._pending, None
+        percent, stage, counters = pending or (None, None, None)
+        self._last_write = time.monotonic()
+        self._reported = True
+        if stage is not None:
+            self._last_stage = stage
+        ok = await self._consumer.client.report_progress(
+            self.batch_id, self.msg_id, percent=percent, stage=stage, counters=counters,
+            worker=self._consumer.label, started_at=self.started_at,
+        )
+        if not ok:
+            self._page.mark_lost("progress report refused")
+
+
+MessageHandler = Callable[[AsyncDelivery], _concurrency_async.Result]
+BatchHandler = Callable[[list[AsyncDelivery]], _concurrency_async.Result]
+
+
+class AsyncWakeup:
+    """Waits for the ticker's NOTIFY on channel ``pglogq.<queue>`` on a dedicated connection.
+
+    Falls back to plain sleeping while the listener cannot connect; a broken listener
+    connection (server restart, pg_terminate_backend) is reconnected on the next wait."""
+
+    def __init__(self, conninfo: str, queue: str, stop: Any) -> None:
+        self.conninfo = conninfo
+        self.channel = f"pglogq.{queue}"
+        self._stop = stop
+        self._conn: AnyConn | None = None
+        self._retry_at = 0.0
+        self.reconnects = 0
+
+    async def _connection(self) -> AnyConn | None:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        if time.monotonic() < self._retry_at:
+            return None
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True, connect_timeout=5)
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except psycopg.Error as exc:
+            log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
+            self._retry_at = time.monotonic() + 5.0
+            return None
+        self._conn = conn
+        return conn
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; True when a notification came (False: timeout/stop)."""
+        conn = await self._connection()
+        if conn is None:
+            await _concurrency_async.wait_event(self._stop, timeout)
+            return False
+        deadline = time.monotonic() + timeout
+        got = False
+        try:
+            while not got and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                async for _ in conn.notifies(timeout=min(left, 0.25), stop_after=1):
+                    got = True
+            if got:  # swallow notifications that queued up meanwhile
+                async for _ in conn.notifies(timeout=0.0):
+                    pass
+        except psycopg.Error as exc:
+            log.warning("the listener connection of %s broke (%s): reconnecting; polling meanwhile",
+                        self.channel, exc)
+            await self.reconnect()
+        return got
+
+    async def reconnect(self) -> None:
+        """Drop the listener connection; the next wait opens a new one and LISTENs again."""
+        conn, self._conn = self._conn, None
+        self.reconnects += 1
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+
+
+class AsyncConsumer:
+    """Runs handlers for the events of one subscription (``queue``, ``consumer_name``).
+
+    ``client_or_dsn``: an :class:`AsyncClient`, a DSN, or None (the DSN rule: ``PGLOGQ_DSN``, else
+    the embedded server; resolved when first needed).
+
+    ``worker``: None runs as the consumer itself (one process at a time); ``"auto"`` or a name runs
+    as one of several cooperating workers of the subscription, each taking different batches, a
+    silent worker's batch being taken over after the queue's ``dead_interval``.
+
+    ``max_messages`` page size of receive; ``concurrency`` handler calls at once;
+    ``retry_policy`` the ``retry_after`` of nacks (a handler's own ``retry_policy`` wins; None: the
+    server's rule, the type's ``set_type_config`` else the queue's ``retry_delay``);
+    ``message_timeout`` seconds a handler call may take (then it is nacked);
+    ``poll_interval`` longest wait for a tick notification; ``heartbeat_interval`` keep it well
+    under the queue's ``dead_interval`` (a third at most); ``transactional`` run the handlers of a
+    page in the transaction that acknowledges it (``msg.conn``), each in a savepoint.
+    """
+
+    def __init__(
+        self,
+        client_or_dsn: AsyncClient | str | None,
+        queue: str,
+        consumer_name: str,
+        *,
+        worker: str | None = None,
+        max_messages: int = 100,
+        concurrency: int = 1,
+        retry_policy: RetryPolicy | None = None,
+        message_timeout: float | None = None,
+        poll_interval: float = 1.0,
+        heartbeat_interval: float = 1.0,
+        progress_interval: float = 0.5,
+        transactional: bool = False,
+        notify_miss_limit: int = 3,
+    ) -> None:
+        for what, number in (("max_messages", max_messages), ("concurrency", concurrency),
+                             ("notify_miss_limit", notify_miss_limit)):
+            if isinstance(number, bool) or not isinstance(number, int):
+                raise TypeError(f"{what} must be an int, got {number!r}")
+        if not 1 <= max_messages <= 100000:
+            raise ValueError(f"max_messages must be within 1..100000, got {max_messages}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        if message_timeout is not None and message_timeout <= 0:
+            raise ValueError(f"message_timeout must be positive, got {message_timeout}")
+        for name, value in (("poll_interval", poll_interval), ("heartbeat_interval", heartbeat_interval),
+                            ("progress_interval", progress_interval)):
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if transactional and concurrency != 1:
+            raise ValueError("transactional consumers run one handler at a time (concurrency=1)")
+        if transactional and message_timeout is not None and not _concurrency_async.CAN_CANCEL:
+            raise ValueError(
+                "a thread consumer cannot interrupt a handler that holds the page's transaction: "
+                "use AsyncConsumer, or bound the handler's SQL with statement_timeout"
+            )
+        if (
+            transactional
+            and isinstance(client_or_dsn, AsyncClient)
+            and client_or_dsn.max_size < 2
+        ):
+            raise ValueError(
+                f"a transactional consumer holds one connection of its client's pool for the page's "
+                f"transaction and needs another for heartbeats, progress and acks: give it a client "
+                f"with max_size >= 2 (this one has {client_or_dsn.max_size}), or a DSN"
+            )
+        if worker == "auto":
+            worker = auto_worker_name()
+        if worker is not None and not WORKER_NAME_RE.match(worker):
+            raise ValueError(f"invalid worker name {worker!r}: 1 to 63 letters, digits or _.:@-")
+        self.queue = queue
+        self.consumer_name = consumer_name
+        self.worker_name = worker
+        self.max_messages = max_messages
+        self.concurrency = concurrency
+        self.retry_policy = retry_policy
+        self.message_timeout = message_timeout
+        self.poll_interval = poll_interval
+        self.heartbeat_interval = heartbeat_interval
+        self.progress_interval = progress_interval
+        self.transactional = transactional
+        self.label = worker if worker is not None else host_label()
+        self.stats = RunStats()
+        self.health = NotifyHealth(notify_miss_limit)
+        self._routes = Routes()
+        self._client: AsyncClient | None = client_or_dsn if isinstance(client_or_dsn, AsyncClient) else None
+        self._dsn = client_or_dsn if isinstance(client_or_dsn, str) else None
+        self._own_client = self._client is None
+        self._page: _Page | None = None
+        self._running = False
+        self._stopping = False
+        self._stop_event = _concurrency_async.Event()
+        self._hb_stop = _concurrency_async.Event()
+        self.wakeup: AsyncWakeup | None = None
+        self._runner = _concurrency_async.Runner(concurrency, message_timeout)
+
+    def __repr__(self) -> str:
+        who = f" worker={self.worker_name!r}" if self.worker_name else ""
+        return f"<{type(self).__name__} {self.queue}/{self.consumer_name}{who}>"
+
+    # -- configuration --------------------------------------------------------------------
+
+    @property
+    def client(self) -> AsyncClient:
+        if self._client is None:
+            self._client = AsyncClient(self._dsn, min_size=1, max_size=max(4, self.concurrency + 3))
+        return self._client
+
+    @property
+    def accepts_dsn(self) -> bool:
+        """True while :meth:`use_dsn` may be called: the consumer makes its own client (none was
+        given) and has not connected yet."""
+        return self._own_client and self._client is None
+
+    def use_dsn(self, dsn: str) -> None:
+        """Connect to ``dsn`` (the CLI's ``--dsn``); only while :attr:`accepts_dsn`."""
+        if not self.accepts_dsn:
+            raise RuntimeError("use_dsn() must come before the consumer connects, and not with a given client")
+        self._dsn = dsn
+
+    def handler(self, *types: str | None, retry_policy: RetryPolicy | None = None) -> Callable[[F], F]:
+        """Register a per-message handler for event ``types`` (none: the default handler)::
+
+            @consumer.handler("order.created")
+            def on_order(msg): ...
+
+        ``retry_policy``: the wait before each redelivery of a message this handler failed (it
+        wins over the consumer's ``retry_policy``; None: the consumer's, else the server's rule for
+        the type, ``set_type_config``, else the queue's ``retry_delay``).  How many times a message
+        is retried is the server's ``max_retries`` (of the type, else of the queue).
+        """
+        return self._register(types, "message", retry_policy)
+
+    def batch_handler(self, *types: str | None, retry_policy: RetryPolicy | None = None) -> Callable[[F], F]:
+        """Register a handler that gets a page's messages of ``types`` as one list; raising fails
+        them all (each is nacked, with ``retry_policy`` as for :meth:`handler`)."""
+        return self._register(types, "batch", retry_policy)
+
+    def _register(self, types: tuple[str | None, ...], kind: str, retry_policy: RetryPolicy | None) -> Callable[[F], F]:
+        if len(types) == 1 and callable(types[0]):
+            raise TypeError("use @consumer.handler() with parentheses")
+        if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
+            raise TypeError(f"retry_policy must be a RetryPolicy or None, got {retry_policy!r}")
+
+        def deco(fn: F) -> F:
+            _concurrency_async.check_handler(fn)
+            self._routes.add(list(types) or [None], kind, fn, retry_policy)
+            return fn
+
+        return deco
+
+    # -- running --------------------------------------------------------------------------
+
+    def stop(self, *, abandon: bool = False) -> None:
+        """Ask a running ``run()`` to return.
+
+        By default the page being handled is finished and acknowledged first; with ``abandon``
+        handlers not yet started are skipped, running ones are cancelled (asyncio) or left
+        behind (threads), and the page is not acknowledged: all of it comes back.  Call it from
+        the loop's thread for AsyncConsumer (e.g. a signal handler), from any thread for Consumer."""
+        self._stopping = True
+        self._stop_event.set()
+        if abandon:
+            page = self._page
+            if page is not None:
+                page.abandon.set()
+
+    async def aclose(self) -> None:
+        """Close the client if the consumer made it."""
+        if self._own_client and self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def _conninfo(self) -> str:
+        return await self.client.conninfo()
+
+    async def run(self, *, stop_when_idle: bool = False, max_batches: int | None = None) -> RunStats:
+        """Handle events until ``stop()``; returns what this run did.
+
+        ``stop_when_idle``: return as soon as a receive finds nothing (drain a backlog);
+        ``max_batches``: return after that many pages."""
+        if not self._routes:
+            raise RuntimeError(f"{self!r} has no handler: register one with @consumer.handler()")
+        if self._running:
+            raise RuntimeError(f"{self!r} is running already")
+        self._running = True
+        self._stopping = False
+        self._stop_event.clear()
+        self._hb_stop.clear()
+        self.stats = stats = RunStats()
+        self._runner = _concurrency_async.Runner(self.concurrency, self.message_timeout)
+        wake = self.wakeup = AsyncWakeup(await self._conninfo(), self.queue, self._stop_event)
+        beat = _concurrency_async.Background(self._heartbeat_loop, name=f"pglogq-heartbeat-{self.label}")
+        polled = False
+        try:
+            while not self._stopping:
+                if max_batches is not None and stats.pages >= max_batches:
+                    break
+                try:
+                    batch = await self.client.receive(
+                        self.queue, self.consumer_name, max_messages=self.max_messages, worker=self.worker_name
+                    )
+                    if batch:
+                        if polled and self.health.found_by_polling():
+                            log.warning(
+                                "no tick notification arrived on channel %s for %d polls that found events: "
+                                "LISTEN does not work on this connection (a transaction-mode pooler?) or the "
+                                "listener was dropped; reconnecting it and polling every %g s meanwhile",
+                                wake.channel, self.health.misses, self.poll_interval,
+                            )
+                            await wake.reconnect()
+                        polled = False
+                        await self._handle(batch)
+                        continue
+                except _RECOVERABLE as exc:
+                    stats.errors += 1
+                    log.warning("%r: database error (%s); trying again in %g s", self, exc, self.poll_interval)
+                    await _concurrency_async.wait_event(self._stop_event, self.poll_interval)
+                    continue
+                if stop_when_idle:
+                    break
+                if await wake.wait(self.poll_interval):
+                    self.health.notified()
+                    polled = False
+                else:
+                    polled = True
+        finally:
+            self._runner.close()
+            self._hb_stop.set()
+            await beat.join()
+            await wake.close()
+            self._running = False
+        return stats
+
+    # -- one page -------------------------------------------------------------------------
+
+    async def _handle(self, batch: AsyncBatch) -> None:
+        assert batch.id is not None
+        page = _Page(batch.id, self.queue, self.consumer_name)
+        self._page = page
+        try:
+            if self.transactional:
+                await self._handle_in_transaction(batch, page)
+            else:
+                deliveries = [AsyncDelivery(m, page, self, None) for m in batch]
+                page.deliveries = deliveries
+                units = group_units(deliveries, _type_of, self._routes, _error_of)
+                outcomes = await self._runner.run([self._thunk(u) for u in units], page.abandon)
+                if self._dropped(page, outcomes):
+                    return
+                await self._finish(page, units, outcomes, None)
+        finally:
+            page.finishing = True
+            self._page = None
+
+    async def _handle_in_transaction(self, batch: AsyncBatch, page: _Page) -> None:
+        try:
+            async with self.client.connection() as conn, conn.transaction():
+                deliveries = [AsyncDelivery(m, page, self, conn) for m in batch]
+                page.deliveries = deliveries
+                units = group_units(deliveries, _type_of, self._routes, _error_of)
+                outcomes = await self._runner.run([self._thunk(u, conn) for u in units], page.abandon)
+                if self._runner.left_behind:
+                    # abandoned while a handler still holds the page's connection (a thread cannot
+                    # be stopped): cancel its statement and close the connection under its lock,
+                    # so the handler cannot write anything more; nothing of the page commits
+                    await _concurrency_async.close_busy(conn)
+                if self._dropped(page, outcomes):
+                    raise _Dropped()
+                if not await self._finish(page, units, outcomes, conn):
+                    raise _Dropped()
+        except _Dropped:
+            pass
+
+    def _dropped(self, page: _Page, outcomes: list[Outcome]) -> bool:
+        if page.lost:
+            self.stats.lost_pages += 1
+            return True
+        if any(kind == ABANDONED for kind, _ in outcomes):
+            self.stats.abandoned_pages += 1
+            log.warning("%r: page of batch %d abandoned unacknowledged (it comes back)", self, page.batch_id)
+            return True
+        return False
+
+    def _thunk(self, unit: Unit[AsyncDelivery], conn: AnyConn | None = None) -> _concurrency_async.Thunk:
+        async def call() -> None:
+            page = unit.items[0]._page
+            if time.monotonic() - page.last_beat >= self.heartbeat_interval:
+                # never start a message on a batch whose lease was not confirmed lately
+                await self._beat(page, force=True)
+            if page.lost:
+                raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
+            started = datetime.now(timezone.utc)
+            t0 = time.monotonic()
+            for d in unit.items:
+                d.started_at, d._t0, d.running = started, t0, True
+            try:
+                if unit.error is not None:
+                    raise UndecodableEvent(unit.error)
+                if unit.route is None:
+                    raise LookupError(f"no handler for event type {unit.items[0].type!r}")
+                if conn is not None:
+                    async with conn.transaction():
+                        await self._call(unit)
+                        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                            # leaving the block with an error rolls back to the handler's savepoint
+                            raise HandlerLeftTransactionFailed(
+                                "the handler returned with its transaction in error (it caught an SQL "
+                                "error without rolling back to a savepoint): its work was rolled back"
+                            )
+                else:
+                    await self._call(unit)
+            finally:
+                for d in unit.items:
+                    d.running = False
+
+        return call
+
+    async def _call(self, unit: Unit[AsyncDelivery]) -> None:
+        assert unit.route is not None
+        if unit.route.kind == "batch":
+            await unit.route.fn(unit.items)
+        else:
+            await unit.route.fn(unit.items[0])
+
+    async def _finish(
+        self, page: _Page, units: list[Unit[AsyncDelivery]], outcomes: list[Outcome], conn: AnyConn | None
+    ) -> bool:
+        """Nack the failures and ack the page in one transaction; False when the batch was lost."""
+        failures: list[tuple[AsyncDelivery, str, RetryPolicy | None]] = []
+        ok = timed_out = 0
+        for unit, outcome in zip(units, outcomes, strict=True):
+            if outcome[0] == OK:
+                ok += len(unit.items)
+                continue
+            if outcome[0] == TIMEOUT:
+                timed_out += len(unit.items)
+            elif outcome[1] is not None:
+                log.warning("%r: handler failed for %s: %s", self, unit.items, failure_reason(outcome, None),
+                            exc_info=outcome[1])
+            reason = failure_reason(outcome, self.message_timeout)
+            # the handler's own policy, else the consumer's (None: the server's rule for the type)
+            policy = unit.route.retry_policy if unit.route is not None else None
+            policy = policy if policy is not None else self.retry_policy
+            failures.extend((d, reason, policy) for d in unit.items)
+        page.finishing = True
+        verdicts: list[str] = []
+        try:
+            async with self.client.connection(conn) as c, c.transaction():
+                for d, reason, policy in failures:
+                    delay = policy.delay(d.retry_count) if policy is not None else None
+                    verdicts.append(await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
+                last = page.deliveries[-1].message if page.deliveries else None
+                await self.client.ack(page.batch_id, last=last, conn=c)
+        except StaleBatch:
+            page.finishing = False
+            page.mark_lost("ack refused")
+            self.stats.lost_pages += 1
+            return False
+        stats = self.stats
+        stats.pages += 1
+        stats.handled += ok
+        stats.failed += len(failures)
+        stats.timed_out += timed_out
+        stats.retried += verdicts.count("retry")
+        stats.dead += verdicts.count("dead")
+        return True
+
+    # -- heartbeat ------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        step = max(0.02, min(self.heartbeat_interval, self.progress_interval) / 2)
+        while not self._hb_stop.is_set():
+            await _concurrency_async.wait_event(self._hb_stop, step)
+            page = self._page
+            if page is None or page.finishing or page.lost:
+                continue
+            try:
+                await self._beat(page)
+            except (PglogqError, *_RECOVERABLE) as exc:
+                log.warning("%r: heartbeat of batch %d failed: %s", self, page.batch_id, exc)
+
+    async def _beat(self, page: _Page, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - page.last_beat >= self.heartbeat_interval:
+            # the lease counts from when a heartbeat was sent, and only once it is confirmed
+            if not await self.client.heartbeat(page.batch_id):
+                page.mark_lost("heartbeat refused")
+                return
+            page.last_beat = max(page.last_beat, now)
+        for d in list(page.deliveries):
+            if not d.running or page.lost:
+                continue
+            if (d._pending is not None and now - d._last_write >= self.progress_interval) or (
+                not d._reported and now - d._t0 >= self.heartbeat_interval
+            ):
+                await d._flush()
+
+
+def _type_of(d: AsyncDelivery) -> str | None:
+    return d.type
+
+
+def _error_of(d: AsyncDelivery) -> str | None:
+    return d.message.decode_error

@@ -1,0 +1,151 @@
+"""Payloads round-trip exactly between Python and jsonb (issue 12 #4), on Client and AsyncClient.
+
+The rule (docs/reference/python.md, "Payload numbers"): a JSON integer decodes to ``int``; a
+number with a fraction decodes to ``float`` when the float denotes exactly the number PostgreSQL
+stored, else to ``decimal.Decimal``; a payload Python cannot decode is delivered with
+``decode_error`` set instead of failing the whole receive.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import pytest
+
+import pglogq
+from pglogq.models import Undecodable
+from tests.support.consumers import MODES, Spec, run_once
+
+
+def setup(api: Any) -> None:
+    api.create_queue("q")
+    api.subscribe("q", "c")
+
+
+def sql_send(dsn: str, payload_sql: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(f"SELECT pglogq.send('q', {payload_sql})").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_big_integers_and_floats_round_trip_exactly(api: Any) -> None:
+    """issue 12 #4: 2**70 + 1 came back as 1.1805916207174113e+21, 10**400 made receive raise."""
+    setup(api)
+    payload = {
+        "id": 2**70 + 1, "neg": -(2**64) - 3, "huge": 10**400, "i64": 2**63 - 1, "small": 12,
+        "tenth": 0.1, "one": 1.0, "sum": 0.1 + 0.2, "tiny": 5e-324, "third": 1 / 3, "big": 1.7976931348623157e308,
+        "e20": 1e20, "e16": -1e16, "text": "1e+16 stays text",
+        "dec": Decimal("1.23456789012345678901234567890"), "list": [2**64, 1.5, "12345678901234567890"],
+    }
+    api.send("q", payload)
+    api.tick("q", force=True)
+    [msg] = list(api.receive("q", "c"))
+    assert msg.decode_error is None
+    got = msg.payload
+    for key in ("id", "neg", "huge", "i64", "small"):
+        assert type(got[key]) is int and got[key] == payload[key], key
+    for key in ("tenth", "one", "sum", "tiny", "third", "big", "e20", "e16"):
+        assert type(got[key]) is float and got[key] == payload[key], key
+    assert got["text"] == payload["text"]
+    assert got["dec"] == payload["dec"] and isinstance(got["dec"], Decimal)
+    assert got["list"] == payload["list"]
+
+
+def test_numbers_written_in_sql_decode_exactly_and_resend_unchanged(api: Any, dsn: str) -> None:
+    """issue 12 #4: what jsonb accepts decodes without loss (1e400, 30 digits, 1e-400)."""
+    setup(api)
+    original = '{"a": 1e400, "b": 1.23456789012345678901234567890, "c": 1e-400, "d": 1.5, "e": -0.0, "f": 1e20}'
+    sql_send(dsn, f"'{original}'::jsonb")
+    api.tick("q", force=True)
+    [msg] = list(api.receive("q", "c"))
+    p = msg.payload
+    assert p["a"] == 10**400 and type(p["a"]) is int
+    assert p["b"] == Decimal("1.23456789012345678901234567890")
+    assert p["c"] == Decimal("1e-400") and p["c"] != 0
+    assert p["d"] == 1.5 and type(p["d"]) is float
+    assert p["f"] == 10**20
+    # sending the decoded payload back stores the very same jsonb
+    api.send("q", p)
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT (SELECT ev_payload FROM pglogq.event ORDER BY ev_id DESC LIMIT 1) = %s::jsonb", (original,)
+        ).fetchone()
+    assert row is not None and row[0] is True
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, Decimal("NaN"), Decimal("Infinity")])
+def test_nan_and_infinity_are_refused_client_side(api: Any, bad: Any) -> None:
+    """NaN/Infinity are not JSON: InvalidPayload (PQ007's class), nothing sent."""
+    setup(api)
+    with pytest.raises(pglogq.InvalidPayload):
+        api.send("q", {"x": bad})
+    with pytest.raises(pglogq.InvalidPayload):
+        api.send_batch("q", [{"ok": 1}, [bad]])
+    with pytest.raises(pglogq.InvalidPayload):
+        api.send("q", {"x": 1}, headers={"h": bad})
+    assert api.queue_info("q")[0].pending_estimate == 0  # no id was even taken
+
+
+def test_unserialisable_payloads_are_invalid_payload(api: Any) -> None:
+    setup(api)
+    with pytest.raises(pglogq.InvalidPayload):
+        api.send("q", {"x": object()})
+    with pytest.raises(pglogq.InvalidPayload):
+        api.send("q", {(1, 2): "tuple key"})
+    for not_a_list in ("abc", b"abc", {"a": 1}, 5):
+        with pytest.raises(pglogq.InvalidPayload):
+            api.send_batch("q", not_a_list)
+
+
+def test_deep_payload_is_a_per_event_failure_not_a_stuck_page(api: Any, dsn: str) -> None:
+    """issue 12 #4: nesting beyond what Python decodes made every receive raise; now only that
+    message carries a decode error and the page can be nacked and acknowledged."""
+    setup(api)
+    first = sql_send(dsn, "'{\"n\": 1}'::jsonb")
+    deep = sql_send(dsn, "(repeat('[', 5000) || repeat(']', 5000))::jsonb")
+    last = sql_send(dsn, "'{\"n\": 3}'::jsonb")
+    api.tick("q", force=True)
+    page = api.receive("q", "c")
+    msgs = list(page)
+    assert [m.msg_id for m in msgs] == [first, deep, last]
+    assert msgs[0].payload == {"n": 1} and msgs[2].payload == {"n": 3}
+    bad = msgs[1]
+    assert bad.decode_error is not None and "payload" in bad.decode_error
+    assert isinstance(bad.payload, Undecodable) and bad.payload.text.startswith("[[[")
+    assert page.nack(bad, reason=bad.decode_error) == "retry"
+    assert page.ack() is True
+    assert len(api.receive("q", "c")) == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_consumer_dead_letters_an_undecodable_event_and_goes_on(mode: str, client: pglogq.Client, dsn: str) -> None:
+    """issue 12 #4: Consumer.run() crashed; now the bad event fails alone with a reason."""
+    setup(client)
+    client.set_queue_config("q", "max_retries", 1)
+    sql_send(dsn, "'{\"n\": 1}'::jsonb")
+    deep = sql_send(dsn, "(repeat('[', 5000) || repeat(']', 5000))::jsonb")
+    sql_send(dsn, "'{\"n\": 3}'::jsonb")
+    client.tick("q", force=True)
+    seen: list[Any] = []
+    spec = Spec(dsn, "q", "c", kwargs={"retry_policy": pglogq.RetryPolicy.fixed(timedelta(0))})
+    spec.handler()(lambda msg: seen.append(msg.payload))
+    stats = run_once(mode, spec, stop_when_idle=True)
+    assert seen == [{"n": 1}, {"n": 3}]
+    assert (stats.handled, stats.failed, stats.retried) == (2, 1, 1)
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT msg_id, reason FROM pglogq.retry").fetchone()
+    assert row is not None and row[0] == deep and "UndecodableEvent" in row[1]
+    for _ in range(10):  # the retry comes back, fails again and is dead-lettered
+        client.maintain()
+        client.tick("q", force=True)
+        run_once(mode, spec, stop_when_idle=True)
+        if client.dlq_inspect("q"):
+            break
+    [dead] = client.dlq_inspect("q")  # and it can still be inspected from Python
+    assert dead.msg_id == deep and isinstance(dead.payload, Undecodable) and dead.decode_error is not None
+    assert seen == [{"n": 1}, {"n": 3}]

@@ -1,0 +1,1 @@
+"""The tests' fixtures, as pytest plugins registered by ``pytest_plugins`` in tests/conftest.py."""

@@ -1,0 +1,223 @@
+"""cancel(): what "handed" means, how long a cancellation lasts, and what it must never block.
+
+Regression tests of issue 12 #6, #7 and #8 (the older cancel tests are in tests/sql/test_send_options.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+import pglogq
+from tests.support.concurrent import Call
+from tests.support.draining import drain
+from tests.support.maintenance import rotate_all
+
+
+def ids(msgs: list[pglogq.Message]) -> list[int]:
+    return [m.msg_id for m in msgs]
+
+
+def setup_queue(client: pglogq.Client, consumers: tuple[str, ...] = ("a",)) -> None:
+    client.create_queue("q")
+    for c in consumers:
+        client.subscribe("q", c)
+
+
+# -- issue 12 #6: a cancellation lasts as long as the event can be delivered -------------------
+
+
+def test_cancelled_event_is_not_replayed_after_prune(client: pglogq.Client, dsn: str) -> None:
+    """issue 12 #6: cancel() said "never delivered"; maint_prune then removed the marker and
+    seek(to => 'earliest') delivered the event."""
+    setup_queue(client)
+    e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
+    assert client.cancel("q", e) is True
+    client.tick("q", force=True)
+    assert ids(drain(client, "q", "a")) == [f]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.maint_prune('q')")
+        client.maintain()
+        conn.execute("SELECT pglogq.maint_run('prune', 'q')")
+    client.seek("q", "a", to="earliest")
+    assert ids(drain(client, "q", "a")) == [f]
+    assert client.cancel("q", e) is False  # already cancelled
+
+
+def test_cancel_marker_goes_with_the_truncated_table(client: pglogq.Client, dsn: str) -> None:
+    """The marker is removed only once the event's child table has been truncated."""
+    setup_queue(client)
+    e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
+    assert client.cancel("q", e) is True
+    assert ids(rotate_all(client, dsn, "q", ["a"], times=1)) == [f]
+    client.maintain()
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT msg_id FROM pglogq.cancelled").fetchall() == [(e,)]
+    rotate_all(client, dsn, "q", ["a"], times=3)  # every table truncated once
+    client.maintain()
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pglogq.cancelled").fetchone() == (0,)
+
+
+# -- issue 12 #7: "handed" means returned by receive, not passed by a cursor ------------------
+
+
+def test_cancel_after_a_new_consumer_subscribed(client: pglogq.Client) -> None:
+    """issue 12 #7: a consumer subscribing after the event's tick made cancel() refuse, and the
+    older consumer, who never received it, still got it."""
+    setup_queue(client)
+    e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
+    client.tick("q", force=True)
+    client.subscribe("q", "b")
+    assert client.cancel("q", e) is True
+    assert ids(drain(client, "q", "a")) == [f]
+    assert ids(drain(client, "q", "b")) == []
+
+
+def test_cancel_after_a_consumer_seeked_past_it(client: pglogq.Client) -> None:
+    """issue 12 #7: seeking past an event does not hand it."""
+    setup_queue(client, ("a", "b"))
+    e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
+    client.tick("q", force=True)
+    client.seek("q", "b", to="latest")
+    assert client.cancel("q", e) is True
+    assert ids(drain(client, "q", "a")) == [f]
+    client.seek("q", "b", to="earliest")  # replay: the cancelled event stays out
+    assert ids(drain(client, "q", "b")) == [f]
+
+
+def test_an_event_received_before_a_seek_back_stays_handed(client: pglogq.Client) -> None:
+    """Handed is a fact of the past: seeking back before an event does not un-hand it."""
+    setup_queue(client, ("a", "b"))
+    e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
+    client.tick("q", force=True)
+    page = client.receive("q", "b", max_messages=1)
+    assert ids(list(page)) == [e]
+    client.seek("q", "b", to="earliest", force=True)  # drops the open batch: e was returned
+    assert client.cancel("q", e) is False
+    assert client.cancel("q", f) is False  # in b's dropped open batch: counted as handed
+    assert ids(drain(client, "q", "a")) == [e, f]
+
+
+def test_a_skip_then_a_replay_hands_the_event(client: pglogq.Client) -> None:
+    """A consumer that seeked past an event and then replayed it was handed it."""
+    setup_queue(client)
+    (e,) = client.send_batch("q", [{"n": 1}])
+    client.tick("q", force=True)
+    client.seek("q", "a", to="latest")
+    client.seek("q", "a", to="earliest")
+    assert ids(drain(client, "q", "a")) == [e]
+    assert client.cancel("q", e) is False
+
+
+# -- issue 12 #8: cancel in an open transaction blocks no consumer ----------------------------
+
+
+def test_cancel_in_an_open_transaction_blocks_no_consumer(client: pglogq.Client, dsn: str) -> None:
+    """issue 12 #8: cancel() held FOR SHARE on every subscription row until commit."""
+    setup_queue(client, ("a", "b"))
+    e, f, g = client.send_batch("q", [{"n": 1}, {"n": 2}, {"n": 3}])
+    client.tick("q", force=True)
+    page = client.receive("q", "b", max_messages=1)
+    with psycopg.connect(dsn) as producer:
+        assert client.cancel("q", g, conn=producer) is True
+        # receive, ack, heartbeat, nack of other consumers do not wait for the producer
+        work = Call(
+            dsn,
+            lambda c: (
+                c.execute("SELECT pglogq.heartbeat(%s)", (page.id,)).fetchone(),
+                c.execute(
+                    "SELECT pglogq.ack(%s, %s, %s::xid8)", (page.id, page.messages[-1].msg_id, page.messages[-1].txid)
+                ).fetchone(),
+                c.execute("SELECT msg_id FROM pglogq.receive('q', 'a', 1)").fetchall(),
+            ),
+        )
+        work.start()
+        out = work.outcome()
+        assert out[2] == [(e,)]
+        producer.commit()
+    assert ids(drain(client, "q", "a")) == [e, f]  # e's page again (not acked), then f; g cancelled
+    assert ids(drain(client, "q", "b")) == [f]
+
+
+def test_an_event_handed_before_the_cancel_commits_fails_the_commit(client: pglogq.Client, dsn: str) -> None:
+    """The other side of issue 12 #8: nobody waits, so a consumer handed the event while the
+    cancelling transaction was open makes that transaction's COMMIT fail (PQ035); the event is
+    delivered normally."""
+    setup_queue(client)
+    (e,) = client.send_batch("q", [{"n": 1}])
+    client.tick("q", force=True)
+    with psycopg.connect(dsn) as producer:
+        assert client.cancel("q", e, conn=producer) is True
+        assert ids(list(client.receive("q", "a"))) == [e]
+        with pytest.raises(psycopg.Error) as err:
+            producer.commit()
+        assert err.value.sqlstate == "PQ035"
+    assert client.cancel("q", e) is False
+
+
+def test_cancel_conflict_maps_to_its_class() -> None:
+    assert pglogq.errors.BY_SQLSTATE["PQ035"] is pglogq.CancelConflict
+
+
+def test_cancel_as_a_writer_login_in_an_open_transaction(client: pglogq.Client, dsn: str) -> None:
+    """The check at COMMIT runs as the session's role: a pglogq_writer login must get the same
+    answers (and PQ035) as a superuser, with no lock held meanwhile."""
+    name = f"pglogq_test_writer_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{name}" LOGIN')
+        conn.execute(f'GRANT pglogq_writer TO "{name}"')
+    try:
+        setup_queue(client)
+        e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
+        client.tick("q", force=True)
+        with psycopg.connect(make_conninfo(dsn, user=name)) as writer:
+            assert writer.execute("SELECT pglogq.cancel('q', %s)", (f,)).fetchone() == (True,)
+            writer.commit()
+            assert writer.execute("SELECT pglogq.cancel('q', %s)", (e,)).fetchone() == (True,)
+            assert ids(list(client.receive("q", "a"))) == [e]  # not blocked; hands e
+            with pytest.raises(psycopg.Error) as err:
+                writer.commit()
+            assert err.value.sqlstate == "PQ035"
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{name}"')
+            conn.execute(f'DROP ROLE "{name}"')
+
+
+def test_reinstall_keeps_the_commit_check(client: pglogq.Client, dsn: str) -> None:
+    """Re-installing the schema re-creates the deferred check on pglogq.cancelled."""
+    setup_queue(client)
+    client.install_schema()
+    client.install_schema()
+    (e,) = client.send_batch("q", [{"n": 1}])
+    client.tick("q", force=True)
+    with psycopg.connect(dsn) as producer:
+        assert client.cancel("q", e, conn=producer) is True
+        client.receive("q", "a")
+        with pytest.raises(psycopg.Error) as err:
+            producer.commit()
+        assert err.value.sqlstate == "PQ035"
+
+
+def test_concurrent_cancels_of_one_event_one_wins(client: pglogq.Client, dsn: str) -> None:
+    setup_queue(client)
+    (e,) = client.send_batch("q", [{"n": 1}])
+    with psycopg.connect(dsn) as one:
+        assert client.cancel("q", e, conn=one) is True
+        two = Call(dsn, lambda c: c.execute("SELECT pglogq.cancel('q', %s)", (e,)).fetchone())
+        two.start()
+        one.commit()
+    assert two.outcome() == (False,)
+
+
+@pytest.mark.parametrize("msg_id", [None, 0, -1, 2**31, 2**63 - 1])
+def test_cancel_boundaries(client: pglogq.Client, dsn: str, msg_id: int | None) -> None:
+    setup_queue(client)
+    client.send("q", {})
+    with psycopg.connect(dsn) as conn, pytest.raises(psycopg.Error) as err:
+        conn.execute("SELECT pglogq.cancel('q', %s::bigint)", (msg_id,))
+    assert err.value.sqlstate == "PQ021"
