@@ -10,8 +10,8 @@
 -- Returns:    true; false when a schedule of that name exists already with the same definition
 --             (nothing changed).
 -- Raises:     PQ001 unknown queue; PQ066 invalid cron expression, missed policy or name;
---             PQ068 another schedule of that name exists in the queue; PQ006/PQ007/PQ019 the
---             event is invalid (as send).
+--             PQ068 another schedule of that name exists in the queue; PQ006 payload + headers too
+--             large; PQ007 invalid payload or headers; PQ019 invalid argument.
 -- Tables:     schedule (insert).
 -- Each event carries the headers pglogq_schedule (the name) and pglogq_due (the due time, ISO
 -- 8601 in UTC) besides the given ones.

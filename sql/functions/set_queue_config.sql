@@ -7,8 +7,7 @@
 --   ticker_idle_period (interval > 0) keep-alive tick when nothing happens
 --   batch_max_events (integer >= 1)   merge ticks into one batch up to about this many events
 --   big_batch_events (integer >= 1)   above this a batch is streamed in commit order, not priority order
---   max_retries (integer >= 0)        redeliveries before an event is dead-lettered (0: the first
---                                     nack dead-letters it; per type: set_type_config)
+--   max_retries (integer >= 0)        redeliveries before an event is dead-lettered (0: at its first nack)
 --   retry_delay (interval >= 0)       default retry_after of nack
 --   max_payload_bytes (integer >= 1)  largest accepted event: payload plus headers (stored jsonb sizes)
 --   idempotency_window (interval > 0) how long an idempotency key is remembered

@@ -79,8 +79,13 @@ BEGIN
     END IF;
     INSERT INTO pglogq.type_config (queue_id, ev_type) VALUES (q.queue_id, set_type_config.ev_type)
     ON CONFLICT DO NOTHING;
-    EXECUTE format('UPDATE pglogq.type_config SET %I = $1::%s WHERE queue_id = $2 AND ev_type = $3', param, kind)
-      USING result, q.queue_id, ev_type;
+    UPDATE pglogq.type_config c
+       SET max_retries = CASE WHEN param = 'max_retries' THEN result::integer ELSE c.max_retries END,
+           retry_delay = CASE WHEN param = 'retry_delay' THEN result::interval ELSE c.retry_delay END,
+           retry_factor = CASE WHEN param = 'retry_factor' THEN result::double precision ELSE c.retry_factor END,
+           retry_cap = CASE WHEN param = 'retry_cap' THEN result::interval ELSE c.retry_cap END,
+           retry_jitter = CASE WHEN param = 'retry_jitter' THEN result::boolean ELSE c.retry_jitter END
+     WHERE c.queue_id = q.queue_id AND c.ev_type = set_type_config.ev_type;
     DELETE FROM pglogq.type_config c
      WHERE c.queue_id = q.queue_id AND c.ev_type = set_type_config.ev_type
        AND c.max_retries IS NULL AND c.retry_delay IS NULL AND c.retry_factor IS NULL

@@ -404,6 +404,8 @@ TEXT_PARAMETERS = {
     "queue_name", "consumer_name", "worker_name", "type", "reason", "idempotency_key", "idempotency_keys",
     "param", "value", "op", "to_position", "stage", "worker", "for_queue", "for_consumer", "queue", "consumer",
     "msg_type",
+    # issue 16: per-type settings, jobs, schedules (compared or stored as values only)
+    "ev_type", "in_state", "after", "name", "cron", "missed",
 }
 # functions that build SQL dynamically, reviewed: identifiers only through format('%I'), values
 # only through USING, parameter text never concatenated
