@@ -92,6 +92,15 @@ BEGIN
                      AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
                      AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
                      AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
+                     -- cheap necessary conditions first (plain comparisons against the page's
+                     -- keys), so that the rule itself (_page_position) runs on the page's rows only
+                     AND CASE WHEN h.batch_big
+                              THEN (h.page_txid IS NULL OR (x.ev_txid, x.ev_id) > (h.page_txid, h.page_id))
+                                   AND (x.ev_txid, x.ev_id) <= (h.page_end_txid, h.page_end_id)
+                              ELSE (h.page_txid IS NULL
+                                    OR (-x.ev_priority, x.ev_txid, x.ev_id) > (-h.page_prio, h.page_txid, h.page_id))
+                                   AND (-x.ev_priority, x.ev_txid, x.ev_id)
+                                       <= (-h.page_end_prio, h.page_end_txid, h.page_end_id) END
                      AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0) e ON true
               LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
              WHERE (h.sub_id = c.sub_id OR h.parent_id = c.sub_id) AND h.batch_id IS NOT NULL
@@ -153,6 +162,15 @@ BEGIN
                          AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
                          AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
                          AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
+                         -- cheap necessary conditions first (see rank 1): after the page's end,
+                         -- or after its start when no page is out
+                         AND CASE WHEN coalesce(h.page_end_txid, h.page_txid) IS NULL THEN true
+                                  WHEN h.batch_big
+                                  THEN (x.ev_txid, x.ev_id) > (coalesce(h.page_end_txid, h.page_txid),
+                                                               coalesce(h.page_end_id, h.page_id))
+                                  ELSE (-x.ev_priority, x.ev_txid, x.ev_id)
+                                       > (-coalesce(h.page_end_prio, h.page_prio), coalesce(h.page_end_txid, h.page_txid),
+                                          coalesce(h.page_end_id, h.page_id)) END
                          AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 1) e ON true
                  WHERE (h.sub_id = c.sub_id OR h.parent_id = c.sub_id) AND h.batch_id IS NOT NULL
                    AND (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
