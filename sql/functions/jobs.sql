@@ -88,7 +88,13 @@ BEGIN
               JOIN LATERAL (
                   SELECT x.* FROM pglogq.event x
                    WHERE x.ev_queue = q.queue_id
-                     AND x.ev_txid >= pg_snapshot_xmin(tp.tick_snapshot) AND x.ev_txid < pg_snapshot_xmax(tc.tick_snapshot)
+                     -- the batch's txids: after the prev tick's xmax, or running at the prev tick
+                     -- and committed at the cur tick (as _batch_page; not from the prev tick's xmin,
+                     -- which a long transaction anywhere in the cluster holds far back)
+                     AND ((x.ev_txid >= pg_snapshot_xmax(tp.tick_snapshot)
+                           AND x.ev_txid < pg_snapshot_xmax(tc.tick_snapshot))
+                          OR x.ev_txid = ANY (ARRAY(SELECT r FROM pg_snapshot_xip(tp.tick_snapshot) r
+                                                     WHERE pg_visible_in_snapshot(r, tc.tick_snapshot))))
                      AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
                      AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
                      AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
@@ -158,7 +164,10 @@ BEGIN
                   JOIN LATERAL (
                       SELECT x.* FROM pglogq.event x
                        WHERE x.ev_queue = q.queue_id
-                         AND x.ev_txid >= pg_snapshot_xmin(tp.tick_snapshot) AND x.ev_txid < pg_snapshot_xmax(tc.tick_snapshot)
+                         AND ((x.ev_txid >= pg_snapshot_xmax(tp.tick_snapshot)
+                               AND x.ev_txid < pg_snapshot_xmax(tc.tick_snapshot))
+                              OR x.ev_txid = ANY (ARRAY(SELECT r FROM pg_snapshot_xip(tp.tick_snapshot) r
+                                                         WHERE pg_visible_in_snapshot(r, tc.tick_snapshot))))
                          AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
                          AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
                          AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
@@ -188,18 +197,41 @@ BEGIN
                 k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 5 THEN a_k2 ELSE 0 END;
                 SELECT t.tick_snapshot INTO snap FROM pglogq.tick t
                  WHERE t.queue_id = q.queue_id AND t.tick_id = c.last_tick;
+                -- not visible at the cursor tick: running then (its xip, all below its xmax, so
+                -- first in txid order), or from its xmax on; never scanned from its xmin, which a
+                -- long transaction anywhere in the cluster holds far back
                 RETURN QUERY
-                SELECT c.consumer_name, 'waiting'::text, x.ev_id, x.ev_type, x.ev_time, NULL::text, NULL::timestamptz,
-                       NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, x.ev_retry, NULL::text,
-                       NULL::bigint, format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id)
+                SELECT c.consumer_name, 'waiting'::text, x.ev_id, x.ev_type, x.ev_time, NULL::text,
+                       NULL::timestamptz, NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz,
+                       x.ev_retry, NULL::text, NULL::bigint,
+                       format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id)
                   FROM pglogq.event x
                  WHERE x.ev_queue = q.queue_id
-                   AND x.ev_txid >= greatest(pg_snapshot_xmin(snap), k1::text::xid8)
+                   AND x.ev_txid = ANY (ARRAY(SELECT r FROM pg_snapshot_xip(snap) r))
                    AND (x.ev_txid, x.ev_id) > (k1::text::xid8, k2)
                    AND NOT pg_visible_in_snapshot(x.ev_txid, snap)
                    AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
                    AND (only_type IS NULL OR x.ev_type = only_type)
-                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m
+                                    WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
+                 ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
+                GET DIAGNOSTICS n = ROW_COUNT;
+                left_rows := left_rows - n;
+                IF left_rows <= 0 THEN RETURN; END IF;
+                RETURN QUERY
+                SELECT c.consumer_name, 'waiting'::text, x.ev_id, x.ev_type, x.ev_time, NULL::text,
+                       NULL::timestamptz, NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz,
+                       x.ev_retry, NULL::text, NULL::bigint,
+                       format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id)
+                  FROM pglogq.event x
+                 WHERE x.ev_queue = q.queue_id
+                   AND x.ev_txid >= greatest(pg_snapshot_xmax(snap), k1::text::xid8)
+                   AND (x.ev_txid, x.ev_id) > (k1::text::xid8, k2)
+                   AND NOT pg_visible_in_snapshot(x.ev_txid, snap)
+                   AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
+                   AND (only_type IS NULL OR x.ev_type = only_type)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m
+                                    WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
                  ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 left_rows := left_rows - n;
