@@ -95,7 +95,7 @@ def main() -> None:
     if args.dsn:
         admin = args.dsn
     else:
-        from pglogq.embedded import embedded_dsn  # type: ignore[attr-defined]
+        from pglogq.embedded import embedded_dsn
 
         admin = embedded_dsn()
     with psycopg.connect(admin, autocommit=True) as conn:
@@ -116,8 +116,11 @@ def main() -> None:
             def states(js: list[pglogq.JobState]) -> str:
                 return ", ".join(f"{j.consumer}={j.state}" for j in js)
 
+            def lookup(mid: int) -> Callable[[], list[pglogq.JobState]]:
+                return lambda: client.lookup("big", mid)
+
             for name, mid in ids.items():
-                run(f"lookup {name} event ({mid})", lambda mid=mid: client.lookup("big", mid), states)
+                run(f"lookup {name} event ({mid})", lookup(mid), states)
             page = run("jobs: first page, all states (100 rows)", lambda: client.jobs("big"),
                        lambda js: f"{len(js)} rows")
             run("jobs --state in-flight", lambda: client.jobs("big", state="in-flight"), lambda js: f"{len(js)} rows")
