@@ -15,7 +15,7 @@
 -- two tickers handling the same due time (a failover, a restart) send one event.
 CREATE OR REPLACE FUNCTION pglogq.schedule_fire(queue_name text, name text, due_at timestamptz,
                                                 next_due timestamptz, OUT outcome text, OUT msg_id bigint)
-LANGUAGE plpgsql SECURITY DEFINER
+RETURNS record LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     q pglogq.queue;
