@@ -13,7 +13,8 @@
 --             cursor as after for the next page; fewer than max_rows rows: the list is complete.
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ069 invalid state, max_rows or
 --             cursor.
--- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick (read).
+-- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick (read;
+--             open batches through _open_batch_events).
 -- Reads only.  Each page costs index range scans from its cursor: the waiting list reads the
 -- open batches and then the (ev_txid, ev_id) index from the consumer's cursor tick, so a page takes the same time on a
 -- queue of a million waiting events as on an empty one; with msg_type, events of other types
@@ -82,35 +83,10 @@ BEGIN
                    coalesce(p.worker, h.worker_name, c.consumer_name), coalesce(p.started_at, h.batch_started_at),
                    greatest(p.heartbeat_at, h.heartbeat_at), p.percent, p.stage, NULL::timestamptz, e.ev_retry,
                    NULL::text, NULL::bigint, format('%s/1/0/%s', c.consumer_name, e.ev_id)
-              FROM pglogq.subscription h
-              JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
-              JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
-              JOIN LATERAL (
-                  SELECT x.* FROM pglogq.event x
-                   WHERE x.ev_queue = q.queue_id
-                     -- the batch's txids: after the prev tick's xmax, or running at the prev tick
-                     -- and committed at the cur tick (as _batch_page; not from the prev tick's xmin,
-                     -- which a long transaction anywhere in the cluster holds far back)
-                     AND ((x.ev_txid >= pg_snapshot_xmax(tp.tick_snapshot)
-                           AND x.ev_txid < pg_snapshot_xmax(tc.tick_snapshot))
-                          OR x.ev_txid = ANY (ARRAY(SELECT r FROM pg_snapshot_xip(tp.tick_snapshot) r
-                                                     WHERE pg_visible_in_snapshot(r, tc.tick_snapshot))))
-                     AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
-                     AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
-                     AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
-                     -- cheap necessary conditions first (plain comparisons against the page's
-                     -- keys), so that the rule itself (_page_position) runs on the page's rows only
-                     AND CASE WHEN h.batch_big
-                              THEN (h.page_txid IS NULL OR (x.ev_txid, x.ev_id) > (h.page_txid, h.page_id))
-                                   AND (x.ev_txid, x.ev_id) <= (h.page_end_txid, h.page_end_id)
-                              ELSE (h.page_txid IS NULL
-                                    OR (-x.ev_priority, x.ev_txid, x.ev_id) > (-h.page_prio, h.page_txid, h.page_id))
-                                   AND (-x.ev_priority, x.ev_txid, x.ev_id)
-                                       <= (-h.page_end_prio, h.page_end_txid, h.page_end_id) END
-                     AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0) e ON true
+              FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0) e
+              JOIN pglogq.subscription h ON h.sub_id = e.holder
               LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
-             WHERE (h.sub_id = c.sub_id OR h.parent_id = c.sub_id) AND h.batch_id IS NOT NULL
-               AND h.page_end_txid IS NOT NULL AND e.ev_id > k2
+             WHERE e.ev_id > k2
                AND (only_type IS NULL OR e.ev_type = only_type)
                AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
                -- nacked in this page already: listed as retry or dead
@@ -158,31 +134,8 @@ BEGIN
                 SELECT c.consumer_name, 'waiting'::text, e.ev_id, e.ev_type, e.ev_time, NULL::text, NULL::timestamptz,
                        NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, e.ev_retry, NULL::text,
                        NULL::bigint, format('%s/4/%s/%s', c.consumer_name, e.ev_txid, e.ev_id)
-                  FROM pglogq.subscription h
-                  JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
-                  JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
-                  JOIN LATERAL (
-                      SELECT x.* FROM pglogq.event x
-                       WHERE x.ev_queue = q.queue_id
-                         AND ((x.ev_txid >= pg_snapshot_xmax(tp.tick_snapshot)
-                               AND x.ev_txid < pg_snapshot_xmax(tc.tick_snapshot))
-                              OR x.ev_txid = ANY (ARRAY(SELECT r FROM pg_snapshot_xip(tp.tick_snapshot) r
-                                                         WHERE pg_visible_in_snapshot(r, tc.tick_snapshot))))
-                         AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
-                         AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
-                         AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
-                         -- cheap necessary conditions first (see rank 1): after the page's end,
-                         -- or after its start when no page is out
-                         AND CASE WHEN coalesce(h.page_end_txid, h.page_txid) IS NULL THEN true
-                                  WHEN h.batch_big
-                                  THEN (x.ev_txid, x.ev_id) > (coalesce(h.page_end_txid, h.page_txid),
-                                                               coalesce(h.page_end_id, h.page_id))
-                                  ELSE (-x.ev_priority, x.ev_txid, x.ev_id)
-                                       > (-coalesce(h.page_end_prio, h.page_prio), coalesce(h.page_end_txid, h.page_txid),
-                                          coalesce(h.page_end_id, h.page_id)) END
-                         AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 1) e ON true
-                 WHERE (h.sub_id = c.sub_id OR h.parent_id = c.sub_id) AND h.batch_id IS NOT NULL
-                   AND (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
+                  FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 1) e
+                 WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
                    AND (only_type IS NULL OR e.ev_type = only_type)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
                  ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
