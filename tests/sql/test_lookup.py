@@ -193,7 +193,8 @@ def test_lookup_sees_cooperating_workers(client: pglogq.Client) -> None:
 # -- jobs: the paged list ---------------------------------------------------------------------
 
 
-def test_jobs_pages_through_everything_once_in_order(client: pglogq.Client) -> None:
+def test_jobs_pages_through_everything_once_in_order(api: pglogq.Client) -> None:
+    client = api
     setup(client, "a", "b")
     ids = client.send_batch("q", [{"n": i} for i in range(120)], type="mail")
     ids += client.send_batch("q", [{"n": i} for i in range(130)], type="report")
