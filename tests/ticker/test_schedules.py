@@ -252,3 +252,29 @@ def test_dropping_the_queue_drops_its_schedules(client: pglogq.Client, dsn: str)
     fire(dsn)
     client.drop_queue("q", force=True)
     assert schedule_rows(dsn) == [] and client.schedule_list() == []
+
+
+def test_a_failover_between_two_tickers_sends_each_due_time_once(client: pglogq.Client, dsn: str) -> None:
+    """Ticker A is stopped while it works through a catch-up; standby B takes over and finishes it."""
+    client.create_queue("q")
+    client.schedule_add("q", "s", "* * * * *", {}, missed="catch_up")
+    fire(dsn)
+    start = set_next_due(dsn, "s", "date_trunc('minute', clock_timestamp()) - interval '3 hours'")
+    a = pglogq.start_ticker(dsn, idle_interval=0.05, maint_interval=0.02)
+    b = pglogq.start_ticker(dsn, idle_interval=0.05, maint_interval=0.02, standby_retry=0.05)
+    try:
+        wait_for(lambda: sent_events(dsn, "s"), "ticker A to start sending")
+        a.stop()  # wherever it was: between two due times, or inside one's transaction
+        now = datetime.now(timezone.utc)
+        expected = due_times("* * * * *", start, now)
+        wait_for(lambda: len(sent_events(dsn, "s")) >= expected or None, "ticker B to finish the catch-up")
+    finally:
+        a.stop()
+        b.stop()
+    dues = [d for _, d in sent_events(dsn, "s")]
+    assert len(dues) == len(set(dues))
+    assert len(dues) - expected in (0, 1)  # one more if a minute began meanwhile
+    # B counts what it sent (A, stopped in the middle of a pass, never counted its own)
+    by_b = b.engine.stats.maintenance.get("schedule_sent", 0)
+    assert len(dues) - by_b >= 1
+    print(f"ticker A sent {len(dues) - by_b}, ticker B {by_b}")
