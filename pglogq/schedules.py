@@ -87,10 +87,10 @@ async def fire_due(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
                 if due > now:
                     break
                 nxt = next_due(cron, due)
-                if missed == "skip" and due < now - MISSED_AFTER:
-                    # every due time up to a minute ago is missed: skip them all in one step
-                    while nxt < now - MISSED_AFTER:
-                        nxt = next_due(cron, nxt)
+                if missed == "skip" and nxt < now - MISSED_AFTER:
+                    # every due time up to a minute ago is missed: skip them all in one step, to
+                    # the first one that is not (computed directly: a year of minutes is no loop)
+                    nxt = next_due(cron, now - MISSED_AFTER - timedelta(microseconds=1))
                 if await _fire(conn, queue, name, due, nxt, counts) == "stale":
                     break
                 due = nxt

@@ -61,7 +61,8 @@ BEGIN
     IF after IS NOT NULL THEN
         parts := string_to_array(after, '/');
         IF cardinality(parts) <> 4 OR parts[1] !~ '^[A-Za-z][A-Za-z0-9_.-]{0,62}$' OR parts[2] !~ '^[1-6]$'
-           OR parts[3] !~ '^[0-9]{1,20}$' OR parts[4] !~ '^[0-9]{1,19}$' THEN
+           OR parts[3] !~ '^[0-9]{1,20}$' OR parts[4] !~ '^[0-9]{1,19}$'
+           OR parts[3]::numeric > 18446744073709551615 OR parts[4]::numeric > 9223372036854775807 THEN
             RAISE EXCEPTION 'invalid cursor "%"', left(after, 80)
                 USING ERRCODE = 'PQ069', HINT = 'pass the cursor column of the last row of the previous page';
         END IF;

@@ -253,6 +253,8 @@ def test_jobs_lists_each_state(client: pglogq.Client) -> None:
         ({"after": "a/4/x/1"}, pglogq.InvalidJobsQuery),
         ({"after": ""}, pglogq.InvalidJobsQuery),
         ({"after": "a/4/99999999999999999999999/1"}, pglogq.InvalidJobsQuery),
+        ({"after": "a/4/99999999999999999999/1"}, pglogq.InvalidJobsQuery),    # 20 digits, above 2^64
+        ({"after": "a/4/1/9999999999999999999"}, pglogq.InvalidJobsQuery),     # above 2^63
         ({"consumer": "nobody"}, pglogq.UnknownConsumer),
     ],
 )
