@@ -14,8 +14,9 @@
 --             it); 'done' (handed to this consumer and its page acknowledged; an event whose dead
 --             letter was purged leaves no other trace and shows as done); 'skipped' (never handed to
 --             this consumer: its cursor moved past it, by subscribing later, seek or the retention
---             limit); 'gone' (no longer stored: its table was rotated away, or the id is of a send
---             that was rolled back: what happened cannot be told); 'not-committed' (no committed
+--             limit); 'gone' (no committed event with this id is stored: its table was rotated away,
+--             or its send was rolled back or has not committed yet; when the ticks cannot rule
+--             out rotation, this is all that can be told); 'not-committed' (no committed
 --             event has this id and the queue would still store it: its send was rolled back or has
 --             not committed yet).
 -- Raises:     PQ001 unknown queue; PQ021 msg_id was never issued by this queue.
@@ -127,7 +128,8 @@ BEGIN
                 detail := 'no committed event has this id: its send was rolled back or has not committed yet';
             ELSE
                 state := 'gone';
-                detail := 'no longer stored: rotated away (or its send was rolled back)';
+                detail := 'no committed event with this id is stored: rotated away, or its send was rolled back '
+                          'or has not committed yet';
             END IF;
             RETURN NEXT;
             CONTINUE;
