@@ -359,8 +359,7 @@ class AsyncClient:
 
     async def lookup(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> list[JobState]:
         """What happened to event ``msg_id``, one :class:`JobState` per consumer of ``queue``
-        (see ``pglogq.lookup``: waiting, in-flight, retry, dead, cancelled, done, skipped, gone,
-        not-committed)."""
+        (see ``pglogq.lookup``: waiting, in-flight, retry, dead, cancelled, done, skipped, gone)."""
         mid = v.integer(
             msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"'),
             null=False,

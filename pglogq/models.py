@@ -139,7 +139,7 @@ class JobState:
     """Where one event stands for one consumer (a row of ``pglogq.lookup`` or ``pglogq.jobs``).
 
     ``state``: ``waiting``, ``in-flight``, ``retry``, ``dead``, ``cancelled``, ``done``,
-    ``skipped``, ``gone`` (no longer stored) or ``not-committed`` (see ``pglogq.lookup``).
+    ``skipped`` or ``gone`` (not stored: see ``detail``, and ``pglogq.lookup``).
     ``cursor`` (jobs only): pass it as ``after`` to get the next page."""
 
     consumer: str

@@ -64,8 +64,8 @@ def show(app: App, queue: str, msg_id: int) -> None:
     \b
     States: waiting, in-flight (worker, since, progress, stage, last heartbeat),
     retry (due, attempts, last reason), dead (dead letter id, reason), cancelled, done,
-    skipped (the consumer's cursor moved past it), gone (no longer stored),
-    not-committed (its send was rolled back or has not committed).
+    skipped (the consumer's cursor moved past it), gone (not stored: rotated away,
+    rolled back, not committed yet, or a delayed send cancelled; the detail says which).
 
     JSON: [{"consumer", "state", "msg_id", "type", "created_at", "worker", "since",
     "last_heartbeat", "percent", "stage", "due_at", "attempts", "reason", "dead_id", "detail"}]

@@ -14,11 +14,10 @@
 --             it); 'done' (handed to this consumer and its page acknowledged; an event whose dead
 --             letter was purged leaves no other trace and shows as done); 'skipped' (never handed to
 --             this consumer: its cursor moved past it, by subscribing later, seek or the retention
---             limit); 'gone' (no committed event with this id is stored: its table was rotated away,
---             or its send was rolled back or has not committed yet; when the ticks cannot rule
---             out rotation, this is all that can be told); 'not-committed' (no committed
---             event has this id and the queue would still store it: its send was rolled back or has
---             not committed yet).
+--             limit); 'gone' (no event with this id is stored: its table was rotated away, its send
+--             was rolled back or has not committed yet, or it was a delayed send cancelled before
+--             it was due; detail says which of these the queue can rule out).  No other trace is
+--             kept of these, so 'gone' is all that can be told.
 -- Raises:     PQ001 unknown queue; PQ021 msg_id was never issued by this queue.
 -- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick,
 --             handed_run, queue (read).
@@ -123,13 +122,14 @@ BEGIN
             r := orig;
         END IF;
         IF r.ev_id IS NULL THEN
-            IF cut IS NOT NULL AND wanted > cut THEN
-                state := 'not-committed';
-                detail := 'no committed event has this id: its send was rolled back or has not committed yet';
+            state := 'gone';
+            IF cut IS NOT NULL AND wanted > cut THEN  -- newer than anything rotation can have removed
+                detail := 'not stored: its send was rolled back or has not committed yet, or it was a delayed '
+                          'send cancelled before it was due (not rotated away: the queue still stores '
+                          'everything from its time)';
             ELSE
-                state := 'gone';
-                detail := 'no committed event with this id is stored: rotated away, or its send was rolled back '
-                          'or has not committed yet';
+                detail := 'not stored: rotated away, or its send was rolled back or has not committed yet, or '
+                          'it was a delayed send cancelled before it was due';
             END IF;
             RETURN NEXT;
             CONTINUE;

@@ -116,25 +116,29 @@ def test_lookup_delayed_cancelled_skipped(client: pglogq.Client) -> None:
     assert states(client, old)["late"] == "skipped"
 
 
-def test_lookup_gone_and_not_committed(client: pglogq.Client, dsn: str) -> None:
+def test_lookup_gone_rotated_rolled_back_uncommitted_cancelled_delayed(client: pglogq.Client, dsn: str) -> None:
     setup(client)
     m = client.send("q", {})
     for _ in range(3):  # every table emptied once (a busy shared server may delay each rotation)
         wait_for(lambda: rotate_once(client, dsn), timeout=120)
-    assert states(client, m) == {"a": "gone"}
+    [j] = client.lookup("q", m)
+    assert j.state == "gone" and "rotated away, or" in (j.detail or "")
+    later = client.send("q", {}, delay=timedelta(hours=1))
+    assert client.cancel("q", later)
+    assert states(client, later) == {"a": "gone"}  # a cancelled delayed send leaves no trace
     with psycopg.connect(dsn) as conn:
         rolled = conn.execute("SELECT pglogq.send('q', '{}')").fetchone()
         conn.rollback()
     assert rolled is not None
     client.tick("q", force=True)
     [j] = client.lookup("q", rolled[0])
-    assert j.state == "not-committed"
+    assert j.state == "gone" and "not rotated away" in (j.detail or "")
     # an open transaction's send is not committed yet either; after COMMIT it waits
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT pglogq.send('q', '{}')").fetchone()
         assert row is not None
         client.tick("q", force=True)
-        assert states(client, row[0]) == {"a": "not-committed"}
+        assert states(client, row[0]) == {"a": "gone"}
         conn.commit()
     assert states(client, row[0]) == {"a": "waiting"}
 
