@@ -1,5 +1,5 @@
 """docs/reference/cli.md is generated from the commands (``python -m tests.tools.docgen``; its
-staleness is checked with every generated page by tests/docs/test_docs.py): it covers every command."""
+staleness is checked with every generated page by tests/docs/test_pages.py): it covers every command."""
 
 from __future__ import annotations
 
