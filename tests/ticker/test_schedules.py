@@ -261,6 +261,7 @@ def test_a_failover_between_two_tickers_sends_each_due_time_once(client: pglogq.
     fire(dsn)
     start = set_next_due(dsn, "s", "date_trunc('minute', clock_timestamp()) - interval '3 hours'")
     a = pglogq.start_ticker(dsn, idle_interval=0.05, maint_interval=0.02)
+    wait_for(lambda: a.state == "active", "ticker A to be the active one")
     b = pglogq.start_ticker(dsn, idle_interval=0.05, maint_interval=0.02, standby_retry=0.05)
     try:
         wait_for(lambda: sent_events(dsn, "s"), "ticker A to start sending")
