@@ -7,7 +7,8 @@
 -- Returns:    rows (consumer, state, msg_id, type, created_at, worker, since, last_heartbeat,
 --             percent, stage, due_at, attempts, reason, dead_id, cursor); the states and columns
 --             mean what they mean in pglogq.lookup.  Order: consumer name, then state (in-flight,
---             retry, dead, waiting), then in-flight, retry and dead by msg_id; waiting: first the
+--             retry, dead, waiting), then in-flight in commit order, retry and dead by msg_id (their
+--             own tables' keys); waiting: first the
 --             rest of the consumer's open batches, then the log after its cursor, both in commit
 --             order, then the delayed sends by msg_id.  Pass the last row's
 --             cursor as after for the next page; fewer than max_rows rows: the list is complete.
@@ -78,22 +79,23 @@ BEGIN
               ORDER BY s.consumer_name LOOP
         -- rank 1: in the page a worker holds
         IF (only_state IS NULL OR only_state = 'in-flight') AND NOT (c.consumer_name = a_cons AND a_rank > 1) THEN
+            k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 1 THEN a_k1 ELSE 0 END;
             k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 1 THEN a_k2 ELSE 0 END;
             RETURN QUERY
             SELECT c.consumer_name, 'in-flight'::text, e.ev_id, e.ev_type, e.ev_time,
                    coalesce(p.worker, h.worker_name, c.consumer_name), coalesce(p.started_at, h.batch_started_at),
                    greatest(p.heartbeat_at, h.heartbeat_at), p.percent, p.stage, NULL::timestamptz, e.ev_retry,
-                   NULL::text, NULL::bigint, format('%s/1/0/%s', c.consumer_name, e.ev_id)
+                   NULL::text, NULL::bigint, format('%s/1/%s/%s', c.consumer_name, e.ev_txid, e.ev_id)
               FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0) e
               JOIN pglogq.subscription h ON h.sub_id = e.holder
               LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
-             WHERE e.ev_id > k2
+             WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
                AND (only_type IS NULL OR e.ev_type = only_type)
                AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
                -- nacked in this page already: listed as retry or dead
                AND NOT EXISTS (SELECT 1 FROM pglogq.retry r WHERE r.sub_id = c.sub_id AND r.msg_id = e.ev_id)
                AND NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
-             ORDER BY e.ev_id LIMIT left_rows;
+             ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
             GET DIAGNOSTICS n = ROW_COUNT;
             left_rows := left_rows - n;
             IF left_rows <= 0 THEN RETURN; END IF;
