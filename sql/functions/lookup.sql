@@ -23,7 +23,7 @@
 --             handed_run, queue (read).
 -- Reads only; takes no lock beyond the queue's shared advisory lock.  Each answer holds for the
 -- moment of the call's snapshot (a state may change right after).  Cost: index look-ups: the
--- original event through the (ev_txid, ev_id) index from pglogq._event_txid_floor (3 to 5 ms on
+-- original event through the (ev_txid, ev_id) index from pglogq._event_txid_floor (1 to 5 ms on
 -- a queue of 1,000,000 events; when the kept ticks cannot bound the id, the scan starts at the
 -- oldest stored event: 84 ms for the last of 1,000,000), redeliveries through event_owned_id_idx.
 CREATE OR REPLACE FUNCTION pglogq.lookup(queue_name text, msg_id bigint)
