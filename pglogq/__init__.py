@@ -4,7 +4,7 @@ Producers append events; a ticker records snapshots; each consumer reads the bat
 ticks with its own cursor, so fan-out shares one copy; old tables are emptied by TRUNCATE.
 """
 
-from pglogq._runtime import RunStats
+from pglogq._runtime import Nack, RunStats
 from pglogq.client import Batch, Client
 from pglogq.client_async import AsyncBatch, AsyncClient
 from pglogq.consumer import Consumer, Delivery
@@ -26,9 +26,11 @@ from pglogq.errors import (
     InvalidPayload,
     InvalidProgress,
     InvalidSchedule,
+    InvalidStartCount,
     InvalidTypeConfig,
     MessageNotInBatch,
     NotFound,
+    NotStartedThatFar,
     PayloadTooLarge,
     PglogqError,
     QueueInUse,
@@ -93,11 +95,14 @@ __all__ = [
     "InvalidPayload",
     "InvalidProgress",
     "InvalidSchedule",
+    "InvalidStartCount",
     "InvalidTypeConfig",
     "JobState",
     "Message",
     "MessageNotInBatch",
+    "Nack",
     "NotFound",
+    "NotStartedThatFar",
     "PayloadTooLarge",
     "PglogqError",
     "QueueInUse",

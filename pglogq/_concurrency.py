@@ -25,6 +25,9 @@ Thunk = Callable[[], None]
 
 Event = threading.Event
 
+Lock = threading.Lock
+"""Guards a page's start frontier between the handler side and the heartbeat side."""
+
 
 def current_loop() -> object | None:
     """No event loop: one pool serves every thread."""

@@ -25,6 +25,9 @@ Thunk = Callable[[], Awaitable[None]]
 
 Event = asyncio.Event
 
+Lock = asyncio.Lock
+"""Guards a page's start frontier between the handler side and the heartbeat side."""
+
 
 def current_loop() -> object | None:
     """The event loop a client's pool is bound to (threads: None, one pool serves them all)."""

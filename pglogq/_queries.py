@@ -27,11 +27,14 @@ FORCE_TICK: LiteralString = "SELECT pglogq.force_tick(%s)"
 RECEIVE: LiteralString = (
     "SELECT batch_id, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text, retry_count,"
     " created_at, priority, txid::pg_catalog.text"
-    " FROM pglogq.receive(%s, %s, %s, %s)"
+    " FROM pglogq.receive(%s, %s, %s, %s, %s)"
 )
 ACK: LiteralString = "SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8)"
 NACK: LiteralString = "SELECT pglogq.nack(%s, %s, %s, %s, %s::pg_catalog.xid8)"
 CANCEL: LiteralString = "SELECT pglogq.cancel(%s, %s)"
+REQUEST_STOP: LiteralString = "SELECT pglogq.request_stop(%s, %s)"
+MARK_STARTED: LiteralString = "SELECT pglogq.mark_started(%s, %s, %s::pg_catalog.xid8, %s)"
+STOP_REQUESTS: LiteralString = "SELECT pglogq.stop_requests(%s, %s::pg_catalog.int8[])"
 SET_TYPE_CONFIG: LiteralString = "SELECT pglogq.set_type_config(%s, %s, %s, %s)"
 TYPE_CONFIG: LiteralString = (
     "SELECT type, max_retries, retry_delay, retry_factor, retry_cap, retry_jitter FROM pglogq.type_config(%s)"
@@ -60,7 +63,7 @@ DLQ_INSPECT: LiteralString = (
     " retry_count, reason, created_at, first_failed_at, failed_at FROM pglogq.dlq_inspect(%s, %s, %s, %s, %s)"
 )
 DLQ_REPLAY: LiteralString = "SELECT pglogq.dlq_replay(%s)"
-DLQ_REPLAY_ALL: LiteralString = "SELECT pglogq.dlq_replay_all(%s, %s, %s, %s)"
+DLQ_REPLAY_ALL: LiteralString = "SELECT pglogq.dlq_replay_all(%s, %s, %s, %s, %s)"
 DLQ_PURGE: LiteralString = "SELECT pglogq.dlq_purge(%s, %s, %s, %s)"
 MAINT_OPERATIONS: LiteralString = "SELECT op, queue_name FROM pglogq.maint_operations()"
 MAINT_RUN: LiteralString = "SELECT pglogq.maint_run(%s, %s)"

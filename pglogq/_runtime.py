@@ -12,6 +12,7 @@ import secrets
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 OK = "ok"
@@ -109,12 +110,32 @@ def group_units(
     return units
 
 
+class Nack(Exception):
+    """Raise it in a handler to fail the message on purpose: ``raise pglogq.Nack("mailbox full")``.
+
+    The message is nacked with ``reason`` (exactly, without the exception's class name) and, if
+    given, ``retry_after`` (a timedelta or seconds; else the consumer's retry policy, else the
+    queue's ``retry_delay``).  An expected failure: the runtime logs one WARNING line, its
+    traceback only at DEBUG; any other exception keeps its traceback at WARNING."""
+
+    def __init__(self, reason: str, *, retry_after: timedelta | float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = str(reason)
+        if retry_after is not None and not isinstance(retry_after, timedelta):
+            if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)):
+                raise TypeError(f"retry_after: a timedelta or a number of seconds, not {type(retry_after).__name__}")
+            retry_after = timedelta(seconds=retry_after)
+        self.retry_after: timedelta | None = retry_after
+
+
 def failure_reason(outcome: Outcome, timeout: float | None) -> str:
     kind, exc = outcome
     if kind == TIMEOUT:
         return f"timed out after {timeout:g} s"
     if exc is None:
         return kind
+    if isinstance(exc, Nack):
+        return exc.reason[-2000:]
     text = f"{type(exc).__name__}: {exc}"
     return text[-2000:]
 
@@ -137,6 +158,8 @@ class RunStats:
     """Pages left unacknowledged by ``stop(abandon=True)`` (they come back)."""
     errors: int = 0
     """Database errors survived by the run loop (it waits and tries again)."""
+    cancelled: int = 0
+    """Messages cancelled after they were received: never started, acknowledged with the page."""
 
 
 class NotifyHealth:

@@ -23,7 +23,7 @@ from typing_extensions import LiteralString, Self
 
 import pglogq._codec as v
 import pglogq._convert as cv
-from pglogq import _concurrency, schedules, schema
+from pglogq import _concurrency, _trace, schedules, schema
 from pglogq import _queries as q
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
@@ -35,6 +35,7 @@ from pglogq.errors import (
     InvalidPayload,
     InvalidProgress,
     InvalidSchedule,
+    InvalidStartCount,
     InvalidTypeConfig,
     MessageNotInBatch,
     UnknownDeadLetter,
@@ -97,6 +98,9 @@ class Batch:
 
 class Client:
     """pglogq client (blocking).  ``Client(dsn)``; ``dsn=None`` follows the DSN rule.
+
+    ``client.dsn`` is the DSN the client uses, after the DSN rule (``None`` for a client made on
+    your own ``pool=``): pass it to ``psycopg.connect`` for your application's connection.
 
     Every call can take ``conn=``: the caller's connection, whose transaction the call then
     joins (nothing is committed for the caller).  Otherwise a pooled autocommit connection runs
@@ -318,11 +322,15 @@ class Client:
         conn: AnyConn | None = None,
     ) -> int:
         """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
-        params = (
-            v.name(queue, "queue"), v.jsonb(payload), *cv.event_options(type, headers, priority, deliver_at, delay),
-        )
-        key = v.text(idempotency_key, "idempotency key")
-        return int(self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
+        with _trace.sending(queue, headers) as span:
+            params = (
+                v.name(queue, "queue"), v.jsonb(payload),
+                *cv.event_options(type, span.headers, priority, deliver_at, delay),
+            )
+            key = v.text(idempotency_key, "idempotency key")
+            msg_id = int(self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
+            span.sent((msg_id,))
+            return msg_id
 
     def send_batch(
         self,
@@ -343,19 +351,43 @@ class Client:
             if isinstance(idempotency_keys, (str, bytes)):
                 raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
             keys = [v.text(k, "idempotency key") for k in idempotency_keys]
-        params = (
-            v.name(queue, "queue"), v.jsonb(v.payload_list(payloads)),
-            *cv.event_options(type, headers, priority, deliver_at, delay),
-        )
-        ids = self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn)
-        return [int(i) for i in ids or []]
+        events = v.payload_list(payloads)
+        with _trace.sending(queue, headers, len(events)) as span:
+            params = (
+                v.name(queue, "queue"), v.jsonb(events),
+                *cv.event_options(type, span.headers, priority, deliver_at, delay),
+            )
+            ids = [int(i) for i in self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn) or []]
+            span.sent(ids)
+            return ids
 
-    def cancel(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> bool:
-        """Cancel an event no consumer has received yet; False if one already has."""
+    def cancel(
+        self, queue: str, msg_id: int, *, running: bool = False, conn: AnyConn | None = None
+    ) -> bool:
+        """Cancel an event on which no consumer's handler has started: True when it will never
+        start (also when it is in a page a consumer runtime received already); False when a
+        handler started on it, or it is done, dead or gone.
+
+        ``running``: when a handler has started on it, ask that handler to stop
+        (:meth:`request_stop`, seen as ``msg.cancel_requested``); True then means "it will not
+        start, or its running handler was asked to stop"."""
+        name = v.name(queue, "queue")
         mid = v.integer(
             msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
         )
-        return bool(self._value(q.CANCEL, (v.name(queue, "queue"), mid), conn))
+        if bool(self._value(q.CANCEL, (name, mid), conn)):
+            return True
+        if cv.flag(running, "running"):
+            return bool(self._value(q.REQUEST_STOP, (name, mid), conn))
+        return False
+
+    def request_stop(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> bool:
+        """Ask the handler running an event to stop; True when a handler has started on it and
+        its page is not acknowledged yet (the request is recorded), False otherwise."""
+        mid = v.integer(
+            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
+        )
+        return bool(self._value(q.REQUEST_STOP, (v.name(queue, "queue"), mid), conn))
 
     # -- jobs: lookup and lists -----------------------------------------------------------
 
@@ -464,14 +496,23 @@ class Client:
         *,
         max_messages: int = 100,
         worker: str | None = None,
+        start_first: int | None = None,
         conn: AnyConn | None = None,
     ) -> Batch:
-        """The current page of the consumer's batch (the same page until it is acknowledged)."""
+        """The current page of the consumer's batch (the same page until it is acknowledged).
+
+        ``start_first``: None (default), every event of the page counts as started by a handler
+        once returned (cancel refuses them); a number, the caller marks starts itself with
+        :meth:`mark_started` and the first ``start_first`` events count as started now."""
         size = v.integer(
             max_messages, "max_messages", v.INT4,
             lambda n: InvalidArgument(f"invalid max_messages {n}: use 1..100000"),
         )
-        params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"))
+        first = None if start_first is None else v.integer(
+            start_first, "start_first", v.INT4,
+            lambda n: InvalidStartCount(f"invalid start_first {n}: use 0..100000, or None"),
+        )
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"), first)
         msgs = [cv.message(r) for r in self._rows(q.RECEIVE, params, conn)]
         return Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
@@ -572,12 +613,20 @@ class Client:
         *,
         type: str | None = None,
         older_than: timedelta | None = None,
+        max_rows: int | None = None,
         conn: AnyConn | None = None,
     ) -> int:
-        """Replay every matching dead letter, each to its own consumer; returns how many."""
+        """Replay every matching dead letter, each to its own consumer; returns how many.
+
+        ``max_rows``: at most this many, oldest first (None: all; at least 1, else
+        :class:`InvalidArgument`).  A dead letter replayed meanwhile by another call is skipped,
+        so fewer than ``max_rows`` may be replayed while more match."""
         params = (
             v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
             v.interval(older_than, "older_than", InvalidArgument),
+            v.integer(
+                max_rows, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..{v.INT4[1]}")
+            ),
         )
         return int(self._value(q.DLQ_REPLAY_ALL, params, conn))
 
@@ -617,6 +666,35 @@ class Client:
         return [cv.in_flight(r) for r in rows]
 
     # -- workers: heartbeat and progress ---------------------------------------------------
+
+    def mark_started(
+        self, msg: Message | None, *, back: bool = False, batch_id: int | None = None, conn: AnyConn | None = None
+    ) -> list[int] | None:
+        """Record that handlers start on the events of ``msg``'s page up to ``msg`` (for a page
+        received with ``start_first``).  Returns the ids among the newly marked events that were
+        cancelled meanwhile (never start them), or None when the batch is no longer ours.
+
+        ``back=True``: handlers have started only up to ``msg`` (or, with ``msg=None`` and
+        ``batch_id``, on none of the page): cancel may take the others again."""
+        if msg is None:
+            if not back or batch_id is None:
+                raise InvalidArgument("mark_started(None) needs back=True and batch_id")
+            params: tuple[Any, ...] = (cv.checked_batch_id(batch_id), None, None, True)
+        else:
+            if not isinstance(msg, Message):
+                raise InvalidArgument(f"mark_started takes a received Message, got {type(msg).__name__}")
+            params = (cv.checked_batch_id(msg.batch_id), msg.msg_id, msg.txid, cv.flag(back, "back"))
+        got = self._value(q.MARK_STARTED, params, conn)
+        return None if got is None else [int(i) for i in got]
+
+    def stop_requests(
+        self, batch_id: int, msg_ids: Sequence[int], *, conn: AnyConn | None = None
+    ) -> list[int]:
+        """Which of ``msg_ids`` (events of the batch's page) were asked to stop (:meth:`request_stop`)."""
+        ids = [v.integer(i, "message id", v.INT8, lambda n: InvalidArgument(f"invalid message id {n}"))
+               for i in msg_ids]
+        rows = self._rows(q.STOP_REQUESTS, (cv.checked_batch_id(batch_id), ids), conn)
+        return [int(r[0]) for r in rows]
 
     def heartbeat(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
         """Say the batch is still being handled; False when it is no longer ours (drop it)."""

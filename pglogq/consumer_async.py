@@ -12,6 +12,14 @@ retry policy) and acknowledges the page.  While handlers run, a heartbeat keeps 
 when the heartbeat finds the batch taken over by another worker, the page is dropped without
 acknowledging.  When there is nothing to do it waits for the ticker's NOTIFY, polling every
 ``poll_interval`` in case notifications never come.
+
+Handler starts are recorded in the database before each handler starts (``mark_started``), so
+that ``cancel`` works on events of a page already received and a crash counts a failed attempt
+only for the events whose handler started.  To keep quick handlers cheap, the runtime marks
+ahead as many events as it expects to start within ``start_ahead / 2`` seconds (measured from
+the pace of its pages: a no-op drain marks whole pages in ``receive`` itself, with no extra
+round trip); when a marked event has not started ``start_ahead`` seconds after it was marked
+(a slow handler before it), the heartbeat side moves the frontier back to what has started.
 """
 
 from __future__ import annotations
@@ -27,12 +35,13 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
-from pglogq import _concurrency_async
+from pglogq import _concurrency_async, _trace
 from pglogq._runtime import (
     ABANDONED,
     OK,
     TIMEOUT,
     WORKER_NAME_RE,
+    Nack,
     NotifyHealth,
     Outcome,
     Routes,
@@ -79,6 +88,17 @@ class _Page:
         self.finishing = False
         self.last_beat = time.monotonic()  # receive itself was a heartbeat
         self.deliveries: list[AsyncDelivery] = []
+        self.lock = _concurrency_async.Lock()
+        self.claimed = -1  # deliveries[: claimed + 1] are marked started in the database
+        self.claimed_at = time.monotonic()
+        self.started = -1  # deliveries[: started + 1] have started (or count as such)
+        self.first_start = 0.0
+        self.chunk = 1  # events marked by the last mark (doubles while they start quickly)
+        self.claim_seconds = 0.0  # time spent marking (not part of the handlers' pace)
+        self.cancelled: set[int] = set()  # cancelled after receive: never started
+        self.stop_ids: set[int] = set()  # asked to stop (request_stop)
+        self.released = False
+        self.releasing = False
 
     def mark_lost(self, how: str) -> None:
         if self.lost or self.finishing:
@@ -108,11 +128,16 @@ class AsyncDelivery:
         self._page = page
         self._consumer = consumer
         self._t0 = 0.0
+        self.index = 0
+        self.skipped = False
         self.running = False
         self._reported = False
         self._last_write = 0.0
         self._last_stage: str | None = None
         self._pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
+        self._verdict: str | None = None  # 'ack', 'retry' or 'dead' once the page is finished
+        self._failure: str | None = None  # why it was nacked
+        self._span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
 
     # -- the message ----------------------------------------------------------------------
 
@@ -158,6 +183,14 @@ class AsyncDelivery:
         """True once the batch was found taken over: stop working, the result will be dropped."""
         return self._page.lost
 
+    @property
+    def cancel_requested(self) -> bool:
+        """True once someone asked this running job to stop (``cancel(..., running=True)``).
+
+        Seen within about ``heartbeat_interval``.  Stop cleanly: return (the event is
+        acknowledged as handled) or raise (it is nacked)."""
+        return self.msg_id in self._page.stop_ids
+
     def __repr__(self) -> str:
         return f"<Delivery msg_id={self.msg_id} type={self.type!r} batch={self.batch_id}>"
 
@@ -169,11 +202,12 @@ class AsyncDelivery:
         *,
         stage: str | None = None,
         counters: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> bool:
         """Report progress (None keeps the last value); also a heartbeat of the batch.
 
         Writes at most every ``progress_interval`` per message (a changed stage or 100 % is
         written at once; the latest report is written by the heartbeat otherwise).
+        Returns True to go on, False when the job was asked to stop (:attr:`cancel_requested`).
         Raises :class:`BatchLost` when the batch was taken over by another worker."""
         if percent is not None and not 0 <= percent <= 100:
             raise ValueError(f"percent must be within 0..100, got {percent}")
@@ -193,6 +227,7 @@ class AsyncDelivery:
             await self._flush()
         if self._page.lost:
             raise BatchLost(f"batch {self.batch_id} was taken over by another worker")
+        return not self.cancel_requested
 
     async def heartbeat(self) -> None:
         """Heartbeat the batch now (the runtime does it every ``heartbeat_interval`` anyway).
@@ -305,7 +340,10 @@ class AsyncConsumer:
     ``message_timeout`` seconds a handler call may take (then it is nacked);
     ``poll_interval`` longest wait for a tick notification; ``heartbeat_interval`` keep it well
     under the queue's ``dead_interval`` (a third at most); ``transactional`` run the handlers of a
-    page in the transaction that acknowledges it (``msg.conn``), each in a savepoint.
+    page in the transaction that acknowledges it (``msg.conn``), each in a savepoint;
+    ``start_ahead`` seconds an event may count as started before its handler starts (quick
+    handlers are marked started in groups; 0: one round trip before every handler call) - for
+    that long ``cancel`` may refuse an event that has not started yet.
     """
 
     def __init__(
@@ -324,6 +362,7 @@ class AsyncConsumer:
         progress_interval: float = 0.5,
         transactional: bool = False,
         notify_miss_limit: int = 3,
+        start_ahead: float = 0.1,
     ) -> None:
         for what, number in (("max_messages", max_messages), ("concurrency", concurrency),
                              ("notify_miss_limit", notify_miss_limit)):
@@ -339,6 +378,8 @@ class AsyncConsumer:
                             ("progress_interval", progress_interval)):
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
+        if isinstance(start_ahead, bool) or not isinstance(start_ahead, (int, float)) or not 0 <= start_ahead <= 60:
+            raise ValueError(f"start_ahead must be within 0..60 seconds, got {start_ahead!r}")
         if transactional and concurrency != 1:
             raise ValueError("transactional consumers run one handler at a time (concurrency=1)")
         if transactional and message_timeout is not None and not _concurrency_async.CAN_CANCEL:
@@ -371,6 +412,8 @@ class AsyncConsumer:
         self.heartbeat_interval = heartbeat_interval
         self.progress_interval = progress_interval
         self.transactional = transactional
+        self.start_ahead = float(start_ahead)
+        self._pace: float | None = None  # seconds per handler start, measured over pages
         self.label = worker if worker is not None else host_label()
         self.stats = RunStats()
         self.health = NotifyHealth(notify_miss_limit)
@@ -490,7 +533,8 @@ class AsyncConsumer:
                     break
                 try:
                     batch = await self.client.receive(
-                        self.queue, self.consumer_name, max_messages=self.max_messages, worker=self.worker_name
+                        self.queue, self.consumer_name, max_messages=self.max_messages, worker=self.worker_name,
+                        start_first=self._ahead(),
                     )
                     if batch:
                         if polled and self.health.found_by_polling():
@@ -526,30 +570,55 @@ class AsyncConsumer:
 
     # -- one page -------------------------------------------------------------------------
 
+    def _ahead(self) -> int:
+        """How many events to mark started at once: those expected to start within half of
+        ``start_ahead`` (at least the ``concurrency`` that start at once)."""
+        if self.start_ahead <= 0:
+            return 0
+        if self._pace is None:
+            return self.concurrency
+        n = int(self.start_ahead / 2 / max(self._pace, 1e-7))
+        return max(self.concurrency, min(n, self.max_messages))
+
+    def _paced(self, page: _Page) -> None:
+        """Learn the pace of handler starts from a finished page."""
+        if page.released:
+            self._pace = self.start_ahead  # a slow handler: mark one event at a time for a while
+            return
+        n = page.started + 1
+        if n <= 0 or self.start_ahead <= 0:
+            return
+        pace = max(0.0, time.monotonic() - page.first_start - page.claim_seconds) / n
+        self._pace = pace if self._pace is None else 0.5 * self._pace + 0.5 * pace
+
     async def _handle(self, batch: AsyncBatch) -> None:
         assert batch.id is not None
         page = _Page(batch.id, self.queue, self.consumer_name)
+        page.claimed = min(self._ahead(), len(batch)) - 1
+        page.chunk = max(1, page.claimed + 1)
         self._page = page
+        acked = False
         try:
             if self.transactional:
-                await self._handle_in_transaction(batch, page)
+                acked = await self._handle_in_transaction(batch, page)
             else:
-                deliveries = [AsyncDelivery(m, page, self, None) for m in batch]
-                page.deliveries = deliveries
+                deliveries = self._deliveries(batch, page, None)
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
                 outcomes = await self._runner.run([self._thunk(u) for u in units], page.abandon)
                 if self._dropped(page, outcomes):
+                    await self._give_back(page)
                     return
-                await self._finish(page, units, outcomes, None)
+                acked = await self._finish(page, units, outcomes, None)
         finally:
             page.finishing = True
             self._page = None
+            self._paced(page)
+            _trace.settle(page.deliveries, acked)
 
-    async def _handle_in_transaction(self, batch: AsyncBatch, page: _Page) -> None:
+    async def _handle_in_transaction(self, batch: AsyncBatch, page: _Page) -> bool:
         try:
             async with self.client.connection() as conn, conn.transaction():
-                deliveries = [AsyncDelivery(m, page, self, conn) for m in batch]
-                page.deliveries = deliveries
+                deliveries = self._deliveries(batch, page, conn)
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
                 outcomes = await self._runner.run([self._thunk(u, conn) for u in units], page.abandon)
                 if self._runner.left_behind:
@@ -558,11 +627,89 @@ class AsyncConsumer:
                     # so the handler cannot write anything more; nothing of the page commits
                     await _concurrency_async.close_busy(conn)
                 if self._dropped(page, outcomes):
+                    await self._give_back(page)
                     raise _Dropped()
                 if not await self._finish(page, units, outcomes, conn):
                     raise _Dropped()
         except _Dropped:
-            pass
+            return False
+        return True
+
+    def _deliveries(self, batch: AsyncBatch, page: _Page, conn: AnyConn | None) -> list[AsyncDelivery]:
+        deliveries = [AsyncDelivery(m, page, self, conn) for m in batch]
+        for i, d in enumerate(deliveries):
+            d.index = i
+        page.deliveries = deliveries
+        return deliveries
+
+    def _starting(self, page: _Page, unit: Unit[AsyncDelivery]) -> int:
+        """Note that the unit's events start now; the index to mark up to (-1: marked already).
+
+        No I/O: the common case (marked already, in a group) costs no await at all."""
+        items = unit.items
+        top = items[-1].index if len(items) == 1 else max(d.index for d in items)
+        if top > page.started:
+            page.started = top  # first: a release (heartbeat side) never moves the frontier below it
+        if not page.first_start:
+            page.first_start = time.monotonic()
+        return top if top > page.claimed or page.releasing else -1
+
+    async def _claim(self, page: _Page, top: int) -> None:
+        """Mark the events up to ``top`` started (and a group after it, at the measured pace)."""
+        async with page.lock:
+            if top <= page.claimed:
+                return
+            t0 = time.monotonic()
+            # the events marked last started within half the window: mark twice as many
+            quick = self.start_ahead > 0 and t0 - page.claimed_at < self.start_ahead / 2
+            page.chunk = max(self._ahead(), page.chunk * 2 if quick else 1)
+            upto = min(len(page.deliveries) - 1, max(top, page.started + page.chunk))
+            gone = await self.client.mark_started(page.deliveries[upto].message)
+            if gone is None:
+                page.mark_lost("start refused")
+                raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
+            page.cancelled.update(gone)
+            page.claimed = upto
+            page.claimed_at = time.monotonic()
+            page.claim_seconds += page.claimed_at - t0
+
+    def _live(self, page: _Page, items: list[AsyncDelivery]) -> list[AsyncDelivery]:
+        """The items not cancelled after they were received (those are never started)."""
+        live = [d for d in items if d.msg_id not in page.cancelled]
+        for d in items:
+            if d.msg_id in page.cancelled:
+                d.skipped = True
+                log.info("%r: message %d was cancelled after it was received: not started", self, d.msg_id)
+        return live
+
+    async def _release(self, page: _Page) -> None:
+        """Move the start frontier back to what has started when marked events wait too long."""
+        if page.claimed <= page.started or time.monotonic() - page.claimed_at < self.start_ahead:
+            return
+        async with page.lock:
+            page.releasing = True  # before reading page.started (see _claim)
+            try:
+                back = min(page.started, page.claimed)
+                if page.claimed <= back or page.finishing or page.lost:
+                    return
+                to = page.deliveries[back].message if back >= 0 else None
+                got = await self.client.mark_started(to, back=True, batch_id=page.batch_id)
+                if got is None:
+                    page.mark_lost("start refused")
+                    return
+                page.claimed = back
+                page.released = True
+                self._pace = self.start_ahead
+            finally:
+                page.releasing = False
+
+    async def _give_back(self, page: _Page) -> None:
+        """An abandoned page (stop(abandon=True)) goes back as never started: the operator
+        stopped it, so no failed attempt is counted (a crash or a takeover counts one)."""
+        if page.lost or page.claimed < 0:
+            return
+        with contextlib.suppress(PglogqError, *_RECOVERABLE):
+            await self.client.mark_started(None, back=True, batch_id=page.batch_id)
 
     def _dropped(self, page: _Page, outcomes: list[Outcome]) -> bool:
         if page.lost:
@@ -582,18 +729,28 @@ class AsyncConsumer:
                 await self._beat(page, force=True)
             if page.lost:
                 raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
+            top = self._starting(page, unit)
+            if top >= 0:
+                await self._claim(page, top)
+            todo = unit
+            if page.cancelled:
+                live = self._live(page, unit.items)
+                if not live:
+                    return  # cancelled after it was received: acknowledged with the page, never run
+                if len(live) < len(unit.items):
+                    todo = Unit(unit.route, live, unit.error)
             started = datetime.now(timezone.utc)
             t0 = time.monotonic()
-            for d in unit.items:
+            for d in todo.items:
                 d.started_at, d._t0, d.running = started, t0, True
             try:
-                if unit.error is not None:
-                    raise UndecodableEvent(unit.error)
-                if unit.route is None:
-                    raise LookupError(f"no handler for event type {unit.items[0].type!r}")
+                if todo.error is not None:
+                    raise UndecodableEvent(todo.error)
+                if todo.route is None:
+                    raise LookupError(f"no handler for event type {todo.items[0].type!r}")
                 if conn is not None:
                     async with conn.transaction():
-                        await self._call(unit)
+                        await self._call(todo)
                         if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
                             # leaving the block with an error rolls back to the handler's savepoint
                             raise HandlerLeftTransactionFailed(
@@ -601,12 +758,19 @@ class AsyncConsumer:
                                 "error without rolling back to a savepoint): its work was rolled back"
                             )
                 else:
-                    await self._call(unit)
+                    await self._call(todo)
             finally:
-                for d in unit.items:
+                for d in todo.items:
                     d.running = False
 
-        return call
+        if _trace.tracer is None:
+            return call
+
+        async def traced() -> None:  # the handler call in its span (pglogq.contrib.otel)
+            with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
+                await call()
+
+        return traced
 
     async def _call(self, unit: Unit[AsyncDelivery]) -> None:
         assert unit.route is not None
@@ -619,29 +783,47 @@ class AsyncConsumer:
         self, page: _Page, units: list[Unit[AsyncDelivery]], outcomes: list[Outcome], conn: AnyConn | None
     ) -> bool:
         """Nack the failures and ack the page in one transaction; False when the batch was lost."""
-        failures: list[tuple[AsyncDelivery, str, RetryPolicy | None]] = []
+        failures: list[tuple[AsyncDelivery, str, Any, RetryPolicy | None]] = []
         ok = timed_out = 0
+        cancelled = 0
         for unit, outcome in zip(units, outcomes, strict=True):
+            skipped = sum(1 for d in unit.items if d.skipped)
+            cancelled += skipped
             if outcome[0] == OK:
-                ok += len(unit.items)
+                ok += len(unit.items) - skipped
+                for d in unit.items:
+                    if not d.skipped:
+                        d._verdict = "ack"
                 continue
+            exc = outcome[1]
+            after: Any = None
             if outcome[0] == TIMEOUT:
                 timed_out += len(unit.items)
-            elif outcome[1] is not None:
+            elif isinstance(exc, Nack):
+                # expected: one line; the traceback only for whoever debugs
+                log.warning("%r: nacked %s: %s", self, unit.items, exc.reason)
+                log.debug("%r: where the Nack of %s was raised", self, unit.items, exc_info=exc)
+                after = exc.retry_after
+            elif exc is not None:
                 log.warning("%r: handler failed for %s: %s", self, unit.items, failure_reason(outcome, None),
-                            exc_info=outcome[1])
+                            exc_info=exc)
             reason = failure_reason(outcome, self.message_timeout)
-            # the handler's own policy, else the consumer's (None: the server's rule for the type)
+            # a Nack's retry_after, else the handler's own policy, else the consumer's (None: the
+            # server's rule for the type)
             policy = unit.route.retry_policy if unit.route is not None else None
             policy = policy if policy is not None else self.retry_policy
-            failures.extend((d, reason, policy) for d in unit.items)
+            failures.extend((d, reason, after, policy) for d in unit.items if not d.skipped)
         page.finishing = True
         verdicts: list[str] = []
         try:
             async with self.client.connection(conn) as c, c.transaction():
-                for d, reason, policy in failures:
-                    delay = policy.delay(d.retry_count) if policy is not None else None
-                    verdicts.append(await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c))
+                for d, reason, after, policy in failures:
+                    delay = after
+                    if delay is None and policy is not None:
+                        delay = policy.delay(d.retry_count)
+                    d._verdict = await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
+                    d._failure = reason
+                    verdicts.append(d._verdict)
                 last = page.deliveries[-1].message if page.deliveries else None
                 await self.client.ack(page.batch_id, last=last, conn=c)
         except StaleBatch:
@@ -652,6 +834,7 @@ class AsyncConsumer:
         stats = self.stats
         stats.pages += 1
         stats.handled += ok
+        stats.cancelled += cancelled
         stats.failed += len(failures)
         stats.timed_out += timed_out
         stats.retried += verdicts.count("retry")
@@ -661,13 +844,15 @@ class AsyncConsumer:
     # -- heartbeat ------------------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
-        step = max(0.02, min(self.heartbeat_interval, self.progress_interval) / 2)
+        step = max(0.02, min(self.heartbeat_interval, self.progress_interval,
+                             self.start_ahead if self.start_ahead > 0 else float("inf")) / 2)
         while not self._hb_stop.is_set():
             await _concurrency_async.wait_event(self._hb_stop, step)
             page = self._page
             if page is None or page.finishing or page.lost:
                 continue
             try:
+                await self._release(page)
                 await self._beat(page)
             except (PglogqError, *_RECOVERABLE) as exc:
                 log.warning("%r: heartbeat of batch %d failed: %s", self, page.batch_id, exc)
@@ -680,6 +865,9 @@ class AsyncConsumer:
                 page.mark_lost("heartbeat refused")
                 return
             page.last_beat = max(page.last_beat, now)
+            running = [d.msg_id for d in page.deliveries if d.running and now - d._t0 >= self.heartbeat_interval]
+            if running:
+                page.stop_ids.update(await self.client.stop_requests(page.batch_id, running))
         for d in list(page.deliveries):
             if not d.running or page.lost:
                 continue

@@ -27,3 +27,17 @@ def is_embedded(dsn: str) -> bool:
     from pglogq.embedded import data_dir
 
     return str(data_dir()) in dsn
+
+
+def check_dsn(dsn: str, where: str) -> None:
+    """Refuse a DSN libpq cannot parse (a usage error: it can never connect), without echoing it
+    (it may hold a password)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0].replace(dsn, "<the DSN>")
+        raise ValueError(f"invalid DSN in {where}: {why}; use a URI (postgresql://user@host/db)"
+                         " or key=value pairs (host=... dbname=...)") from exc

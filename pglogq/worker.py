@@ -6,7 +6,9 @@ or a function without arguments that returns one.  Also runnable as
 
 SIGTERM or SIGINT finishes the page being handled (its handlers complete, then it is
 acknowledged) and exits; a second signal abandons the page unacknowledged (all of it comes back
-to the subscription).  Either way no page is ever half-acknowledged.
+to the subscription) and the process exits at once, without waiting for handler threads it left
+behind (nor for threads those started, e.g. a ThreadPoolExecutor's).  Either way no page is ever
+half-acknowledged.
 """
 
 from __future__ import annotations
@@ -140,6 +142,14 @@ def command(
 ) -> None:
     """Run the consumer MODULE:ATTR (e.g. myapp.handlers:consumer) until SIGTERM/SIGINT."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from pglogq.dsn import check_dsn
+
+    for given, where in ((dsn, "--dsn"), (None if dsn else os.environ.get("PGLOGQ_DSN"), "PGLOGQ_DSN")):
+        if given:
+            try:
+                check_dsn(given, where)
+            except ValueError as exc:
+                raise click.UsageError(str(exc)) from None
     if dsn:
         os.environ["PGLOGQ_DSN"] = dsn  # for consumers built at import with the DSN rule
     consumer = load_consumer(target)
@@ -149,6 +159,15 @@ def command(
     log.info("starting %r", consumer)
     stats = run_consumer(consumer, stop_when_idle=stop_when_idle, max_batches=max_batches)
     log.info("%s", _summary(consumer, stats))
+    if stats.abandoned_pages:
+        # asked twice: the page is abandoned and comes back anyway; handler threads left behind
+        # (and any non-daemon thread they started, which Python would join at exit) must not
+        # keep the process up until they return
+        log.warning("exiting now; %d abandoned page(s) come back to the subscription", stats.abandoned_pages)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 -- intervals) in the database that holds the pglogq schema (or schedule from the cron database
 -- with cron.schedule_in_database), and a role with pglogq_admin.  Install:
 --
---     psql "$PGLOGQ_DSN" -v ON_ERROR_STOP=1 -f ticker/pg_cron.sql
+--     pglogq psql -v ON_ERROR_STOP=1 -f ticker/pg_cron.sql    (or: psql "$(pglogq dsn)" ...)
 --
 -- then pick ONE of the two ticking options at the end.  Remove everything with:
 --

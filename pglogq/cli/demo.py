@@ -29,8 +29,9 @@ def demo(app: App, queue: str, events: int) -> None:
 
     Installs the schema (idempotent), recreates QUEUE, subscribes two consumers (billing,
     audit), sends one event with send and the rest with send_batch, ticks, lets each consumer
-    receive and acknowledge every event on its own (fan-out), and shows that the events are
-    stored once whatever the number of consumers.  Safe to run again.
+    receive and acknowledge every event on its own (fan-out), shows that the events are stored
+    once whatever the number of consumers, and unsubscribes its two consumers again (the queue
+    stays for `pglogq tail`; nothing is left behind for `status --check`).  Safe to run again.
 
     JSON: {"database": str, "queue": str, "sent": int, "stored_rows": int,
     "consumers": {name: {"received": int, "acked_batches": int, "all_events_once": bool}},
@@ -68,6 +69,10 @@ def demo(app: App, queue: str, events: int) -> None:
         results[name] = {"received": len(got), "acked_batches": batches, "all_events_once": got == sent}
     row = conn.execute(cq.STORED_EVENTS, (queue,)).fetchone()
     stored = int(row[0]) if row else 0
+    # leave nothing behind: a subscribed consumer nobody runs falls behind with every later send,
+    # makes `status --check` fail and, with a ticker running, holds back rotation
+    for name in CONSUMERS:
+        client.unsubscribe(queue, name, conn=conn)
     dbrow = conn.execute(cq.SERVER_INFO).fetchone()
     seconds = round(time.perf_counter() - t0, 3)
     ok = all(r["all_events_once"] for r in results.values()) and stored == len(sent)
@@ -84,9 +89,12 @@ def demo(app: App, queue: str, events: int) -> None:
         if t is not None:
             out.print(t)
         out.print(f"stored rows: {stored} (one copy of each event, read by {len(CONSUMERS)} consumers)")
+        out.print(f"consumers {', '.join(CONSUMERS)} unsubscribed again: nothing is left behind"
+                  f" (`pglogq status --check` stays green)")
         out.print(f"done in {seconds:.2f}s.  Next, try:")
         out.print("  pglogq status")
         out.print(f"  pglogq tail {queue} --tick        (and in another terminal:)")
         out.print(f"  pglogq send {queue} '{{\"order\": 99}}'")
+        out.print(f"  pglogq queue drop {queue} --yes      (when done)")
     if not ok:
         raise CliError("the demo did not deliver every event exactly once to each consumer", Exit.OTHER)

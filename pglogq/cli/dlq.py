@@ -156,22 +156,27 @@ def _progress(total: int) -> Progress:
 @dlq.command("replay-all")
 @click.argument("queue")
 @filter_options
+@click.option("--max", "max_", type=click.IntRange(1, 2**31 - 1), metavar="N",
+              help="Replay at most N dead letters, oldest first (default: all that match).")
 @yes_option
 @common_options
 @json_option
 @pass_app
 def replay_all(app: App, queue: str, consumer: str | None, type_: str | None, older_than: timedelta | None,
-               yes: bool) -> None:
+               max_: int | None, yes: bool) -> None:
     """Replay every dead letter of QUEUE that matches the filters (asks first).
 
     Each goes back to the consumer that dead-lettered it only, oldest first, at most as many
-    as were counted before asking; a dead letter replayed or purged meanwhile by someone else is
-    skipped.  Runs pglogq.dlq_replay_all in chunks, with a progress bar for long runs.
+    as were counted before asking (and at most --max); a dead letter replayed or purged
+    meanwhile by someone else is skipped.  Runs pglogq.dlq_replay_all in chunks, with a progress
+    bar for long runs.
 
-    JSON: {"queue": str, "matched": int, "replayed": int, "skipped": int}
+    JSON: {"queue": str, "matched": int, "replayed": int, "skipped": int} (matched: all that
+    match the filters; skipped: of the min(matched, --max) planned, those gone meanwhile)
     """
     f = _filters(queue, consumer, type_, older_than)
-    total = _count(app, f)
+    matched = _count(app, f)
+    total = matched if max_ is None else min(matched, max_)
     if total == 0:
         if app.json:
             emit_json({"queue": queue, "matched": 0, "replayed": 0, "skipped": 0})
@@ -192,7 +197,7 @@ def replay_all(app: App, queue: str, consumer: str | None, type_: str | None, ol
             bar.advance(task, n)
     skipped = total - replayed
     if app.json:
-        emit_json({"queue": queue, "matched": total, "replayed": replayed, "skipped": skipped})
+        emit_json({"queue": queue, "matched": matched, "replayed": replayed, "skipped": skipped})
     else:
         click.echo(f"replayed {replayed} dead letter(s) of {queue!r}"
                    + (f"; {skipped} were gone already" if skipped else ""))

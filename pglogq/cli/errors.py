@@ -135,13 +135,38 @@ def _schema_missing(exc: BaseException) -> bool:
     return False
 
 
+# The SQL API's hints name SQL functions and arguments; at the command line the same advice is
+# a command or an option.  Applied in order, to the text of a hint (never to a message).
+CLI_HINTS: list[tuple[str, str]] = [
+    ("pglogq.queue_info() lists the queues", "`pglogq queue list` lists the queues"),
+    ("pglogq.consumer_info(queue) lists its consumers", "`pglogq consumer list QUEUE` lists its consumers"),
+    ("to_position => 'earliest' or 'latest'", "--to earliest or --to latest"),
+    ("to_position => 'earliest'", "--to earliest"),
+    ("pglogq.seek(..., force => true)", "`pglogq consumer seek QUEUE CONSUMER --to ... --force --execute`"),
+    ("(force => true)", "(--force)"),
+    ("pass force => true", "pass --force"),
+    ("tick the queue (pglogq.force_tick)", "tick the queue (`pglogq ticker run --once`)"),
+    ("raise it with set_queue_config(queue, 'max_payload_bytes', ...)",
+     "raise it with `pglogq queue config QUEUE max_payload_bytes N`"),
+]
+
+
+def cli_hint(hint: str | None) -> str | None:
+    """A hint of the SQL API in the command line's terms."""
+    if not hint:
+        return hint
+    for sql_words, cli_words in CLI_HINTS:
+        hint = hint.replace(sql_words, cli_words)
+    return hint
+
+
 def to_cli_error(exc: BaseException) -> CliError:
     """One line in the user's terms, with the exit code of the error's class."""
     if isinstance(exc, CliError):
         return exc
     code = exit_code_for(exc)
     if isinstance(exc, pe.PglogqError):
-        return CliError(exc.message, code, hint=exc.hint)
+        return CliError(exc.message, code, hint=cli_hint(exc.hint))
     if code == Exit.SCHEMA and isinstance(exc, psycopg.Error):
         return CliError(
             "pglogq is not installed in this database (or is an older version)",
@@ -154,5 +179,5 @@ def to_cli_error(exc: BaseException) -> CliError:
     if isinstance(exc, psycopg.Error):
         diag = exc.diag
         msg = diag.message_primary or str(exc).strip().splitlines()[0]
-        return CliError(msg, code, hint=diag.message_hint)
+        return CliError(msg, code, hint=cli_hint(diag.message_hint))
     return CliError(f"{type(exc).__name__}: {exc}", code, hint="rerun with --debug for the traceback")

@@ -72,17 +72,21 @@ def ticker() -> None:
 
 
 def _register() -> None:
-    from pglogq.cli import consumer, demo, dlq, jobs, queue, receive, schema, send, status
+    from pglogq.cli import cancel, consumer, database, demo, dlq, jobs, queue, receive, schema, send, status
 
     main.add_command(schema.schema)
     main.add_command(queue.queue)
     main.add_command(consumer.consumer)
     main.add_command(send.send)
+    main.add_command(cancel.cancel)
     main.add_command(receive.receive)
     main.add_command(receive.tail)
     main.add_command(status.status)
     main.add_command(dlq.dlq)
     main.add_command(demo.demo)
+    main.add_command(database.dsn)
+    main.add_command(database.psql)
+    main.add_command(database.embedded)
     main.add_command(jobs.job)
     main.add_command(jobs.jobs)
     main.add_command(jobs.schedule)

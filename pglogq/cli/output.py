@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pglogq.cli import jsontext
+from pglogq.durations import format_duration
 
 
 def jsonable(value: Any) -> Any:
@@ -114,8 +115,12 @@ def table(
     title: str | None = None,
     right: Iterable[str] = (),
     empty: str | None = None,
+    overflow: str = "fold",
 ) -> Table | None:
-    """A compact rich table (or None, after printing ``empty``, when there are no rows)."""
+    """A compact rich table (or None, after printing ``empty``, when there are no rows).
+
+    ``overflow``: what a cell too wide for 80 columns does: ``fold`` (wrap, nothing lost) or
+    ``ellipsis`` (one line per row, cut with …: for overviews whose details are elsewhere)."""
     data = [[fmt(v) for v in r] for r in rows]
     if not data and empty is not None:
         click.echo(empty)
@@ -123,8 +128,11 @@ def table(
     align = set(right)
     t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left",
               title_style="bold", expand=False)
-    for c in columns:
-        t.add_column(c, justify="right" if c in align else "left", overflow="fold")
+    for i, c in enumerate(columns):
+        # with ellipsis only the text columns give way: numbers and durations keep their width
+        keep = max([len(c), *(len(r[i]) for r in data)]) if overflow != "fold" and c in align else None
+        t.add_column(c, justify="right" if c in align else "left", overflow=overflow,  # type: ignore[arg-type]
+                     no_wrap=keep is not None, min_width=keep)
     for r in data:
         t.add_row(*[Text(c) for c in r])  # cells are data, never rich markup
     return t
@@ -143,7 +151,7 @@ def fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, timedelta):
-        return duration(value)
+        return format_duration(value)  # a setting or an exact span: not rounded
     if isinstance(value, datetime):
         return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(value, (float, Decimal)):
@@ -156,22 +164,9 @@ def fmt(value: Any) -> str:
 
 
 def duration(value: timedelta | float | None) -> str:
-    """``1.2s``, ``3m05s``, ``2h10m``, ``4d3h``."""
-    if value is None:
-        return "-"
-    secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    sign = "-" if secs < 0 else ""
-    secs = abs(secs)
-    if secs < 10:
-        return f"{sign}{secs:.1f}s"
-    s = int(secs)
-    if s < 60:
-        return f"{sign}{s}s"
-    if s < 3600:
-        return f"{sign}{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{sign}{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{sign}{s // 86400}d{s % 86400 // 3600}h"
+    """A measured age or lag, rounded for reading: ``6.2s``, ``3m5s``, ``2h10m``, ``4d3h``
+    (pglogq's one duration format, :mod:`pglogq.durations`)."""
+    return format_duration(value, rounded=True)
 
 
 def size(n: int | None) -> str:

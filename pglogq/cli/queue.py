@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -26,6 +27,19 @@ def parse_setting(text: str) -> tuple[str, str]:
     if not sep or not param.strip():
         raise click.BadParameter(f"expected PARAM=VALUE, got {text!r}", param_hint="'--set'")
     return param.strip(), value.strip()
+
+
+# settings whose 0 has a meaning of its own, said next to it
+ZERO_MEANS = {"max_consumer_lag": "off", "ticker_max_lag": "tick at once"}
+
+
+def setting_text(param: str, value: Any) -> str:
+    """A setting's value for people: durations in pglogq's one format (``6s``, ``1d``), which
+    ``--set`` and ``queue config`` accept back."""
+    text = fmt(value)
+    if isinstance(value, timedelta) and not value and param in ZERO_MEANS:
+        return f"{text} ({ZERO_MEANS[param]})"
+    return text
 
 
 def queue_config(app: App, name: str) -> dict[str, Any]:
@@ -64,13 +78,16 @@ def create(app: App, name: str, settings: tuple[str, ...]) -> None:
     pairs = [parse_setting(s) for s in settings]
     with app.conn.transaction():  # all or nothing
         created = app.client.create_queue(name, conn=app.conn)
-        applied = {p: app.client.set_queue_config(name, p, v, conn=app.conn) for p, v in pairs}
+        for p, v in pairs:
+            app.client.set_queue_config(name, p, v, conn=app.conn)
+    cfg = queue_config(app, name) if pairs else {}
+    applied = {p: cfg.get(p) for p, _v in pairs}
     if app.json:
         emit_json({"queue": name, "created": created, "config": applied})
         return
     click.echo(f"queue {name!r} created" if created else f"queue {name!r} exists already (nothing created)")
-    for p, v in applied.items():
-        click.echo(f"  {p} = {v}")
+    for p, shown in applied.items():
+        click.echo(f"  {p} = {setting_text(p, shown)}")
 
 
 @queue.command()
@@ -145,11 +162,12 @@ def config(app: App, name: str, param: str | None, value: str | None) -> None:
     {"queue": str, "param": str, "value": str}
     """
     if param is not None and value is not None:
-        new = app.client.set_queue_config(name, param, value, conn=app.conn)
+        app.client.set_queue_config(name, param, value, conn=app.conn)
+        new = queue_config(app, name).get(param)
         if app.json:
             emit_json({"queue": name, "param": param, "value": new})
         else:
-            click.echo(f"{name}: {param} = {new}")
+            click.echo(f"{name}: {param} = {setting_text(param, new)}")
         return
     cfg = queue_config(app, name)
     if param is not None:
@@ -160,7 +178,7 @@ def config(app: App, name: str, param: str | None, value: str | None) -> None:
     if app.json:
         emit_json({"queue": name, "config": cfg})
         return
-    print_table(["parameter", "value"], [[k, fmt(v)] for k, v in cfg.items()])
+    print_table(["parameter", "value"], [[k, setting_text(k, v)] for k, v in cfg.items()])
 
 
 def _pause(app: App, name: str, paused: bool) -> None:

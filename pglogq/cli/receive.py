@@ -57,9 +57,9 @@ def receive_raw(
     return pglogq.Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, client)
 
 
-def _message_json(m: Message) -> dict[str, Any]:
+def _message_json(m: Message, peek: bool = False) -> dict[str, Any]:
     return {
-        "batch_id": m.batch_id, "msg_id": m.msg_id, "type": m.type, "payload": m.payload,
+        "batch_id": None if peek else m.batch_id, "msg_id": m.msg_id, "type": m.type, "payload": m.payload,
         "headers": m.headers, "retry_count": m.retry_count, "created_at": m.created_at,
         "priority": m.priority,
     }
@@ -73,10 +73,10 @@ def _print_messages(msgs: list[Message]) -> None:
     )
 
 
-def _show_page(app: App, msgs: list[Message], first: bool) -> None:
+def _show_page(app: App, msgs: list[Message], first: bool, peek: bool = False) -> None:
     """Print one page: rows of a table, or elements of the JSON array (opened by the first)."""
     if app.json:
-        inner = jsontext.dumps(jsonable([_message_json(m) for m in msgs]), indent=2)[2:-2]  # without "[\n", "\n]"
+        inner = jsontext.dumps(jsonable([_message_json(m, peek) for m in msgs]), indent=2)[2:-2]  # without "[\n", "\n]"
         click.echo(("[\n" if first else ",\n") + inner, nl=False)
     else:
         _print_messages(msgs)
@@ -109,7 +109,7 @@ def _left(step: str, done: int, page: int, *, refused: bool = False) -> str:
 @click.option("--max", "max_", type=click.IntRange(1, 100000), default=100, show_default=True,
               help="Receive at most this many events.")
 @click.option("--peek", is_flag=True,
-              help="Show the current page without acknowledging it (the consumer gets it again).")
+              help="Show the next page without opening a batch or acknowledging (nothing changes).")
 @click.option("--worker", metavar="NAME", help="Receive as cooperating worker NAME of the consumer.")
 @common_options
 @json_option
@@ -120,11 +120,12 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
     Page by page, each page is printed (and flushed) first and acknowledged after: what is
     shown is consumed, and only that.  After an error, a closed stdout or Ctrl-C nothing more
     is acknowledged, and the message says how many events were shown and acknowledged.  With
-    --peek the current page is shown and left unacknowledged.  Only ticked events are
+    --peek the next page is shown and nothing changes: no batch is opened (a worker's open
+    batch is shown as it is), nothing is acknowledged.  Only ticked events are
     delivered (a ticker must run: `pglogq ticker run`).  Payloads are printed exactly as
     PostgreSQL stores them.
 
-    JSON: [{"batch_id", "msg_id", "type", "payload", "headers", "retry_count", "created_at",
+    JSON: [{"batch_id" (null with --peek), "msg_id", "type", "payload", "headers", "retry_count", "created_at",
     "priority"}]
     """
     done = 0  # events printed and acknowledged
@@ -134,12 +135,18 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
     try:
         while done < max_:
             step = _Step.RECEIVING
-            batch = receive_raw(app.client, app.conn, queue, consumer, min(PAGE, max_ - done), worker)
+            if peek:
+                # receive in a transaction that is rolled back: the page is shown and no batch
+                # stays open (nothing blocks `consumer seek`, nothing counts as seen)
+                with app.conn.transaction(force_rollback=True):
+                    batch = receive_raw(app.client, app.conn, queue, consumer, min(PAGE, max_ - done), worker)
+            else:
+                batch = receive_raw(app.client, app.conn, queue, consumer, min(PAGE, max_ - done), worker)
             if not batch:
                 break
             page = len(batch)
             step = _Step.PRINTING
-            _show_page(app, batch.messages, not opened)
+            _show_page(app, batch.messages, not opened, peek)
             opened = True
             flush_stdout()
             if peek:
@@ -178,7 +185,8 @@ def receive(app: App, queue: str, consumer: str, max_: int, peek: bool, worker: 
     if not done:
         click.echo("no events (nothing ticked since the last batch)")
         return
-    click.echo(f"{done} event(s) " + ("shown, not acknowledged (--peek)" if peek else "received and acknowledged"))
+    click.echo(f"{done} event(s) " + ("shown (--peek: no batch opened, nothing acknowledged)" if peek
+                                      else "received and acknowledged"))
 
 
 def _close_array(app: App, opened: bool) -> None:

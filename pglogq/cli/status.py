@@ -14,12 +14,13 @@ from rich.text import Text
 from pglogq.cli import queries as cq
 from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.errors import CliError, Exit
-from pglogq.cli.output import ago, console, duration, emit_json, emit_json_line, fmt, jsonable, size, table
+from pglogq.cli.output import ago, console, duration, emit_json, emit_json_line, jsonable, short, size, table
 from pglogq.cli.params import Seconds, duration_callback
 from pglogq.models import ConsumerInfo, QueueInfo
 
 
-def collect(app: App, queue: str | None, stall_after: timedelta, stale_after: timedelta) -> dict[str, Any]:
+def collect(app: App, queue: str | None, stall_after: timedelta, stale_after: timedelta,
+            silent_after: timedelta = timedelta(minutes=1)) -> dict[str, Any]:
     """Everything status shows, as plain data (the --json document)."""
     client, conn = app.client, app.conn
     queues = client.queue_info(queue, conn=conn)
@@ -43,8 +44,31 @@ def collect(app: App, queue: str | None, stall_after: timedelta, stale_after: ti
         "consumers": consumers,
         "in_flight": in_flight,
         "ticker_last_run": ticker_last_run,
-        "warnings": warnings(queues, consumers, stall_after, stale_after),
+        "warnings": warnings(queues, consumers, stall_after, stale_after)
+                    + silent_workers(in_flight or [], silent_after),
     }
+
+
+def silent_workers(in_flight: list[dict[str, Any]], silent_after: timedelta) -> list[dict[str, Any]]:
+    """A worker with an event in flight that has not reported (heartbeat or progress) for
+    ``silent_after``: hung, stopped (SIGSTOP, a debugger) or cut off; its batch is taken over
+    only once another worker asks after the queue's dead_interval."""
+    worst: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in in_flight:
+        silent = r.get("silent_for")
+        if not isinstance(silent, timedelta) or silent <= silent_after:
+            continue
+        key = (str(r.get("queue_name")), str(r.get("consumer_name")), str(r.get("worker")))
+        if key not in worst or silent > worst[key]["silent_for"]:
+            worst[key] = {"silent_for": silent, "msg_id": r.get("msg_id"), "count": 0}
+        worst[key]["count"] += 1
+    out = []
+    for (q, c, w), info in sorted(worst.items()):
+        out.append({"kind": "worker_silent", "queue": q, "consumer": c,
+                    "message": f"worker {w} of {c} on {q}: silent for {duration(info['silent_for'])} with"
+                               f" {info['count']} event(s) in flight (msg {info['msg_id']});"
+                               " hung or stopped? its batch is taken over after the queue's dead_interval"})
+    return out
 
 
 def warnings(queues: list[QueueInfo], consumers: list[ConsumerInfo], stall_after: timedelta,
@@ -80,7 +104,7 @@ def render(data: dict[str, Any]) -> Group:
         ["queue", "ev/s", "last tick", "unticked", "size", "dead", "retry"],
         [[q.queue_name + (" (paused)" if q.paused else ""), q.events_per_second, duration(q.last_tick_age),
           q.pending_estimate, size(q.size_bytes), q.dead_letters, q.retry_depth] for q in data["queues"]],
-        title="Queues", right=["ev/s", "last tick", "unticked", "size", "dead", "retry"],
+        title="Queues", right=["ev/s", "last tick", "unticked", "size", "dead", "retry"], overflow="ellipsis",
     )
     parts.append(q_tab if data["queues"] else Text("no queues"))
     if data["consumers"]:
@@ -88,11 +112,17 @@ def render(data: dict[str, Any]) -> Group:
             ["queue", "consumer", "lag", "events", "pending", "seen", "open"],
             [[c.queue_name, c.consumer_name, duration(c.lag), c.lag_events, c.pending_events,
               ago(c.last_seen), c.open_batches] for c in data["consumers"]],
-            title="Consumers", right=["lag", "events", "pending", "seen", "open"],
+            title="Consumers", right=["lag", "events", "pending", "seen", "open"], overflow="ellipsis",
         ))
     if data["in_flight"]:
-        cols = list(data["in_flight"][0].keys())
-        parts.append(table(cols, [[fmt(r[c]) for c in cols] for r in data["in_flight"]], title="In flight"))
+        # the columns that fit 80: who, what, for how long, how far; the rest is in --json
+        parts.append(table(
+            ["consumer", "worker", "msg", "running", "silent", "progress"],
+            [[f"{r.get('queue_name')}/{r.get('consumer_name')}", short(str(r.get("worker") or "-"), 22),
+              r.get("msg_id"), duration(r.get("running_for")), duration(r.get("silent_for")),
+              _progress(r)] for r in data["in_flight"]],
+            title="In flight", right=["msg", "running", "silent"], overflow="ellipsis",
+        ))
     if data["warnings"]:
         for w in data["warnings"]:
             parts.append(Text(("! " if w["kind"] != "paused" else "- ") + w["message"],
@@ -104,6 +134,13 @@ def render(data: dict[str, Any]) -> Group:
         if p is not None:
             spaced += [p, Text("")]
     return Group(*spaced[:-1])
+
+
+def _progress(r: dict[str, Any]) -> str:
+    pct = r.get("percent")
+    stage = r.get("stage")
+    text = " ".join(x for x in (f"{float(pct):.0f}%" if pct is not None else "", str(stage) if stage else "") if x)
+    return short(text, 20) if text else "-"
 
 
 def to_json(data: dict[str, Any]) -> dict[str, Any]:
@@ -125,30 +162,33 @@ def to_json(data: dict[str, Any]) -> dict[str, Any]:
               help="Warn when committed events have waited this long for a tick.")
 @click.option("--stale-after", callback=duration_callback, default="5m", show_default=True, metavar="DURATION",
               help="Warn when a consumer that is behind has not been seen for this long.")
+@click.option("--silent-after", callback=duration_callback, default="1m", show_default=True, metavar="DURATION",
+              help="Warn when a worker with an event in flight has not reported for this long.")
 @click.option("--check", is_flag=True, help="Exit 11 when there is a warning (for monitoring scripts).")
 @common_options
 @json_option
 @pass_app
 def status(app: App, queue: str | None, watch: float | None, count: int | None, stall_after: timedelta,
-           stale_after: timedelta, check: bool) -> None:
+           stale_after: timedelta, silent_after: timedelta, check: bool) -> None:
     """Show queues, consumers, in-flight events, ticker health and blocked rotation.
 
     Queues: event rate, age of the last tick, events not ticked yet, size on disk, dead
     letters.  Consumers: lag (time and events), pending events, last seen, open batches.
     In flight (when the pglogq.in_flight view exists): each running event with its worker
     and progress.  Warnings: no tick while events wait (is a ticker running?), rotation
-    blocked and by what, consumers behind and silent.
+    blocked and by what, consumers behind and silent, workers silent with an event in flight.
 
     JSON: {"queues": [queue list objects], "consumers": [consumer list objects],
     "in_flight": [objects]|null, "ticker_last_run": str|null,
     "warnings": [{"kind", "queue", "consumer", "message"}]}; with --watch one compact
-    document per line.  Warning kinds: ticker_stalled, rotation_blocked, consumer_stale, paused.
+    document per line.  Warning kinds: ticker_stalled, rotation_blocked, consumer_stale,
+    worker_silent, paused.
     """
     n = 0
     data: dict[str, Any] = {}
     try:
         while True:
-            data = collect(app, queue, stall_after, stale_after)
+            data = collect(app, queue, stall_after, stale_after, silent_after)
             n += 1
             if app.json:
                 (emit_json_line if watch else emit_json)(to_json(data))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from typing import Any
@@ -11,7 +12,8 @@ import click
 
 from pglogq.tickerd import logs
 from pglogq.tickerd.daemon import Daemon, run_once
-from pglogq.tickerd.settings import Settings, load_settings, parse_duration
+from pglogq.tickerd.logs import emit
+from pglogq.tickerd.settings import Settings, describe, load_settings, parse_duration
 
 
 class _Duration(click.ParamType):  # type: ignore[type-arg]
@@ -39,9 +41,11 @@ class _DsnOption(click.Option):
         return super().type_cast_value(ctx, value)
 
 EPILOG = """\b
-Environment: PGLOGQ_DSN, and PGLOGQ_TICKER_<SETTING> for every option (e.g.
-PGLOGQ_TICKER_BUSY_INTERVAL=5ms, PGLOGQ_TICKER_METRICS_PORT=9187).  Precedence: command line,
-then --env-file (re-read on SIGHUP), then the environment.
+Environment: PGLOGQ_DSN, and PGLOGQ_TICKER_<OPTION> for every option, named as the option
+(--interval: PGLOGQ_TICKER_INTERVAL=5ms, --max-backoff: PGLOGQ_TICKER_MAX_BACKOFF=1m,
+--metrics-port: PGLOGQ_TICKER_METRICS_PORT=9187); an unknown PGLOGQ_TICKER_* is refused.
+Precedence: command line, then --env-file (re-read on SIGHUP), then the environment.  The
+effective configuration is logged at start (event "config").
 \b
 Signals: SIGTERM/SIGINT stop cleanly; SIGHUP re-reads the settings and reconnects.
 Exit codes: 0 ok; 1 database error (--once); 2 usage; 3 database refused (restored into a
@@ -49,7 +53,7 @@ cluster whose transaction ids are behind, --once).
 """
 
 
-@click.command("run", epilog=EPILOG)
+@click.command("run", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--dsn", "dsn", cls=_DsnOption, multiple=True, metavar="DSN",
               help="Database to tick (repeat for several). Default: PGLOGQ_DSN, else the embedded server.")
 @click.option("--once", is_flag=True, help="One pass (restore check, due maintenance, one tick) and exit.")
@@ -59,7 +63,7 @@ cluster whose transaction ids are behind, --once).
               help="key=value lines (default) or JSON lines.")
 @click.option("--metrics-port", type=int, default=None, help="Serve /metrics and /healthz on this port.")
 @click.option("--metrics-host", default=None, help="Address for the metrics server (default 127.0.0.1).")
-@click.option("--interval", "busy_interval", type=DURATION, default=None,
+@click.option("--interval", "--busy-interval", "busy_interval", type=DURATION, default=None,
               help="Poll interval while events flow (default 5ms).")
 @click.option("--idle-interval", type=DURATION, default=None,
               help="Longest poll interval when idle (default 200ms).")
@@ -71,7 +75,7 @@ cluster whose transaction ids are behind, --once).
               help="How often to try rotation and pruning per queue (default 5s).")
 @click.option("--standby-retry", type=DURATION, default=None,
               help="How often a standby tries to become active (default 1s).")
-@click.option("--max-backoff", "backoff_max", type=DURATION, default=None,
+@click.option("--max-backoff", "--backoff-max", "backoff_max", type=DURATION, default=None,
               help="Longest delay between reconnection attempts (default 30s).")
 @click.option("--env-file", type=click.Path(dir_okay=False), default=None,
               envvar="PGLOGQ_TICKER_ENV_FILE", help="KEY=VALUE file of settings, re-read on SIGHUP.")
@@ -93,6 +97,7 @@ def command(dsn: tuple[str, ...], once: bool, env_file: str | None, **options: A
     except (ValueError, OSError) as exc:
         raise click.UsageError(str(exc)) from exc
     logs.configure(settings.log_level, settings.log_format)
+    emit(logging.INFO, "config", "effective configuration", **describe(settings))
     try:
         code = asyncio.run(run_once(settings) if once else Daemon(settings, reload=load).serve())
     except KeyboardInterrupt:

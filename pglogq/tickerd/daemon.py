@@ -139,6 +139,9 @@ class Daemon:
         logs.configure(new.log_level, new.log_format)
         emit(logging.INFO, "reload", "SIGHUP: settings re-read; reconnecting",
              databases=",".join(labels_for(new.dsns)))
+        from pglogq.tickerd.settings import describe
+
+        emit(logging.INFO, "config", "effective configuration", **describe(new))
         await self._stop_engines()
         self.settings = new
         self._start_engines()

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
+from pglogq.durations import format_duration
+
 DEFAULT_MAX_LAG = timedelta(seconds=30)
 DEFAULT_MAX_TICK_AGE = timedelta(minutes=5)
 
@@ -33,12 +35,7 @@ class QueueLike(Protocol):
 
 
 def _human(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    if seconds < 120:
-        return f"{delta.total_seconds():.0f}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+    return format_duration(delta, rounded=True)
 
 
 def ticker_stalled(

@@ -30,7 +30,8 @@ QUEUE_GAUGES: list[tuple[str, str, int]] = [
     ("last_tick_id", "Id of the queue's latest tick.", 2),
     ("last_tick_age_seconds", "Seconds since the queue's latest tick (keep-alive ticks included).", 3),
     ("tick_lag_seconds", "Age of the oldest committed event not yet covered by a tick (0: none).", 4),
-    ("events_per_second", "Events per second over the last minute of ticks.", 5),
+    ("events_per_second",
+     "Events ticked per second over the last minute of wall-clock time (0 a minute after sends stop).", 5),
     ("pending_events", "Events sent since the latest tick (estimate).", 6),
     ("consumers", "Number of consumers.", 7),
     ("retry_depth", "Nacked events waiting for their retry.", 8),
@@ -72,7 +73,7 @@ class TickerCollector(Collector):
         self._engines = engines
         self._timeout = timeout
 
-    def _read(self, dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    def _read(self, dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         with psycopg.connect(
             dsn, autocommit=True, connect_timeout=max(1, round(self._timeout)),
             application_name="pglogq-ticker metrics",
@@ -80,7 +81,8 @@ class TickerCollector(Collector):
             conn.execute(q.SESSION_TIMEOUTS, (f"{int(self._timeout * 1000)}ms", f"{int(self._timeout * 1000)}ms"))
             queues = conn.execute(q.QUEUE_INFO).fetchall()
             consumers = conn.execute(q.CONSUMER_INFO).fetchall()
-        return queues, consumers
+            workers = conn.execute(q.IN_FLIGHT_SILENCE).fetchall()
+        return queues, consumers, workers
 
     def collect(self) -> Iterator[Metric]:
         engines = list(self._engines())
@@ -111,6 +113,13 @@ class TickerCollector(Collector):
         clabels = [*db, "queue", "consumer"]
         consumer_g = {name: GaugeMetricFamily(f"pglogq_consumer_{name}", doc, labels=clabels)
                       for name, doc, _ in CONSUMER_GAUGES}
+        wlabels = [*db, "queue", "consumer", "worker"]
+        silent = GaugeMetricFamily(
+            "pglogq_worker_silent_seconds",
+            "Seconds since a worker with events in flight last reported (heartbeat or progress); a hung or"
+            " stopped worker grows it (pglogq status: worker_silent).", labels=wlabels)
+        in_flight = GaugeMetricFamily("pglogq_worker_in_flight_events", "Events a worker reports as being handled.",
+                                      labels=wlabels)
         now = time.time()
         for e in engines:
             st = e.stats
@@ -127,7 +136,7 @@ class TickerCollector(Collector):
             if st.last_poll_at is not None:
                 poll_age.add_metric(lab, max(0.0, now - st.last_poll_at))
             try:
-                queues, consumers = self._read(e.dsn)
+                queues, consumers, workers = self._read(e.dsn)
             except psycopg.Error:
                 scrape_ok.add_metric(lab, 0.0)
                 continue
@@ -142,10 +151,15 @@ class TickerCollector(Collector):
                 cl = [e.label, row[0], row[1]]
                 for name, _, col in CONSUMER_GAUGES:
                     consumer_g[name].add_metric(cl, _num(row[col]))
+            for row in workers:
+                wl = [e.label, row[0], row[1], str(row[2] or "")]
+                silent.add_metric(wl, _num(row[3]))
+                in_flight.add_metric(wl, _num(row[4]))
         yield from (up, active, refused, polls, ticks, errors, reconnects, maint, poll_age, scrape_ok)
         yield from queue_g.values()
         yield from (paused, blocked)
         yield from consumer_g.values()
+        yield from (silent, in_flight)
 
 
 def health(engines: Iterable[Engine]) -> tuple[bool, dict[str, Any]]:

@@ -46,3 +46,8 @@ CONSUMER_INFO: LiteralString = (
     " retry_depth, dead_letters"
     " FROM pglogq.consumer_info(NULL, NULL)"
 )
+# workers with events in flight: the longest silence (no heartbeat, no progress) of each
+IN_FLIGHT_SILENCE: LiteralString = (
+    "SELECT queue_name, consumer_name, worker, extract(epoch FROM max(silent_for))::float8, count(*)"
+    " FROM pglogq.in_flight GROUP BY 1, 2, 3"
+)

@@ -2,8 +2,12 @@
 
 Precedence, highest first: a value given on the command line, the env file (``--env-file``,
 re-read on SIGHUP), the process environment, the default below.  Every setting ``name`` has
-the environment variable ``PGLOGQ_TICKER_<NAME>``; the database comes from ``--dsn`` (repeatable)
-or ``PGLOGQ_DSN``, else the embedded default (see :mod:`pglogq.dsn`).
+the environment variable ``PGLOGQ_TICKER_<NAME>``, and every command-line option ``--x-y`` the
+variable ``PGLOGQ_TICKER_X_Y`` (so ``--interval`` is ``PGLOGQ_TICKER_INTERVAL`` as well as
+``PGLOGQ_TICKER_BUSY_INTERVAL``; ``--max-backoff`` is ``PGLOGQ_TICKER_MAX_BACKOFF`` as well as
+``PGLOGQ_TICKER_BACKOFF_MAX``).  A ``PGLOGQ_TICKER_*`` variable that names no setting is refused
+(a misspelling must not be ignored).  The database comes from ``--dsn`` (repeatable) or
+``PGLOGQ_DSN``, else the embedded default (see :mod:`pglogq.dsn`).
 
 Durations are seconds, or a number with a unit: ``5ms``, ``0.2s``, ``1m``.
 """
@@ -16,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
+
+from pglogq.dsn import check_dsn
 
 ENV_PREFIX = "PGLOGQ_TICKER_"
 
@@ -107,6 +113,58 @@ def env_name(setting: str) -> str:
     return ENV_PREFIX + setting.upper()
 
 
+OPTION_ALIASES = {"interval": "busy_interval", "max_backoff": "backoff_max"}
+"""Command-line option names (``--interval``, ``--max-backoff``) that differ from their setting's."""
+NOT_SETTINGS = {"ENV_FILE"}
+"""``PGLOGQ_TICKER_ENV_FILE`` names the env file (read by the command, not a setting)."""
+
+
+def env_names() -> dict[str, str]:
+    """Every accepted ``PGLOGQ_TICKER_*`` variable → the setting it sets."""
+    out = {env_name(f.name): f.name for f in fields(Settings) if f.name != "dsns"}
+    out.update({env_name(alias): name for alias, name in OPTION_ALIASES.items()})
+    return out
+
+
+def check_env_names(merged: Mapping[str, str]) -> None:
+    """Refuse a ``PGLOGQ_TICKER_*`` variable that names no setting, saying what it might mean."""
+    import difflib
+
+    known = env_names()
+    for key in sorted(merged):
+        if not key.startswith(ENV_PREFIX) or key in known or key[len(ENV_PREFIX):] in NOT_SETTINGS:
+            continue
+        close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else "see pglogq-ticker --help for the names"
+        raise ValueError(f"unknown setting {key}: {hint}")
+
+
+def describe(settings: Settings) -> dict[str, Any]:
+    """The effective settings as text (durations in pglogq's one format, DSNs without password),
+    for the start-up log line."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from pglogq.durations import format_duration
+
+    out: dict[str, Any] = {}
+    for f in fields(Settings):
+        value = getattr(settings, f.name)
+        if f.name == "dsns":
+            shown = []
+            for d in value:
+                try:
+                    parts = {k: v for k, v in conninfo_to_dict(d).items() if k != "password" and v is not None}
+                    shown.append(make_conninfo("", **parts))
+                except Exception:
+                    shown.append("<unparsable DSN>")
+            out["databases"] = " | ".join(shown)
+        elif f.name in _DURATIONS:
+            out[f.name] = format_duration(value)
+        else:
+            out[f.name] = str(value)
+    return out
+
+
 def read_env_file(path: str | Path) -> dict[str, str]:
     """``KEY=VALUE`` lines (``#`` comments, optional quotes, optional ``export``), as systemd's
     ``EnvironmentFile=`` reads them."""
@@ -139,6 +197,8 @@ def load_settings(
     merged: dict[str, str] = dict(os.environ if env is None else env)
     if env_file:
         merged.update(read_env_file(env_file))
+    check_env_names(merged)
+    aliases = {name: alias for alias, name in OPTION_ALIASES.items()}
     values: dict[str, Any] = {}
     for f in fields(Settings):
         if f.name == "dsns":
@@ -146,6 +206,8 @@ def load_settings(
         given = cli.get(f.name)
         if given is None and env_name(f.name) in merged:
             given = merged[env_name(f.name)]
+        if given is None and f.name in aliases and env_name(aliases[f.name]) in merged:
+            given = merged[env_name(aliases[f.name])]
         if given is None:
             continue
         if f.name in _DURATIONS:
@@ -159,8 +221,11 @@ def load_settings(
         else:
             values[f.name] = str(given)
     dsns = tuple(d for d in (cli.get("dsns") or ()) if d)
+    where = "--dsn"
     if not dsns and merged.get("PGLOGQ_DSN"):
-        dsns = (merged["PGLOGQ_DSN"],)
+        dsns, where = (merged["PGLOGQ_DSN"],), "PGLOGQ_DSN"
+    for d in dsns:
+        check_dsn(d, where)
     if not dsns and resolve_default_dsn:
         from pglogq.dsn import resolve_dsn
 

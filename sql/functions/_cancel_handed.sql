@@ -3,12 +3,14 @@
 -- Parameters: queue_id; ev_txid, ev_id, ev_priority  the event row (its original, ev_owner NULL)
 -- Returns:    true when the event was handed to a consumer that still exists.
 -- Raises:     nothing.
--- Tables:     subscription, tick, handed_run (read).
--- Handed means returned by receive in a page (to the consumer or one of its workers), or
--- acknowledged.  A consumer hands itself what its cursor moves through by receiving: the events
+-- Tables:     subscription, tick, handed_run, attempt (read).
+-- Handed means that a handler has started on it: in the part of a page up to the holder's
+-- handler-start frontier (started_*: the whole page for a receiver that does not mark starts,
+-- the events it marked with mark_started for one that does), or acknowledged, or started
+-- before a crash (an attempt row).  A consumer hands itself what its cursor moves through by receiving: the events
 -- visible in its cursor tick and not visible where its current run started (handed_from: set by
 -- subscribe, seek and retention), minus the part of an open batch after the page receive
--- returned last; plus the runs that ended at an earlier jump (handed_run).  A cursor that
+-- returned last, or after the start frontier; plus the runs that ended at an earlier jump (handed_run).  A cursor that
 -- jumps past an event (subscribe after it, seek forward, retention) does not hand it.  When a
 -- seek or retention drops an open batch, the whole dropped batch counts as handed.
 CREATE OR REPLACE FUNCTION pglogq._cancel_handed(queue_id integer, ev_txid xid8, ev_id bigint, ev_priority integer)
@@ -28,11 +30,16 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
                   AND pg_visible_in_snapshot(_cancel_handed.ev_txid, tc.tick_snapshot)
                   AND NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, tp.tick_snapshot)
                   AND pglogq._page_position(h, _cancel_handed.ev_priority, _cancel_handed.ev_txid,
-                                            _cancel_handed.ev_id) = 1))
+                                            _cancel_handed.ev_id, true) = 1))
         OR EXISTS (
         SELECT 1 FROM pglogq.subscription c
           JOIN pglogq.handed_run r ON r.sub_id = c.sub_id
          WHERE c.queue_id = _cancel_handed.queue_id AND c.parent_id IS NULL
            AND pg_visible_in_snapshot(_cancel_handed.ev_txid, r.to_snap)
-           AND (r.from_snap IS NULL OR NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, r.from_snap)));
+           AND (r.from_snap IS NULL OR NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, r.from_snap)))
+        OR EXISTS (
+        SELECT 1 FROM pglogq.attempt a
+          JOIN pglogq.subscription s ON s.sub_id = a.sub_id
+         WHERE s.queue_id = _cancel_handed.queue_id AND a.msg_id = _cancel_handed.ev_id
+           AND a.ev_txid = _cancel_handed.ev_txid);
 $$;

@@ -4,7 +4,7 @@
 --             true when the holder itself closes it (ack, receive), false when another party
 --             does (takeover, seek, retention)
 -- Returns:    the id of the batch closed, NULL when the holder had none open.
--- Tables:     subscription (update of the holder), progress (its rows deleted).
+-- Tables:     subscription (update of the holder), progress, attempt (its rows deleted).
 -- Clears the batch and its page state; the consumer's cursor already stands past the batch (it
 -- moved when the batch was taken), so what was not acknowledged is dropped for this consumer
 -- unless the caller moves the cursor back (seek).  Every path that ends a batch goes through
@@ -24,9 +24,12 @@ BEGIN
        SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
            batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
            page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,
+           page_marks = NULL, started_prio = NULL, started_txid = NULL, started_id = NULL,
+           suspect_prio = NULL, suspect_txid = NULL, suspect_id = NULL, released_at = NULL,
            heartbeat_at = CASE WHEN seen THEN clock_timestamp() ELSE s.heartbeat_at END,
            last_seen = CASE WHEN seen THEN clock_timestamp() ELSE s.last_seen END
      WHERE s.sub_id = holder;
     DELETE FROM pglogq.progress p WHERE p.sub_id = holder;
+    DELETE FROM pglogq.attempt a WHERE a.sub_id = holder;
     RETURN closed;
 END $$;

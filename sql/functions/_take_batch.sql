@@ -4,11 +4,14 @@
 -- Returns:    h with its batch fields set (not yet written), or h unchanged when no batch is ready.
 -- Tables:     subscription (lock and update of the consumer row; takeover of a silent worker's
 --             batch, closed through _close_batch), progress (the silent worker's rows deleted),
+--             attempt (the silent worker's rows moved to h),
 --             tick (read), batch_seq (a new batch id).
 -- The batch id is the next value of pglogq.batch_seq, a plain unique number (see _holder); a
 -- batch taken over gets a new id, so the silent worker's id is refused from then on.
 -- A cooperating worker first takes over the open batch of a worker silent for longer than the
--- queue's dead_interval; otherwise the consumer's cursor moves past the new batch at once, and
+-- queue's dead_interval (or released by maintenance, which is the same condition, announced);
+-- the page handed out to the silent worker goes with it (its start frontier, so that receive
+-- counts the crash, and the crashes counted so far); otherwise the consumer's cursor moves past the new batch at once, and
 -- the open batch holds its place for rotation until it is acknowledged.  Ticks are merged into
 -- one batch up to batch_max_events events (counted by the ticks), but never across a tick that
 -- a producer transaction of the queue was open across (see docs/how-to/priority.md).
@@ -31,10 +34,11 @@ BEGIN
         SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
         SELECT * INTO d FROM pglogq.subscription s
          WHERE s.parent_id = consumer_id AND s.batch_id IS NOT NULL AND s.sub_id <> h.sub_id
-           AND s.heartbeat_at < clock_timestamp() - q.dead_interval
+           AND (s.heartbeat_at < clock_timestamp() - q.dead_interval OR s.released_at IS NOT NULL)
          ORDER BY s.batch_id LIMIT 1
            FOR NO KEY UPDATE SKIP LOCKED;
         IF FOUND THEN
+            UPDATE pglogq.attempt a SET sub_id = h.sub_id WHERE a.sub_id = d.sub_id;
             PERFORM pglogq._close_batch(d.sub_id);
             RAISE NOTICE 'worker "%" took over batch % of silent worker "%" (last heartbeat %)',
                 h.worker_name, d.batch_id, d.worker_name, d.heartbeat_at;
@@ -50,6 +54,13 @@ BEGIN
             h.page_end_txid := NULL;
             h.page_end_id := NULL;
             h.page_more := NULL;
+            h.page_marks := d.page_marks;
+            h.started_prio := d.started_prio;
+            h.started_txid := d.started_txid;
+            h.started_id := d.started_id;
+            h.suspect_prio := d.suspect_prio;
+            h.suspect_txid := d.suspect_txid;
+            h.suspect_id := d.suspect_id;
             RETURN h;
         END IF;
     ELSE
@@ -108,5 +119,12 @@ BEGIN
     h.page_end_txid := NULL;
     h.page_end_id := NULL;
     h.page_more := NULL;
+    h.page_marks := NULL;
+    h.started_prio := NULL;
+    h.started_txid := NULL;
+    h.started_id := NULL;
+    h.suspect_prio := NULL;
+    h.suspect_txid := NULL;
+    h.suspect_id := NULL;
     RETURN h;
 END $$;

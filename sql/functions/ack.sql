@@ -11,7 +11,8 @@
 --             nothing of this batch yet, or that page was acknowledged already.
 -- Raises:     PQ008 unknown batch; PQ009 not the current batch of its consumer/worker, or the
 --             page named by last_msg_id / last_txid is not the current unacknowledged page.
--- Tables:     subscription (update), progress (rows of the batch removed).
+-- Tables:     subscription (update), progress (rows of the batch removed), attempt (rows of the
+--             page's events removed).
 -- When the acknowledged page was the last of the batch, the batch is closed (_close_batch) and
 -- the next receive starts the next one; otherwise the next receive returns the next page.
 CREATE OR REPLACE FUNCTION pglogq.ack(batch_id bigint, last_msg_id bigint DEFAULT NULL, last_txid xid8 DEFAULT NULL)
@@ -42,9 +43,12 @@ BEGIN
         UPDATE pglogq.subscription s
            SET page_prio = h.page_end_prio, page_txid = h.page_end_txid, page_id = h.page_end_id,
                page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,
+               started_prio = NULL, started_txid = NULL, started_id = NULL, released_at = NULL,
                heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
          WHERE s.sub_id = h.sub_id;
         DELETE FROM pglogq.progress p WHERE p.sub_id = h.sub_id AND p.batch_id = ack.batch_id;
+        DELETE FROM pglogq.attempt a
+         WHERE a.sub_id = h.sub_id AND pglogq._page_position(h, a.ev_priority, a.ev_txid, a.msg_id) <= 0;
     ELSE
         PERFORM pglogq._close_batch(h.sub_id, true);
     END IF;

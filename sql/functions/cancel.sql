@@ -1,10 +1,13 @@
--- pglogq.cancel(queue_name, msg_id): withdraw an event that no consumer has been handed yet.
+-- pglogq.cancel(queue_name, msg_id): withdraw an event on which no consumer's handler has started.
 -- Parameters: queue_name; msg_id  an id returned by send/send_batch on that queue
 -- Returns:    true when the event will never be delivered: a delayed event not yet due (its row
---             is deleted), or an event in the log that no consumer has been handed (it is
---             recorded in pglogq.cancelled, receive and every replay skip it, and the record
---             lasts as long as the event is stored).  false when some consumer has been handed
---             it (or it was retried, dead-lettered or cancelled before), or when nothing with
+--             is deleted), or an event in the log on which no handler has started (it is
+--             recorded in pglogq.cancelled, receive, mark_started and every replay skip it, and
+--             the record lasts as long as the event is stored) - also when it is in a page a
+--             consumer has received already, if that consumer marks its starts (receive with
+--             start_first, as the consumer runtime does).  false when a handler of some
+--             consumer has started on it (or it was retried, dead-lettered or cancelled before,
+--             or a worker crashed on it), or when nothing with
 --             that id is stored any more (rolled back, or rotated away), or when it was sent by
 --             another transaction that has not committed.
 -- Raises:     PQ001 unknown queue; PQ021 msg_id was never issued by this queue;
@@ -13,8 +16,9 @@
 --             transaction is rolled back and the event is delivered normally.
 -- Tables:     delayed (delete), event, subscription, tick, handed_run, retry, dead_letter (read),
 --             cancelled (insert).
--- Handed: the event was in a page receive returned to the consumer (or one of its workers), or
--- it was acknowledged.  A cursor that moved past the event without receiving it (a consumer
+-- Handed (started): the event is in a page receive returned to the consumer (or one of its
+-- workers) up to the page's start frontier (all of the page for a receiver that does not mark
+-- starts, what mark_started marked otherwise), or it was acknowledged, or a handler crashed on it.  A cursor that moved past the event without receiving it (a consumer
 -- subscribed after it was ticked, a seek forward, a retention skip) does not count; an event
 -- received once stays handed after a seek back; the unreturned part of a batch dropped by seek
 -- or retention counts as handed.  Consumers that were unsubscribed do not count.

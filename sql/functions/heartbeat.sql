@@ -18,7 +18,7 @@ BEGIN
         RETURN false;
     END IF;
     UPDATE pglogq.subscription s
-       SET heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
+       SET heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(), released_at = NULL
      WHERE s.sub_id = h.sub_id;
     RETURN true;
 END $$;

@@ -1,8 +1,9 @@
 -- pglogq.maint_operations(): the maintenance steps due now, for a ticker daemon to run.
 -- Parameters: none.
--- Returns:    rows (op, queue_name): op is one of pump, retention, rotate_step1, rotate_step2, prune;
+-- Returns:    rows (op, queue_name): op is one of pump, retention, rotate_step1, rotate_step2, prune,
+--             release;
 --             run each with pglogq.maint_run(op, queue_name), each in its own transaction.
--- Tables:     queue, retry, delayed (read).
+-- Tables:     queue, retry, delayed, subscription (read).
 -- The policy lives here, with the schema, so the daemon (or pg_cron) stays dumb.
 CREATE OR REPLACE FUNCTION pglogq.maint_operations()
 RETURNS TABLE (op text, queue_name text) LANGUAGE sql STABLE SECURITY DEFINER
@@ -18,5 +19,11 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT 'rotate_step1', q.queue_name FROM pglogq.queue q
      WHERE q.switch_step2 IS NOT NULL AND clock_timestamp() - q.switch_time >= q.rotation_period
     UNION ALL
-    SELECT 'prune', q.queue_name FROM pglogq.queue q;
+    SELECT 'prune', q.queue_name FROM pglogq.queue q
+    UNION ALL
+    SELECT 'release', q.queue_name FROM pglogq.queue q
+     WHERE EXISTS (SELECT 1 FROM pglogq.subscription s
+                    WHERE s.queue_id = q.queue_id AND s.parent_id IS NOT NULL AND s.batch_id IS NOT NULL
+                      AND s.released_at IS NULL
+                      AND s.heartbeat_at < (SELECT clock_timestamp()) - q.dead_interval);
 $$;

@@ -2,7 +2,7 @@
 -- Parameters: queue_name
 -- Returns:    the number of rows removed.
 -- Raises:     PQ001 unknown queue.
--- Tables:     tick, idempotency_key, cancelled, progress, subscription (delete).
+-- Tables:     tick, idempotency_key, cancelled, stop_request, progress, subscription (delete).
 -- Keeps every tick from the slowest consumer on, and before it one tick a minute back to the
 -- oldest tick whose events are all still stored (retain_tick), so consumers can seek there.
 -- Never deletes a tick that a cursor or an open batch points to.  Does nothing (returns 0)
@@ -70,6 +70,12 @@ BEGIN
        AND NOT EXISTS (SELECT 1 FROM pglogq.event e
                         WHERE e.ev_queue = c.queue_id AND e.ev_txid = c.ev_txid AND e.ev_id = c.msg_id)
        AND NOT EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.queue_id = c.queue_id AND d.msg_id = c.msg_id);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    total := total + n;
+    -- stop requests whose event no handler runs any more
+    DELETE FROM pglogq.stop_request r
+     WHERE r.queue_id = q.queue_id AND r.requested_at < now() - interval '1 minute'
+       AND NOT pglogq._running(r.queue_id, r.msg_id);
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;
     DELETE FROM pglogq.progress p USING pglogq.subscription s

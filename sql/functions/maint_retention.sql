@@ -67,16 +67,16 @@ BEGIN
          WHERE t.queue_id = q.queue_id AND t.tick_id > pos.tick_id AND t.tick_time < limit_at
          ORDER BY t.tick_id DESC LIMIT 1;
         CONTINUE WHEN target.tick_id IS NULL;
-        PERFORM pglogq._cursor_jump(s.sub_id, target.tick_id);  -- for cancel(): skipped is not handed
         -- open batches that end by the target are dropped (their events are skipped); one that
         -- ends after it holds events ticked within the limit and stays
         PERFORM pglogq._close_batch(w.sub_id) FROM pglogq.subscription w
           WHERE (w.sub_id = s.sub_id OR w.parent_id = s.sub_id) AND w.batch_id IS NOT NULL
             AND w.batch_cur_tick <= target.tick_id;
         moved := FOUND;
-        UPDATE pglogq.subscription c SET last_tick = target.tick_id
-         WHERE c.sub_id = s.sub_id AND c.last_tick < target.tick_id;
-        moved := moved OR FOUND;
+        -- forward only; the jump is recorded for cancel() (skipped is not handed) either way
+        IF pglogq._move_cursor(s.sub_id, target.tick_id, true) THEN
+            moved := true;
+        END IF;
         CONTINUE WHEN NOT moved;
         UPDATE pglogq.subscription c
            SET skipped_events = c.skipped_events + greatest(target.tick_event_total - pos.tick_event_total, 0),

@@ -1,5 +1,5 @@
 -- pglogq.maint_run(op, queue_name): run one maintenance step named by maint_operations().
--- Parameters: op  pump | retention | rotate_step1 | rotate_step2 | prune; queue_name (NULL for pump)
+-- Parameters: op  pump | retention | rotate_step1 | rotate_step2 | prune | release; queue_name (NULL for pump)
 -- Returns:    what the step returns, as an integer (booleans as 0/1).
 -- Raises:     PQ019 unknown op, or a queue name given to pump; PQ001 unknown queue (NULL too).
 -- Tables:     as the step.  Only these fixed functions can run; no name is ever looked up.
@@ -17,6 +17,7 @@ BEGIN
         WHEN 'rotate_step1' THEN RETURN pglogq.maint_rotate_step1(queue_name)::integer;
         WHEN 'rotate_step2' THEN RETURN pglogq.maint_rotate_step2(queue_name)::integer;
         WHEN 'prune' THEN RETURN pglogq.maint_prune(queue_name);
+        WHEN 'release' THEN RETURN pglogq.maint_release(queue_name);
         ELSE
             RAISE EXCEPTION 'unknown maintenance operation "%"', left(coalesce(op, 'NULL'), 80)
                 USING ERRCODE = 'PQ019';

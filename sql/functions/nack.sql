@@ -5,11 +5,12 @@
 --             reason  free text kept with the event (last 2000 bytes);
 --             msg_txid  the message's txid from receive: makes the lookup O(1) (optional)
 -- Returns:    'retry' (it comes back to this consumer only, with retry_count + 1 and the same
---             msg_id), or 'dead' (it had been redelivered max_retries times, the type's
---             override or the queue's; with 0 its first nack: moved to the dead-letter queue).  Acknowledge the batch afterwards as usual.
+--             msg_id), or 'dead' (it had failed max_retries times before, by nacks or crashes;
+--             max_retries of the event's type, set_type_config, else of the queue; with 0 its first
+--             failure: moved to the dead-letter queue).  Acknowledge the batch afterwards as usual.
 -- Raises:     PQ008/PQ009 unknown or stale batch; PQ010 the event is not in the returned page;
 --             PQ011 invalid retry_after.
--- Tables:     event, type_config (read), retry or dead_letter (insert).  Nacking one event twice in a page is a no-op.
+-- Tables:     event, attempt, type_config (read), retry or dead_letter (insert, the latter through _bury).  Nacking one event twice in a page is a no-op.
 CREATE OR REPLACE FUNCTION pglogq.nack(
     batch_id bigint, msg_id bigint, retry_after interval DEFAULT NULL, reason text DEFAULT NULL,
     msg_txid xid8 DEFAULT NULL)
@@ -27,6 +28,7 @@ DECLARE
     maxr integer;
     lo xid8;
     hi xid8;
+    tries integer;
 BEGIN
     h := pglogq._holder(batch_id);
     SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = h.queue_id;
@@ -58,19 +60,19 @@ BEGIN
             USING ERRCODE = 'PQ010';
     END IF;
     reason := right(reason, 2000);
+    -- failed attempts so far: nacks (the event's retry count) and crashes in this batch
+    SELECT e.ev_retry + coalesce((SELECT a.crashes FROM pglogq.attempt a
+                                   WHERE a.sub_id = h.sub_id AND a.msg_id = e.ev_id), 0) INTO tries;
+    -- how many the event's type allows, and the wait before the next (_retry_rule owns the rule)
     SELECT r.max_retries, coalesce(retry_after, r.delay) INTO maxr, delay
-      FROM pglogq._retry_rule(q, e.ev_type, e.ev_retry) r;
-    IF e.ev_retry >= maxr THEN
-        INSERT INTO pglogq.dead_letter (queue_id, sub_id, msg_id, ev_time, ev_type, ev_payload, ev_headers,
-                                        ev_priority, retry_count, reason, first_failed_at)
-        VALUES (q.queue_id, owner, e.ev_id, e.ev_time, e.ev_type, e.ev_payload, e.ev_headers,
-                e.ev_priority, e.ev_retry, reason, coalesce(e.ev_failed_at, clock_timestamp()))
-        ON CONFLICT (sub_id, msg_id) DO NOTHING;
+      FROM pglogq._retry_rule(q, e.ev_type, tries) r;
+    IF tries >= maxr THEN
+        PERFORM pglogq._bury(e, owner, tries, reason);
         RETURN 'dead';
     END IF;
     INSERT INTO pglogq.retry (queue_id, sub_id, msg_id, due_at, retry_count, ev_time, ev_type, ev_payload,
                               ev_headers, ev_priority, reason, first_failed_at)
-    VALUES (q.queue_id, owner, e.ev_id, clock_timestamp() + delay, e.ev_retry + 1, e.ev_time, e.ev_type,
+    VALUES (q.queue_id, owner, e.ev_id, clock_timestamp() + delay, tries + 1, e.ev_time, e.ev_type,
             e.ev_payload, e.ev_headers, e.ev_priority, reason, coalesce(e.ev_failed_at, clock_timestamp()))
     ON CONFLICT (sub_id, msg_id) DO NOTHING;
     RETURN 'retry';

@@ -3,7 +3,8 @@
 -- Returns:    queue_name, paused, last_tick_id, last_tick_time, last_tick_age, ticker_lag
 --             (age of the oldest committed event not yet ticked, at most the time since the last
 --             tick: 0 when none), events_per_second
---             (over the last minute of ticks), pending_estimate (committed events not yet ticked,
+--             (events ticked during the last minute of wall-clock time, divided by 60: it decays
+--             to 0 within a minute after the producers stop), pending_estimate (committed events not yet ticked,
 --             counted: the next tick's batch, as far as committed now),
 --             consumers, retry_depth, dead_letters, delayed, size_bytes, rotation_period,
 --             last_rotation, rotation_blocked_by (the consumer holding rotation back, if any).
@@ -35,9 +36,6 @@ BEGIN
         PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(q.queue_name));
         CONTINUE WHEN to_regclass(format('pglogq.%I', 'event_' || q.queue_id || '_seq')) IS NULL;
         SELECT * INTO lt FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
-        SELECT * INTO old FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_time >= lt.tick_time - interval '1 minute'
-         ORDER BY t.tick_id LIMIT 1;
         queue_name := q.queue_name;
         paused := q.paused;
         last_tick_id := lt.tick_id;
@@ -61,10 +59,17 @@ BEGIN
         -- delayed event the pump just moved, which keep their first send time) is not lag
         ticker_lag := CASE WHEN pending_estimate = 0 THEN interval '0'
                            ELSE greatest(least(ticker_lag, last_tick_age), interval '0') END;
-        events_per_second := CASE WHEN lt.tick_time > old.tick_time
-            THEN (lt.tick_event_total - old.tick_event_total)
-                 / extract(epoch FROM lt.tick_time - old.tick_time)::double precision
-            ELSE 0 END;
+        -- a wall-clock window, not the span between two ticks: the baseline is the last tick at
+        -- least a minute old (else the queue's first tick), the divisor always 60 s, so ten
+        -- events sent in one burst read 0.17/s, not thousands, and the rate falls to 0 once the
+        -- minute after the last send has passed
+        SELECT * INTO old FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_time <= now_ts - interval '1 minute'
+         ORDER BY t.tick_id DESC LIMIT 1;
+        IF old.tick_id IS NULL THEN
+            SELECT * INTO old FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id LIMIT 1;
+        END IF;
+        events_per_second := greatest(coalesce(lt.tick_event_total - old.tick_event_total, 0), 0) / 60.0;
         SELECT count(*) INTO consumers FROM pglogq.subscription s WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL;
         SELECT count(*) INTO retry_depth FROM pglogq.retry r WHERE r.queue_id = q.queue_id;
         SELECT count(*) INTO dead_letters FROM pglogq.dead_letter d WHERE d.queue_id = q.queue_id;

@@ -1,23 +1,36 @@
--- pglogq.receive(queue_name, consumer_name, max_messages, worker_name): the consumer's current
--- batch, one page at a time.
+-- pglogq.receive(queue_name, consumer_name, max_messages, worker_name, start_first): the consumer's
+-- current batch, one page at a time.
 -- Parameters: queue_name; consumer_name; max_messages  page size, 1..100000 (default 100);
 --             worker_name  set it to run as one of several cooperating workers of the consumer
---             (each worker gets different batches; a silent worker's batch is taken over)
+--             (each worker gets different batches; a silent worker's batch is taken over);
+--             start_first  NULL (default): every event of the page counts as started by a
+--             handler when it is returned (cancel refuses them from then on); 0..100000: the
+--             caller marks the starts itself with mark_started(), and the first start_first
+--             events of the page count as started now (cancel still cancels the others, and
+--             a crash counts a failed attempt only for the started ones)
 -- Returns:    setof pglogq.message, in delivery order: priority desc, then transaction order.
 --             Empty only when nothing is left to receive up to the last tick: batches with
 --             nothing for this consumer (cancelled events, other consumers' retries) are
---             closed and passed in the same call.
+--             closed and passed in the same call.  retry_count counts nacks and crashes.
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer (also when it is unsubscribed, or its
 --             queue dropped, while the call waits); PQ004 invalid worker name;
---             PQ017 a tick of the cursor or of the open batch is gone; PQ019 max_messages out of range.
+--             PQ017 a tick of the cursor or of the open batch is gone; PQ019 max_messages out of range;
+--             PQ060 start_first out of range.
 -- Tables:     subscription (lock and one update; a batch found empty is closed through
---             _close_batch), progress (rows of such a batch deleted), tick (read), event (read).
+--             _close_batch), progress (rows of such a batch deleted), tick (read), event (read),
+--             attempt, dead_letter (through _crashed_page, after a crash).
 -- Until ack(batch_id), calling receive again returns the same page (a crash before ack
 -- redelivers).  ack acknowledges exactly the returned page; the next receive returns the rest
 -- of the batch; the consumer passes the batch when all of it is acknowledged.  Two concurrent
 -- calls for the same consumer (or worker) serialise on its row and get the same page.
+-- Crashes: when the page was handed out before with started handlers (start_first not NULL)
+-- and not acknowledged (the worker died, or its batch was taken over), each started event
+-- counts a failed attempt (_crashed_page) and the page is handed out again halved, down to one
+-- event, until the run of events under suspicion is passed: the event that kills its worker
+-- every time stands alone, and goes to the dead-letter queue after max_retries + 1 attempts.
 CREATE OR REPLACE FUNCTION pglogq.receive(
-    queue_name text, consumer_name text, max_messages integer DEFAULT 100, worker_name text DEFAULT NULL)
+    queue_name text, consumer_name text, max_messages integer DEFAULT 100, worker_name text DEFAULT NULL,
+    start_first integer DEFAULT NULL)
 RETURNS SETOF pglogq.message LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -30,7 +43,15 @@ DECLARE
     n integer;
     last_row pglogq.message;
     stored boolean;
+    lim integer;
+    k integer;
+    h2 pglogq.subscription;
+    first_row pglogq.message;
 BEGIN
+    IF start_first IS NOT NULL AND (start_first < 0 OR start_first > 100000) THEN
+        RAISE EXCEPTION 'invalid start_first %: use 0..100000, or NULL', start_first
+            USING ERRCODE = 'PQ060';
+    END IF;
     IF max_messages IS NULL OR max_messages < 1 OR max_messages > 100000 THEN
         RAISE EXCEPTION 'invalid max_messages %: use 1..100000', coalesce(max_messages::text, 'NULL')
             USING ERRCODE = 'PQ019';
@@ -94,6 +115,10 @@ BEGIN
                 h.batch_prev_tick, h.batch_cur_tick, c.consumer_name
                 USING ERRCODE = 'PQ017', HINT = 'seek the consumer (force => true) to a tick that still exists';
         END IF;
+        IF h.page_marks AND h.started_txid IS NOT NULL THEN
+            -- handed out before, handlers started, no ack: a crash (or a takeover) - count it
+            h := pglogq._crashed_page(q, h, prev_snap, cur_snap);
+        END IF;
         page := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
                                                         prev_snap, cur_snap, h.batch_big,
                                                         h.page_prio, h.page_txid, h.page_id,
@@ -107,6 +132,8 @@ BEGIN
         IF stored THEN
             PERFORM pglogq._close_batch(h.sub_id, true);
             stored := false;
+        ELSE
+            DELETE FROM pglogq.attempt a WHERE a.sub_id = h.sub_id;  -- a batch taken over, found empty
         END IF;
         h.batch_id := NULL;
         h.batch_prev_tick := NULL;
@@ -120,11 +147,43 @@ BEGIN
         h.page_end_txid := NULL;
         h.page_end_id := NULL;
         h.page_more := NULL;
+        h.page_marks := NULL;
+        h.started_prio := NULL;
+        h.started_txid := NULL;
+        h.started_id := NULL;
+        h.suspect_prio := NULL;
+        h.suspect_txid := NULL;
+        h.suspect_id := NULL;
     END LOOP;
-    IF n > max_messages THEN
-        last_row := page[max_messages];
-    ELSIF n > 0 THEN
+    lim := max_messages;
+    IF h.suspect_txid IS NOT NULL THEN
+        -- after a crash: halve the run under suspicion until the event that crashes stands alone
+        h2 := h;
+        h2.page_txid := NULL;
+        h2.started_prio := h.suspect_prio;
+        h2.started_txid := h.suspect_txid;
+        h2.started_id := h.suspect_id;
+        SELECT count(*) INTO k FROM unnest(page) m
+         WHERE pglogq._page_position(h2, m.priority, m.txid, m.msg_id, true) = 0;
+        IF k = 0 THEN
+            h.suspect_prio := NULL;
+            h.suspect_txid := NULL;
+            h.suspect_id := NULL;
+        ELSE
+            lim := least(max_messages, greatest(1, k / 2));
+        END IF;
+    END IF;
+    IF n > lim THEN
+        last_row := page[lim];
+    ELSE
         last_row := page[n];
+    END IF;
+    IF start_first IS NULL THEN
+        h.page_marks := false;
+        first_row := last_row;
+    ELSE
+        h.page_marks := true;
+        first_row := page[least(start_first, n, lim)];  -- NULL when start_first is 0
     END IF;
     UPDATE pglogq.subscription s
        SET last_tick = h.last_tick, batch_id = h.batch_id, batch_prev_tick = h.batch_prev_tick,
@@ -132,10 +191,23 @@ BEGIN
            batch_started_at = h.batch_started_at,
            page_prio = h.page_prio, page_txid = h.page_txid, page_id = h.page_id,
            page_end_prio = last_row.priority, page_end_txid = last_row.txid, page_end_id = last_row.msg_id,
-           page_more = (n > max_messages),
+           page_more = (n > lim), page_marks = h.page_marks,
+           started_prio = first_row.priority, started_txid = first_row.txid, started_id = first_row.msg_id,
+           suspect_prio = h.suspect_prio, suspect_txid = h.suspect_txid, suspect_id = h.suspect_id,
+           released_at = NULL,
            heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
      WHERE s.sub_id = h.sub_id;
+    IF EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
+        -- crashed attempts count like nacks
+        RETURN QUERY
+        SELECT h.batch_id, m.msg_id, m.type, m.payload, m.headers, m.retry_count + coalesce(a.crashes, 0),
+               m.created_at, m.priority, m.txid
+          FROM unnest(page[1:lim]) WITH ORDINALITY m
+          LEFT JOIN pglogq.attempt a ON a.sub_id = h.sub_id AND a.msg_id = m.msg_id
+         ORDER BY m.ordinality;
+        RETURN;
+    END IF;
     RETURN QUERY
     SELECT h.batch_id, m.msg_id, m.type, m.payload, m.headers, m.retry_count, m.created_at, m.priority, m.txid
-      FROM unnest(page[1:max_messages]) m;
+      FROM unnest(page[1:lim]) m;
 END $$;

@@ -41,8 +41,7 @@ BEGIN
         PERFORM pglogq._close_batch(s.sub_id) FROM pglogq.subscription s
           WHERE (s.sub_id = c.sub_id OR s.parent_id = c.sub_id) AND s.batch_id IS NOT NULL;
     END IF;
-    PERFORM pglogq._cursor_jump(c.sub_id, p.target_tick);  -- for cancel(): what was handed
-    UPDATE pglogq.subscription s SET last_tick = p.target_tick WHERE s.sub_id = c.sub_id;
+    PERFORM pglogq._move_cursor(c.sub_id, p.target_tick, false);
     current_tick := p.current_tick;
     current_tick_time := p.current_tick_time;
     target_tick := p.target_tick;

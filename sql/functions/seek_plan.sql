@@ -117,7 +117,8 @@ BEGIN
         EXCEPTION WHEN data_exception THEN
             RAISE EXCEPTION 'invalid seek position "%"', left(to_position, 80)
                 USING ERRCODE = 'PQ019',
-                      HINT = 'use earliest, latest, a tick id or a timestamp such as ''2026-05-01 12:00:00+00''';
+                      HINT = 'use earliest, latest, a tick id, a timestamp such as ''2026-05-01 12:00:00+00'''
+                             ' or an age such as ''15 minutes ago''';
         END;
         IF at < lo.tick_time AND lo.tick_event_total > 0 THEN
             RAISE EXCEPTION 'the queue "%" keeps events from % on, not from %', q.queue_name,

@@ -10,11 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.harness import child_env
 from tests.harness.bench.cli import SCENARIOS
 from tests.harness.bench.systems import ALL, RawPostgres
 
 
+@pytest.mark.harness
 def test_quick_bench_produces_numbers_for_every_scenario(server_dsn: str, tmp_path: Path) -> None:
     out = tmp_path / "bench"
     env = {k: v for k, v in os.environ.items() if k != "PGLOGQ_DSN"}

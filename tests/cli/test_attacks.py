@@ -18,6 +18,7 @@ import pytest
 
 from pglogq.cli.errors import Exit
 from tests.support.cli import fails, js, ok, run
+from tests.support.waiting import wait_for
 
 INT8_MAX = 2**63 - 1
 DEEP = 1100  # deeper than Python's json (and orjson's 1024) can walk
@@ -168,11 +169,8 @@ def test_receive_into_a_closed_pipe_is_a_normal_end_and_acknowledges_nothing_uns
 
 
 def wait_for_tail_consumer(dsn: str, queue: str = "q") -> None:
-    for _ in range(1200):
-        if sql(dsn, "SELECT 1 FROM pglogq.subscription WHERE consumer_name LIKE 'tail-%%'"):
-            return
-        time.sleep(0.05)
-    raise AssertionError("tail did not subscribe")
+    wait_for(lambda: sql(dsn, "SELECT 1 FROM pglogq.subscription WHERE consumer_name LIKE 'tail-%%'"),
+             "tail to subscribe")
 
 
 def test_tail_into_head_ends_quietly_and_removes_its_consumer(dsn: str) -> None:
@@ -187,11 +185,14 @@ def test_tail_into_head_ends_quietly_and_removes_its_consumer(dsn: str) -> None:
         lines = [p.stdout.readline() for _ in range(2)]
         assert all(b'"payload":{"n":' in line for line in lines), lines
         p.stdout.close()  # head -2 exits
-        for _ in range(50):  # more events: the next write finds the pipe closed
+
+        def exited() -> bool:  # more events: the next write finds the pipe closed
             if p.poll() is not None:
-                break
+                return True
             send_raw(dsn, "q", json.dumps({"more": True}))
-            time.sleep(0.1)
+            return False
+
+        wait_for(exited, "tail to exit on the closed pipe", interval=0.1)
         err = p.communicate(timeout=120)[1]
     finally:
         if p.poll() is None:
@@ -355,11 +356,9 @@ def test_send_stdin_interrupted_sends_nothing(dsn: str) -> None:
     for i in range(5):
         p.stdin.write(json.dumps({"n": i}).encode() + b"\n")
     p.stdin.flush()
-    for _ in range(600):  # the five are sent (not committed) once the server holds them
-        if sql(dsn, "SELECT 1 FROM pg_stat_activity WHERE application_name = 'pglogq-cli'"
-                    " AND state = 'idle in transaction'"):
-            break
-        time.sleep(0.05)
+    # the five are sent (not committed) once the server holds them
+    wait_for(lambda: sql(dsn, "SELECT 1 FROM pg_stat_activity WHERE application_name = 'pglogq-cli'"
+                              " AND state = 'idle in transaction'"), "the sends to reach the server")
     p.send_signal(signal.SIGINT)
     p.wait(timeout=60)  # stdin stays open: the command is still reading lines
     p.stdin.close()

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -26,6 +25,7 @@ from pglogq.cli.errors import Exit
 from pglogq.cli.lazy import LazyGroup
 from pglogq.cli.params import parse_duration
 from tests.support.cli import fails, js, ok, run
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_schema_install_into_an_empty_database(raw_db: str) -> None:
 
 def test_queue_lifecycle(dsn: str) -> None:
     out = js(dsn, "queue", "create", "orders", "--set", "ticker_max_lag=100ms", "--set", "max_retries=3")
-    assert out == {"queue": "orders", "created": True, "config": {"ticker_max_lag": "00:00:00.1", "max_retries": "3"}}
+    assert out == {"queue": "orders", "created": True, "config": {"ticker_max_lag": 0.1, "max_retries": 3}}
     assert js(dsn, "queue", "create", "orders")["created"] is False
     listed = js(dsn, "queue", "list")
     assert [q["queue_name"] for q in listed] == ["orders"]
@@ -94,7 +94,7 @@ def test_queue_lifecycle(dsn: str) -> None:
     cfg = js(dsn, "queue", "config", "orders")["config"]
     assert cfg["ticker_max_lag"] == 0.1 and cfg["max_retries"] == 3 and cfg["paused"] is False
     assert js(dsn, "queue", "config", "orders", "batch_max_events", "500") == {
-        "queue": "orders", "param": "batch_max_events", "value": "500"}
+        "queue": "orders", "param": "batch_max_events", "value": 500}
     assert js(dsn, "queue", "config", "orders", "batch_max_events") == {
         "queue": "orders", "config": {"batch_max_events": 500}}
     assert js(dsn, "queue", "pause", "orders") == {"queue": "orders", "paused": True}
@@ -242,11 +242,8 @@ def test_tail_follows_new_events_with_a_throwaway_subscription(dsn: str) -> None
 
     def produce() -> None:
         try:
-            for _ in range(600):
-                names = [c.consumer_name for c in client.consumer_info("orders")]
-                if any(n.startswith("tail-") for n in names):
-                    break
-                time.sleep(0.05)
+            wait_for(lambda: any(c.consumer_name.startswith("tail-") for c in client.consumer_info("orders")),
+                     "tail to subscribe")
             client.send_batch("orders", [{"n": 1}, {"n": 2}], type="t")
             client.tick("orders", force=True)
             client.send("orders", {"n": 3}, type="t")
@@ -396,6 +393,21 @@ def test_dlq_inspect_show_replay_purge(dsn: str) -> None:
     assert js(dsn, "dlq", "inspect", "orders") == []
     assert "no dead letters" in ok(dsn, "dlq", "inspect", "orders").stdout
     client.close()
+
+
+def test_dlq_replay_all_max(dsn: str) -> None:
+    """--max N replays at most N, oldest first; --max 0 is a usage error that changes nothing."""
+    ok(dsn, "queue", "create", "orders", "--set", "max_retries=1")
+    ok(dsn, "consumer", "subscribe", "orders", "billing")
+    ids = make_dead_letters(dsn, 3)
+    r = CliRunner().invoke(cli_main, ["dlq", "replay-all", "orders", "--max", "0", "--yes", "--dsn", dsn])
+    assert r.exit_code == 2, r.output
+    out = js(dsn, "dlq", "replay-all", "orders", "--max", "2", "--yes")
+    assert out == {"queue": "orders", "matched": 3, "replayed": 2, "skipped": 0}
+    assert [d["msg_id"] for d in js(dsn, "dlq", "inspect", "orders")] == sorted(ids)[2:]
+    out = js(dsn, "dlq", "replay-all", "orders", "--max", "1", "--yes")
+    assert out == {"queue": "orders", "matched": 1, "replayed": 1, "skipped": 0}
+    assert js(dsn, "dlq", "inspect", "orders") == []
 
 
 def test_dlq_replay_all_in_chunks_with_progress(dsn: str) -> None:

@@ -23,6 +23,7 @@ import pytest
 import pglogq
 from tests.support.consumers import HANDLED_DDL
 from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 DEAD = "2 seconds"
 
@@ -83,15 +84,15 @@ def rows(dsn: str, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         return conn.execute(sql, params).fetchall()
 
 
-def wait_for(dsn: str, sql: str, target: int, timeout: float = 120, procs: list[Worker] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if rows(dsn, sql)[0][0] >= target:
-            return
+def wait_count(dsn: str, sql: str, target: int, procs: list[Worker] | None = None) -> None:
+    """Wait until ``sql`` counts ``target``; fail at once when one of ``procs`` exited."""
+
+    def reached() -> bool:
         for w in procs or []:
             assert w.proc.poll() is None, f"worker {w.name} exited {w.proc.returncode}:\n{w.log}"
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {sql} >= {target}")
+        return bool(rows(dsn, sql)[0][0] >= target)
+
+    wait_for(reached, f"{sql} >= {target}", timeout=120, interval=0.1)
 
 
 def overlaps(dsn: str) -> list[tuple[Any, ...]]:
@@ -109,7 +110,7 @@ def test_four_workers_share_the_subscription(client: pglogq.Client, dsn: str, tm
     ids = prepare(client, dsn, ticks=8, per_tick=5)
     for i in range(4):
         workers.append(Worker(dsn, tmp_path, f"w{i}", T_SLEEP="0.5", T_MODE="thread" if i < 2 else "asyncio"))
-    wait_for(dsn, "SELECT count(DISTINCT msg_id) FROM handled", len(ids), procs=workers)
+    wait_count(dsn, "SELECT count(DISTINCT msg_id) FROM handled", len(ids), procs=workers)
     for w in workers:
         w.signal(signal.SIGTERM)
     for w in workers:
@@ -132,7 +133,7 @@ def test_killed_worker_batch_is_taken_over_after_dead_interval(
     ids = prepare(client, dsn, ticks=6, per_tick=5)
     a = Worker(dsn, tmp_path, "A", T_SLEEP="0.3")
     workers.append(a)
-    wait_for(dsn, "SELECT count(*) FROM handled WHERE worker = 'A'", 2, procs=[a])
+    wait_count(dsn, "SELECT count(*) FROM handled WHERE worker = 'A'", 2, procs=[a])
     a.proc.kill()  # SIGKILL in the middle of its batch
     a.wait()
     [(a_batch, a_heartbeat)] = rows(
@@ -142,7 +143,7 @@ def test_killed_worker_batch_is_taken_over_after_dead_interval(
     a_msgs = [r[0] for r in rows(dsn, "SELECT msg_id FROM handled WHERE worker = 'A'")]
     b = Worker(dsn, tmp_path, "B", T_SLEEP="0.3")
     workers.append(b)
-    wait_for(dsn, "SELECT count(DISTINCT msg_id) FROM handled", len(ids), procs=[b])
+    wait_count(dsn, "SELECT count(DISTINCT msg_id) FROM handled", len(ids), procs=[b])
     b.signal(signal.SIGTERM)
     assert b.wait() == 0, b.log
     # none lost: every event was handled, A's unacknowledged ones again by B
@@ -163,17 +164,15 @@ def test_frozen_worker_drops_its_taken_over_batch(
     ids = prepare(client, dsn, ticks=4, per_tick=5)
     a = Worker(dsn, tmp_path, "A", T_SLEEP="0.3")
     workers.append(a)
-    wait_for(dsn, "SELECT count(*) FROM handled WHERE worker = 'A'", 1, procs=[a])
+    wait_count(dsn, "SELECT count(*) FROM handled WHERE worker = 'A'", 1, procs=[a])
     a.signal(signal.SIGSTOP)  # silent, but alive: it will wake up later
     b = Worker(dsn, tmp_path, "B", T_SLEEP="0.1")
     workers.append(b)
-    wait_for(dsn, "SELECT count(DISTINCT msg_id) FROM handled", len(ids), procs=[b])
+    wait_count(dsn, "SELECT count(DISTINCT msg_id) FROM handled", len(ids), procs=[b])
     resumed = rows(dsn, "SELECT clock_timestamp()")[0][0]
     a.signal(signal.SIGCONT)
     # A finds its batch gone at its next heartbeat or ack, drops it and goes on idle
-    deadline = time.monotonic() + 60
-    while "dropping it unacknowledged" not in a.log and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: "dropping it unacknowledged" in a.log, "A to drop its batch", interval=0.1)
     for w in (a, b):
         w.signal(signal.SIGTERM)
         assert w.wait() == 0, w.log
@@ -194,24 +193,15 @@ def test_dropped_listener_connection_still_drains_by_polling(
     dbname = rows(dsn, "SELECT current_database()")[0][0]
     listener_sql = ("SELECT pid FROM pg_stat_activity WHERE datname = %s AND query = 'LISTEN \"pglogq.q\"'"
                     " AND pid <> pg_backend_pid()")
-    deadline = time.monotonic() + 60
-    while not rows(dsn, listener_sql, (dbname,)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    [(pid,)] = rows(dsn, listener_sql, (dbname,))
+    [(pid,)] = wait_for(lambda: rows(dsn, listener_sql, (dbname,)), "the worker's LISTEN", interval=0.1)
     rows(dsn, "SELECT pg_terminate_backend(%s)", (pid,))
     ids: list[int] = []
     for _ in range(3):
         ids += client.send_batch("q", [{"n": i} for i in range(5)], type="job")
         client.tick("q", force=True)
-    wait_for(dsn, "SELECT count(DISTINCT msg_id) FROM handled", len(ids), procs=[w])
+    wait_count(dsn, "SELECT count(DISTINCT msg_id) FROM handled", len(ids), procs=[w])
     # and the listener comes back
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        again = rows(dsn, listener_sql, (dbname,))
-        if again and again[0][0] != pid:
-            break
-        time.sleep(0.1)
-    assert again and again[0][0] != pid
+    wait_for(lambda: [r for r in rows(dsn, listener_sql, (dbname,)) if r[0] != pid], "a new LISTEN", interval=0.1)
     w.signal(signal.SIGTERM)
     assert w.wait() == 0
     assert "listener connection of pglogq.q broke" in w.log, w.log
@@ -256,7 +246,7 @@ def test_sigterm_finishes_the_page_and_a_second_one_abandons_it(
     # first SIGTERM: the page is finished and acknowledged, then the worker exits
     a = Worker(dsn, tmp_path, "A", T_SLEEP="0.3")
     workers.append(a)
-    wait_for(dsn, "SELECT count(*) FROM handled", 1, procs=[a])
+    wait_count(dsn, "SELECT count(*) FROM handled", 1, procs=[a])
     a.signal(signal.SIGTERM)
     assert a.wait() == 0, a.log
     assert sorted(r[0] for r in rows(dsn, "SELECT msg_id FROM handled")) == ids[:5]
@@ -264,7 +254,7 @@ def test_sigterm_finishes_the_page_and_a_second_one_abandons_it(
     # two signals: the page is abandoned unacknowledged and comes back whole
     b = Worker(dsn, tmp_path, "B", T_SLEEP="0.3")
     workers.append(b)
-    wait_for(dsn, "SELECT count(*) FROM handled WHERE worker = 'B'", 1, procs=[b])
+    wait_count(dsn, "SELECT count(*) FROM handled WHERE worker = 'B'", 1, procs=[b])
     b.signal(signal.SIGTERM)
     time.sleep(0.1)
     b.signal(signal.SIGTERM)

@@ -19,6 +19,7 @@ import pytest
 import pglogq
 from tests.support.consumers import MODES, Spec, run_once, running
 from tests.support.paths import REPO
+from tests.support.waiting import wait_for
 
 
 def setup_queue(client: pglogq.Client, n: int = 3) -> list[int]:
@@ -233,11 +234,7 @@ def test_worker_exits_promptly_on_a_second_sigterm(
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            for _ in range(1200):  # until the handler runs
-                row = conn.execute("SELECT count(*) FROM started").fetchone()
-                if row is not None and row[0]:
-                    break
-                time.sleep(0.05)
+            wait_for(lambda: conn.execute("SELECT count(*) FROM started").fetchone() != (0,), "the handler to run")
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         proc.send_signal(signal.SIGTERM)

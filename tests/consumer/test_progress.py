@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import psycopg
@@ -11,6 +10,7 @@ import pytest
 
 import pglogq
 from tests.support.consumers import MODES, Spec, running
+from tests.support.waiting import wait_for
 
 
 def setup(client: pglogq.Client) -> None:
@@ -23,16 +23,6 @@ def in_flight(dsn: str) -> list[dict[str, Any]]:
         cur = conn.execute("SELECT * FROM pglogq.in_flight ORDER BY msg_id")
         names = [d.name for d in cur.description or []]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-
-def wait_until(check: Any, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not reached")
 
 
 def blocking_handler(mode: str, release: threading.Event, report: bool) -> Any:
@@ -69,7 +59,7 @@ def test_progress_is_visible_while_running_and_gone_after_ack(mode: str, client:
     spec = Spec(dsn, "q", "c", kwargs={"worker": "reporter-1", "heartbeat_interval": 0.1})
     spec.handler("report")(blocking_handler(mode, release, report=True))
     with running(mode, spec, stop_when_idle=True) as r:
-        [row] = wait_until(lambda: in_flight(dsn))
+        [row] = wait_for(lambda: in_flight(dsn), "the message in flight")
         assert row["queue_name"] == "q" and row["consumer_name"] == "c"
         assert row["worker"] == "reporter-1" and row["msg_id"] == msg_id
         assert float(row["percent"]) == 42 and row["stage"] == "rendering"
@@ -77,7 +67,7 @@ def test_progress_is_visible_while_running_and_gone_after_ack(mode: str, client:
         assert row["started_at"] <= row["last_heartbeat"]
         # the heartbeat goes on while the handler runs
         first = row["last_heartbeat"]
-        wait_until(lambda: in_flight(dsn)[0]["last_heartbeat"] > first)
+        wait_for(lambda: in_flight(dsn)[0]["last_heartbeat"] > first, "a newer heartbeat")
         [info] = client.in_flight("q")
         assert info.msg_id == msg_id and info.percent == 42 and info.worker == "reporter-1"
         release.set()
@@ -97,7 +87,7 @@ def test_a_long_handler_shows_up_without_reporting(mode: str, client: pglogq.Cli
     spec = Spec(dsn, "q", "c", kwargs={"heartbeat_interval": 0.1})
     spec.handler()(blocking_handler(mode, release, report=False))
     with running(mode, spec, stop_when_idle=True) as r:
-        [row] = wait_until(lambda: in_flight(dsn))
+        [row] = wait_for(lambda: in_flight(dsn), "the message in flight")
         assert row["msg_id"] == msg_id and row["percent"] is None and row["stage"] is None
         assert row["worker"]  # host:pid of the worker
         release.set()

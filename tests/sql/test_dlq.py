@@ -158,6 +158,20 @@ def test_replay_all_by_consumer_and_type(api: Any) -> None:
     assert api.dlq_replay_all("q") == 0
 
 
+def test_replay_all_max_rows_replays_the_oldest_first(dead: Any) -> None:
+    """max_rows: at most that many, oldest first; None (the default) replays all that remain."""
+    api, ids = dead
+    assert api.dlq_replay_all("q", "a", max_rows=1) == 1
+    assert [r.msg_id for r in api.dlq_inspect("q")] == ids[1:]
+    assert api.dlq_replay_all("q", type="x", max_rows=2**31 - 1) == 1  # the int4 maximum: e2 only
+    assert [r.msg_id for r in api.dlq_inspect("q")] == ids[2:]
+    assert api.dlq_replay_all("q", max_rows=None) == 1
+    assert api.dlq_replay_all("q", max_rows=1) == 0
+    api.tick("q", force=True)
+    assert [m.msg_id for m in drain(api, "q", "a")] == ids
+    assert drain(api, "q", "b") == []
+
+
 def test_purge_by_age_consumer_and_type(dead: Any, dsn: str) -> None:
     api, ids = dead
     with psycopg.connect(dsn) as conn:  # e1 died two days ago, e2 an hour ago
@@ -199,6 +213,12 @@ def test_dead_letters_survive_rotation_and_replay_after_it(dead: Any, dsn: str) 
         (lambda api: api.dlq_replay_all("nope"), pglogq.UnknownQueue, "PQ001"),
         (lambda api: api.dlq_replay_all("q", "nobody"), pglogq.UnknownConsumer, "PQ002"),
         (lambda api: api.dlq_replay_all("q", older_than=timedelta(days=-1)), pglogq.InvalidArgument, "PQ019"),
+        (lambda api: api.dlq_replay_all("q", max_rows=0), pglogq.InvalidArgument, "PQ019"),
+        (lambda api: api.dlq_replay_all("q", max_rows=-1), pglogq.InvalidArgument, "PQ019"),
+        (lambda api: api.dlq_replay_all("q", max_rows=-(2**63)), pglogq.InvalidArgument, "PQ019"),
+        (lambda api: api.dlq_replay_all("q", max_rows=2**31), pglogq.InvalidArgument, "PQ019"),
+        (lambda api: api.dlq_replay_all("q", max_rows=True), pglogq.InvalidArgument, "PQ019"),
+        (lambda api: api.dlq_replay_all("q", max_rows="1"), pglogq.InvalidArgument, "PQ019"),
         (lambda api: api.dlq_purge("nope"), pglogq.UnknownQueue, "PQ001"),
         (lambda api: api.dlq_purge("q", consumer="nobody"), pglogq.UnknownConsumer, "PQ002"),
         (lambda api: api.dlq_purge("q", older_than=timedelta(minutes=-5)), pglogq.InvalidArgument, "PQ019"),

@@ -13,14 +13,12 @@ import psycopg
 import pytest
 
 import pglogq
+from tests.support import draining
+from tests.support.waiting import wait_for
 
 
 def drain(client: pglogq.Client, consumer: str) -> list[int]:
-    got: list[int] = []
-    while batch := client.receive("q", consumer, max_messages=1000):
-        got += [m.msg_id for m in batch]
-        batch.ack()
-    return got
+    return [m.msg_id for m in draining.drain(client, "q", consumer, page=1000)]
 
 
 def eight_ticks(client: pglogq.Client) -> list[int]:
@@ -264,14 +262,14 @@ def test_reinstall_between_rotation_steps_keeps_rotating(client: pglogq.Client, 
         assert [m.msg_id for m in drain_page(client)] == sent[-1:]
         with psycopg.connect(dsn, autocommit=True) as conn:
             # (another session's transaction on a shared server can pin the xmin for a moment)
-            for _ in range(100):
+            def step1() -> bool:
                 if conn.execute("SELECT pglogq.maint_rotate_step1('q', true)").fetchone() == (True,):
-                    break
-                time.sleep(0.05)
+                    return True
                 client.tick("q", force=True)
                 drain_page(client)
-            else:
-                raise AssertionError("rotation never became safe")
+                return False
+
+            wait_for(step1, "rotation to become safe")
         client.install_schema()
         with psycopg.connect(dsn, autocommit=True) as conn:
             assert conn.execute("SELECT pglogq.maint_rotate_step2('q')").fetchone() == (True,)
@@ -283,8 +281,4 @@ def test_reinstall_between_rotation_steps_keeps_rotating(client: pglogq.Client, 
 
 
 def drain_page(client: pglogq.Client) -> list[Any]:
-    got: list[Any] = []
-    while page := client.receive("q", "c", max_messages=100):
-        got += list(page)
-        page.ack()
-    return got
+    return list(draining.drain(client, "q", "c", page=100))

@@ -15,19 +15,14 @@ import psycopg
 import pytest
 
 import pglogq
+from tests.support import draining
 
 LEVELS = (30, 100, 150)  # backfill, routine, user-triggered (the seeds' reference levels)
 
 
-def drain(api: Any, page: int = 5, **kw: Any) -> list[tuple[int, int]]:
+def drain(api: Any, page: int = 5) -> list[tuple[int, int]]:
     """(priority, msg_id) in delivery order, paging through every batch."""
-    out: list[tuple[int, int]] = []
-    while True:
-        batch = api.receive("q", "c", max_messages=page, **kw)
-        if not batch:
-            return out
-        out += [(m.priority, m.msg_id) for m in batch]
-        batch.ack()
+    return [(m.priority, m.msg_id) for m in draining.drain(api, "q", "c", page=page)]
 
 
 def backlog(api: Any, rounds: int = 4, per_level: int = 3) -> list[tuple[int, int, int]]:

@@ -3,32 +3,30 @@
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
 import pglogq
+from tests.support import draining
+from tests.support.waiting import wait_for
 
 
 def drain(client: pglogq.Client, consumer: str = "c") -> list[int]:
-    got: list[int] = []
-    while batch := client.receive("q", consumer, max_messages=1000):
-        got += [m.msg_id for m in batch]
-        batch.ack()
-    return got
+    return [m.msg_id for m in draining.drain(client, "q", consumer, page=1000)]
 
 
 def rotate_when_safe(client: pglogq.Client, *, force: bool = True) -> None:
     """Rotate; on a shared server another session's open transaction can pin the new ticks'
     xmin for a moment (rotation then says "not safe yet"): tick, catch up and try again."""
-    for _ in range(100):
+
+    def rotated() -> bool:
         if client.rotate("q", force=force):
-            return
-        time.sleep(0.05)
+            return True
         client.tick("q", force=True)
         drain(client)
-    raise AssertionError("rotation never became safe")
+        return False
+
+    wait_for(rotated, "rotation to become safe")
 
 
 def stored_ids(dsn: str) -> set[int]:

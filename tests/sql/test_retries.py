@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -336,3 +337,34 @@ def test_policy_delay_is_accepted_by_nack(client: pglogq.Client) -> None:
     batch = client.receive("q", "a")
     policy = RetryPolicy.exponential(timedelta(seconds=1), cap=timedelta(days=365), jitter=False)
     assert batch.nack(batch.messages[0], retry_after=policy.delay(10**6)) == "retry"
+
+
+def test_concurrent_pumps_move_each_retry_once(client: Any, dsn: str) -> None:
+    """Checklist 3: racing retry pumps re-enqueue every nacked event exactly once."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    ids = client.send_batch("q", [{"n": i} for i in range(300)])
+    client.tick("q", force=True)
+    page = client.receive("q", "c", max_messages=1000)
+    for m in page:
+        assert client.nack(m, retry_after=timedelta(0)) == "retry"
+    page.ack()
+    barrier = threading.Barrier(4)
+    moved: list[int] = []
+
+    def pump() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            barrier.wait()
+            row = conn.execute("SELECT pglogq.maint_pump()").fetchone()
+            moved.append(row[0] if row else -1)
+
+    threads = [threading.Thread(target=pump) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sum(moved) == len(ids)
+    client.tick("q", force=True)
+    again = client.receive("q", "c", max_messages=1000)
+    assert sorted(m.msg_id for m in again) == ids
+    assert {m.retry_count for m in again} == {1}

@@ -9,15 +9,12 @@ import pytest
 
 import pglogq
 from pglogq.cli.errors import Exit
+from tests.support import draining
 from tests.support.cli import fails, js, ok
 
 
 def drain(client: pglogq.Client, consumer: str = "c", worker: str | None = None) -> list[int]:
-    got: list[int] = []
-    while batch := client.receive("q", consumer, max_messages=1000, worker=worker):
-        got += [m.msg_id for m in batch]
-        batch.ack()
-    return got
+    return [m.msg_id for m in draining.drain(client, "q", consumer, worker=worker, page=1000)]
 
 
 @pytest.fixture

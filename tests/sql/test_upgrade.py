@@ -31,6 +31,7 @@ from psycopg.types.json import Jsonb
 
 import pglogq
 from pglogq import schema
+from tests.support import draining
 from tests.support.paths import UPGRADE_DATA
 
 RELEASES = sorted(UPGRADE_DATA.glob("*.sql"))
@@ -182,14 +183,7 @@ def old_api_workload(conn: psycopg.Connection[Any]) -> dict[str, Any]:
 
 
 def drain(c: pglogq.Client, consumer: str, worker: str | None = None) -> list[int]:
-    got: list[int] = []
-    for _ in range(20):
-        page = c.receive("q", consumer, max_messages=3, worker=worker)
-        if not page:
-            break
-        got += [m.msg_id for m in page]
-        page.ack()
-    return got
+    return [m.msg_id for m in draining.drain(c, "q", consumer, worker=worker, page=3)]
 
 
 @pytest.mark.parametrize("release", RELEASES, ids=[r.stem for r in RELEASES])

@@ -372,6 +372,28 @@ def python_reference() -> str:
     return "\n".join(out)
 
 
+INTEGRATIONS = ("pglogq.contrib.otel", "pglogq.contrib.django", "pglogq.contrib.sqlalchemy")
+"""The modules of pglogq.contrib documented in the Python reference (their ``__all__``)."""
+
+
+def integrations_reference() -> str:
+    import importlib
+
+    out: list[str] = []
+    for modname in INTEGRATIONS:
+        module = importlib.import_module(modname)
+        first = (inspect.getdoc(module) or "").split("\n\n")[0].replace("\n", " ")
+        out.append(f"### {modname}\n")
+        out.append(_rst_to_md(first) + "\n")
+        for n in module.__all__:
+            obj = getattr(module, n)
+            prefix = "async " if inspect.iscoroutinefunction(obj) else ""
+            doc = _doc(obj).replace("\n\n", "\n").replace("\n", " ")
+            out.append(f"- `{prefix}{n}{_signature(obj)}`" + (f"<br>{doc}" if doc else ""))
+        out.append("")
+    return "\n".join(out)
+
+
 # -- configuration -----------------------------------------------------------------------------------
 
 
@@ -590,6 +612,7 @@ REGIONS: dict[str, Callable[[], str]] = {
     "sql-reference": sql_reference,
     "errors": errors_reference,
     "python-reference": python_reference,
+    "python-integrations": integrations_reference,
     "queue-parameters": queue_parameters,
     "metrics": metrics_table,
     "benchmark-summary": benchmark_summary,

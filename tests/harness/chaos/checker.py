@@ -5,7 +5,10 @@ of ids that were never sent, or whose send certainly failed (rolled back, refuse
 **indeterminate** sends may be delivered or not (both counted); **duplicated** = ids delivered
 more than once with the same retry count (at-least-once redelivery after a crash before the
 ack); **dead_lettered** = ids in the subscriber's dead-letter queue.  Poison events (always
-nacked) must end up dead-lettered: ``poison_not_dead`` counts those that did not.
+nacked) must end up dead-lettered: ``poison_not_dead`` counts those that did not.  Killer events
+(the consumer process dies when it starts one) must end dead-lettered too, not redelivered
+forever: ``killer_not_dead`` counts those that did not, ``killer_max_deliveries`` is the most
+deliveries one of them got.
 
 In the ``retention`` mode a retention pass may make a consumer that fell behind the limit skip
 events; the pass records each one (``skip`` records).  Those are **skipped**, not lost; the
@@ -83,6 +86,7 @@ def check(
     subscribers: list[str],
     dead: dict[str, set[str]],
     poison: set[str],
+    killers: set[str] | None = None,
 ) -> dict[str, Any]:
     sends = read_sends(directory)
     deliveries = read_deliveries(directory)
@@ -109,6 +113,7 @@ def check(
         dup = sorted(i for i, retries in got.items() if max(Counter(retries).values()) > 1)
         sub_dead = dead.get(sub, set())
         must_die = (poison & sends.ok) & ids
+        killed = (killers or set()) & sends.ok & ids
         report["subscribers"][sub] = {
             "delivered_ids": len(ids),
             "deliveries": sum(len(v) for v in got.values()),
@@ -122,6 +127,9 @@ def check(
             "redelivered_after_nack": sum(1 for v in got.values() if max(v) > 0),
             "dead_lettered": len(sub_dead),
             "poison_not_dead": len(must_die - sub_dead),
+            "killers_delivered": len(killed),
+            "killer_not_dead": len(killed - sub_dead),
+            "killer_max_deliveries": max((len(got[i]) for i in killed), default=0),
             "dead_not_delivered": len(sub_dead - ids),
             "examples": {"lost": lost[:10], "unexpected": unexpected[:10], "duplicated": dup[:10],
                          "skipped_within_limit": wrongly_skipped[:10]},

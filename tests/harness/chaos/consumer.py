@@ -3,7 +3,10 @@
 ``python -m tests.harness.chaos.consumer --dsn DSN --queue Q --consumer C [--worker W] --dir D --seed N``
 
 Poison events are nacked (they come back with retry_count + 1 until dead-lettered); about 1 %
-of the others are nacked once.  Nacks and the ack of a page run in one transaction.  Drawn from
+of the others are nacked once.  The consumer marks handler starts as the consumer runtime does
+(``receive(..., start_first => 0)``, ``mark_started``): a "killer" event makes the process die
+(``os._exit``) right after its start is marked - the harness restarts it, and the crashes count
+as failed attempts until the killer is dead-lettered.  Nacks and the ack of a page run in one transaction.  Drawn from
 the seed, the process also hurts itself: a receive in a transaction that outlives a tiny
 ``idle_in_transaction_session_timeout`` (the server kills the session; the page must come
 back) and a receive under a 1 ms ``statement_timeout``.
@@ -12,6 +15,7 @@ back) and a receive under a 1 ms ``statement_timeout``.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -23,8 +27,9 @@ from tests.harness.chaos.history import Recorder
 
 RECEIVE = (
     "SELECT batch_id, msg_id, payload, retry_count, txid::text"
-    " FROM pglogq.receive(%s, %s, %s, %s)"
+    " FROM pglogq.receive(%s, %s, %s, %s, start_first => 0)"
 )
+MARK = "SELECT pglogq.mark_started(%s, %s, %s::xid8)"
 NACK = "SELECT pglogq.nack(%s, %s, %s::interval, %s, %s::xid8)"
 ACK = "SELECT pglogq.ack(%s, %s, %s::xid8)"  # with the page's last message: see ack.sql
 
@@ -84,6 +89,12 @@ class Consumer:
         rows = conn.execute(RECEIVE, (self.queue, self.consumer, size, self.worker)).fetchall()
         if not rows:
             return False
+        for n, row in enumerate(rows):
+            if row[2].get("killer"):
+                # handlers start on the events up to the killer, which kills the process
+                self.record(rows[: n + 1])
+                conn.execute(MARK, (row[0], row[1], row[4]))
+                os._exit(3)
         self.record(rows)
         batch = rows[0][0]
         with conn.transaction():

@@ -22,7 +22,7 @@ import psycopg
 from tests.harness import child_env
 from tests.harness.chaos import nemesis
 from tests.harness.chaos.checker import check, client_faults
-from tests.harness.chaos.history import Recorder, is_poison
+from tests.harness.chaos.history import Recorder, is_killer, is_poison
 from tests.harness.chaos.proxy import FaultyProxy
 from tests.harness.chaos.server import ChaosServer, free_port
 
@@ -174,6 +174,7 @@ class Harness:
                 if due <= now:
                     restarts.remove((due, proc))
                     proc.start(self.base)
+            self.revive_killed()
             for due, proc in list(self.twins):
                 if due <= now:
                     proc.kill()
@@ -184,6 +185,14 @@ class Harness:
             time.sleep(0.05)
         for _, pending in restarts:
             pending.start(self.base)
+
+    def revive_killed(self) -> None:
+        """Restart, as a supervisor would, the consumers a killer event made exit (code 3)."""
+        for p in self.procs:
+            if p.role == "consumer" and p.popen is not None and p.popen.poll() == 3:
+                p.restarts += 1
+                self.faults["killer_crash"] += 1
+                p.start(self.base)
 
     def sample_cursors(self) -> None:
         """Committed cursors and tick ids never go back, crashes included (checklist 9)."""
@@ -314,6 +323,7 @@ class Harness:
                     if row[0] == 0 and row[1] == 0:
                         caught_up = True
                         break
+                    self.revive_killed()
                     time.sleep(0.2)
                 if caught_up and row is not None and row[2] == 0 and before is not None and row[3] == before[0]:
                     return True
@@ -350,8 +360,10 @@ class Harness:
             skipped_db = self.skipped_events()
             for p in self.procs:
                 p.terminate(20)
-            poison = {i for i in _all_invoked(self.hist) if is_poison(i)}
-            report = check(self.hist, [*PLAIN_CONSUMERS, COOP_CONSUMER], dead, poison)
+            invoked = _all_invoked(self.hist)
+            poison = {i for i in invoked if is_poison(i)}
+            killers = {i for i in invoked if is_killer(i)}
+            report = check(self.hist, [*PLAIN_CONSUMERS, COOP_CONSUMER], dead, poison - killers, killers)
             faults = Counter(self.faults)
             faults.update(self.proxy.counts)
             faults.update(client_faults(self.hist))

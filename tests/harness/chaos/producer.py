@@ -5,7 +5,8 @@
 Each operation is drawn from the seed: an autocommit send, a send in an explicit transaction,
 a ``send_batch``, a transaction that rolls back, a savepoint rolled back then a send, a send under
 a tiny ``statement_timeout``; about 2 % of the ids are "poison" (:func:`.history.is_poison`) (every consumer nacks them
-until they are dead-lettered).  With ``--rr`` it is a REPEATABLE READ producer instead: it takes
+until they are dead-lettered), and a few are "killers" (:func:`.history.is_killer`: the consumer
+process that starts one dies).  With ``--rr`` it is a REPEATABLE READ producer instead: it takes
 its snapshot, holds it for seconds (across forced rotations), then sends and commits.
 """
 
@@ -20,7 +21,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from tests.harness.chaos._proc import StopFlag, close_quietly, connect, definite_failure
-from tests.harness.chaos.history import Recorder, is_poison
+from tests.harness.chaos.history import Recorder, is_killer, is_poison
 
 SEND = "SELECT pglogq.send(%s, %s)"
 SEND_BATCH = "SELECT pglogq.send_batch(%s, %s::jsonb[])"
@@ -45,6 +46,8 @@ class Producer:
         return ids
 
     def payload(self, ev_id: str) -> Jsonb:
+        if is_killer(ev_id):
+            return Jsonb({"id": ev_id, "poison": False, "killer": True})
         return Jsonb({"id": ev_id, "poison": is_poison(ev_id)})
 
     def outcome(self, kind: str, ids: list[str]) -> None:

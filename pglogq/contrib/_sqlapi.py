@@ -1,0 +1,160 @@
+"""``send`` and ``send_batch`` as one SQL statement any PostgreSQL driver can run.
+
+The framework integrations (Django, SQLAlchemy) call the SQL API through the framework's own
+connection, so the event joins the application's transaction with no unwrapping.  Every
+parameter is bound (never interpolated by us) and typed by a ``CAST`` in the statement, with
+Python values every driver adapts the same way: JSON as text, ``int``, ``str``, a list of
+``str``, ``datetime``, ``timedelta``.  The arguments are checked here exactly as
+:meth:`pglogq.Client.send` checks them (same errors, before any SQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pglogq._codec as v
+from pglogq import _trace
+from pglogq.errors import BY_SQLSTATE, InvalidArgument, InvalidDelay, InvalidPayload
+
+Placeholder = Callable[[str], str]
+"""How the driver writes a named parameter: ``lambda n: f"%({n})s"`` or ``lambda n: f":{n}"``."""
+
+
+def pyformat(name: str) -> str:
+    return f"%({name})s"
+
+
+def colon(name: str) -> str:
+    return f":{name}"
+
+
+def _sql(function: str, first: str, keys: str, keys_type: str, ph: Placeholder) -> str:
+    return (
+        f"SELECT pglogq.{function}(CAST({ph('queue')} AS pg_catalog.text),"
+        f" CAST({ph(first)} AS pg_catalog.jsonb),"
+        f" type => CAST({ph('type')} AS pg_catalog.text),"
+        f" headers => CAST({ph('headers')} AS pg_catalog.jsonb),"
+        f" priority => CAST({ph('priority')} AS pg_catalog.int4),"
+        f" {keys} => CAST({ph(keys)} AS {keys_type}),"
+        f" deliver_at => CAST({ph('deliver_at')} AS pg_catalog.timestamptz),"
+        f" delay => CAST({ph('delay')} AS pg_catalog.interval))"
+    )
+
+
+def send_sql(ph: Placeholder) -> str:
+    return _sql("send", "payload", "idempotency_key", "pg_catalog.text", ph)
+
+
+def send_batch_sql(ph: Placeholder) -> str:
+    return _sql("send_batch_json", "payloads", "idempotency_keys", "pg_catalog.text[]", ph)
+
+
+def _common(queue: Any, type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any) -> dict[str, Any]:
+    return {
+        "queue": v.name(queue, "queue"),
+        "type": v.text(type, "event type", InvalidPayload),
+        "headers": None if headers is None else v.dumps(headers, "headers"),
+        "priority": v.integer(priority, "priority", v.INT4,
+                              lambda n: InvalidArgument(f"invalid priority: {n} (use 0..32767, higher first)")),
+        "deliver_at": v.moment(deliver_at, "deliver_at", InvalidDelay),
+        "delay": v.interval(delay, "delay", InvalidDelay),
+    }
+
+
+def send_params(
+    queue: Any, payload: Any, *, type: Any, headers: Any, priority: Any, idempotency_key: Any, deliver_at: Any,
+    delay: Any,
+) -> dict[str, Any]:
+    """The parameters of :func:`send_sql`, checked as ``Client.send`` checks them."""
+    params = _common(queue, type, headers, priority, deliver_at, delay)
+    params["payload"] = v.dumps(payload)
+    params["idempotency_key"] = v.text(idempotency_key, "idempotency key")
+    return params
+
+
+def send_batch_params(
+    queue: Any, payloads: list[Any], *, type: Any, headers: Any, priority: Any, idempotency_keys: Any,
+    deliver_at: Any, delay: Any,
+) -> dict[str, Any]:
+    """The parameters of :func:`send_batch_sql`, checked as ``Client.send_batch`` checks them."""
+    keys = None
+    if idempotency_keys is not None:
+        if isinstance(idempotency_keys, (str, bytes)):
+            raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
+        keys = [v.text(k, "idempotency key") for k in idempotency_keys]
+    params = _common(queue, type, headers, priority, deliver_at, delay)
+    params["payloads"] = v.dumps(payloads)
+    params["idempotency_keys"] = keys
+    return params
+
+
+def ids(value: Any) -> list[int]:
+    return [int(i) for i in value or []]
+
+
+sending = _trace.sending
+"""The tracing hook of ``send`` (a no-op unless :func:`pglogq.contrib.otel.instrument` ran)."""
+
+
+def payload_list(payloads: Sequence[Any]) -> list[Any]:
+    return v.payload_list(payloads)
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+def _sqlstate(exc: BaseException) -> tuple[str, BaseException] | None:
+    """The SQLSTATE of a driver error wrapped by a framework (Django chains it as the cause,
+    SQLAlchemy keeps it as ``orig``): psycopg and asyncpg call it ``sqlstate``, psycopg2 ``pgcode``."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        for attr in ("sqlstate", "pgcode"):
+            code = getattr(e, attr, None)
+            if isinstance(code, str) and len(code) == 5:
+                return code, e
+        orig = getattr(e, "orig", None)
+        todo += [orig if isinstance(orig, BaseException) else None, e.__cause__]
+    return None
+
+
+def _message(e: BaseException) -> tuple[str, str | None]:
+    diag = getattr(e, "diag", None)  # psycopg, psycopg2
+    if diag is not None and getattr(diag, "message_primary", None):
+        return str(diag.message_primary), getattr(diag, "message_hint", None)
+    message = getattr(e, "message", None)  # asyncpg
+    if isinstance(message, str) and message:
+        hint = getattr(e, "hint", None)
+        return message, hint if isinstance(hint, str) else None
+    return str(e).split("\n")[0], None
+
+
+def translate(exc: BaseException) -> BaseException:
+    """The pglogq exception for a framework's database error raised by a pglogq function (found by
+    its SQLSTATE), else ``exc`` itself."""
+    found = _sqlstate(exc)
+    if found is None:
+        return exc
+    cls = BY_SQLSTATE.get(found[0])
+    if cls is None:
+        return exc
+    message, hint = _message(found[1])
+    return cls(message, hint=hint)
+
+
+@contextmanager
+def translating(errors: type[BaseException] | tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Raise the pglogq exception of a framework error of class ``errors`` (chained to it)."""
+    try:
+        yield
+    except errors as exc:
+        err = translate(exc)
+        if err is exc:
+            raise
+        raise err from exc

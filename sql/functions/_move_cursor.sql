@@ -1,0 +1,21 @@
+-- pglogq._move_cursor(sub_id, target_tick, forward_only): move a consumer's cursor by a jump
+-- (seek, the retention limit) instead of by receiving: the one owner of that write.
+-- Parameters: sub_id  the consumer (parent_id NULL), locked by the caller with its workers;
+--             target_tick  the tick the cursor goes to; forward_only  true: never move it back
+--             (the retention limit), false: go to target_tick wherever it is (seek)
+-- Returns:    true when the cursor moved.
+-- Raises:     nothing.
+-- Tables:     subscription (update of last_tick; handed_from through _cursor_jump), handed_run.
+-- The jump is recorded first (pglogq._cursor_jump: what had been handed, for cancel), even when
+-- the cursor then stays where it is.  Open batches are the caller's: close them with
+-- pglogq._close_batch before or after, it reads neither last_tick nor handed_from.
+CREATE OR REPLACE FUNCTION pglogq._move_cursor(sub_id integer, target_tick bigint, forward_only boolean)
+RETURNS boolean LANGUAGE plpgsql
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM pglogq._cursor_jump(_move_cursor.sub_id, _move_cursor.target_tick);
+    UPDATE pglogq.subscription s SET last_tick = _move_cursor.target_tick
+     WHERE s.sub_id = _move_cursor.sub_id
+       AND (NOT forward_only OR s.last_tick < _move_cursor.target_tick);
+    RETURN FOUND;
+END $$;

@@ -1,0 +1,21 @@
+-- pglogq._running(queue_id, msg_id): is a handler of some consumer on this event now?
+-- Parameters: queue_id; msg_id
+-- Returns:    true when the event is in the page of an open batch of a holder of the queue, at or
+--             before its handler-start frontier (started, not acknowledged).
+-- Raises:     nothing.
+-- Tables:     subscription, tick, event (read).
+CREATE OR REPLACE FUNCTION pglogq._running(queue_id integer, msg_id bigint)
+RETURNS boolean LANGUAGE sql STABLE
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM pglogq.subscription h
+          JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
+          JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
+          JOIN pglogq.event x ON x.ev_queue = h.queue_id AND x.ev_id = _running.msg_id
+               AND x.ev_txid >= pg_snapshot_xmin(tp.tick_snapshot) AND x.ev_txid < pg_snapshot_xmax(tc.tick_snapshot)
+         WHERE h.queue_id = _running.queue_id AND h.batch_id IS NOT NULL AND h.page_end_txid IS NOT NULL
+           AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
+           AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
+           AND (x.ev_owner IS NULL OR x.ev_owner = coalesce(h.parent_id, h.sub_id))
+           AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id, true) = 0);
+$$;
