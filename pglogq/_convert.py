@@ -11,8 +11,17 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import pglogq._codec as v
-from pglogq.errors import InvalidArgument, InvalidDelay, InvalidPayload, SeekOutOfRange, StaleBatch, UnknownBatch
-from pglogq.models import DeadLetter, InFlight, Message, Schedule
+from pglogq.errors import (
+    InvalidArgument,
+    InvalidCaptureColumns,
+    InvalidCaptureOption,
+    InvalidDelay,
+    InvalidPayload,
+    SeekOutOfRange,
+    StaleBatch,
+    UnknownBatch,
+)
+from pglogq.models import CaptureInfo, DeadLetter, InFlight, Message, Schedule
 
 T = TypeVar("T")
 
@@ -98,6 +107,38 @@ def seek_args(queue: Any, consumer: Any, to: Any, by_events: Any) -> tuple[Any, 
     by = v.integer(by_events, "by_events", v.INT8,
                    lambda n: SeekOutOfRange(f'cannot move consumer "{consumer}" by {n} events'))
     return (name, v.name(consumer, "consumer"), position(to, name), by)
+
+
+def columns(value: Sequence[str] | None, what: str) -> list[str] | None:
+    """A column list of ``capture_table``: a sequence of str (a lone str is refused, not split)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)):
+        raise InvalidCaptureColumns(f"{what} must be a sequence of column names, not a single {type(value).__name__}")
+    out: list[str] = []
+    for col in value:
+        checked = v.text(col, f"column name in {what}", InvalidCaptureColumns, null=False)
+        assert checked is not None
+        out.append(checked)
+    return out
+
+
+def only_if(value: Any) -> Any:
+    """``capture_table``'s ``only_if``: a dict (the server checks it is a JSON object)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidCaptureOption(f"invalid only_if: a dict is expected, got {type(value).__name__}")
+    try:
+        return v.jsonb(value, "only_if")
+    except InvalidPayload as exc:
+        raise InvalidCaptureOption(exc.message) from exc
+
+
+def capture_info(row: Sequence[Any]) -> CaptureInfo:
+    errors: list[str] = []
+    cond = v.decode(row[6], "only_if", errors) if row[6] is not None else None
+    return CaptureInfo(row[0], row[1], list(row[2]), row[3], row[4], row[5], cond)
 
 
 def schedule(row: Sequence[Any]) -> Schedule:

@@ -88,3 +88,14 @@ IN_FLIGHT: LiteralString = (
 SCHEMA_LOCK: LiteralString = "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pglogq.schema'))"
 SCHEMA_EXISTS: LiteralString = "SELECT pg_catalog.to_regclass('pglogq.schema_version') IS NOT NULL"
 SCHEMA_VERSIONS: LiteralString = "SELECT version FROM pglogq.schema_version ORDER BY version"
+CAPTURE_TABLE: LiteralString = (
+    "SELECT pglogq.capture_table(%s::pg_catalog.text::pg_catalog.regclass, %s, include_columns => %s,"
+    " exclude_columns => %s, key_columns => %s, old_values => %s, only_if => %s)"
+)
+UNCAPTURE_TABLE: LiteralString = (
+    "SELECT pglogq.uncapture_table(%s::pg_catalog.text::pg_catalog.regclass, %s)"
+)
+CAPTURED_TABLES: LiteralString = (
+    "SELECT table_name::pg_catalog.text, queue_name, key_columns, include_columns, exclude_columns,"
+    " old_values, only_if::pg_catalog.text FROM pglogq.captured_tables(%s)"
+)

@@ -27,6 +27,7 @@ from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
     ClientClosed,
     InvalidArgument,
+    InvalidCaptureOption,
     InvalidConfig,
     InvalidDelay,
     InvalidJobsQuery,
@@ -41,6 +42,7 @@ from pglogq.errors import (
     translate,
 )
 from pglogq.models import (
+    CaptureInfo,
     ConsumerInfo,
     DeadLetter,
     InFlight,
@@ -103,6 +105,11 @@ class AsyncClient:
     Every call can take ``conn=``: the caller's connection, whose transaction the call then
     joins (nothing is committed for the caller).  Otherwise a pooled autocommit connection runs
     the call in its own transaction.
+
+    ``pooled=True``: the DSN leads through a connection pooler in transaction mode (PgBouncer):
+    the client's connections never prepare statements (psycopg would after five runs, and the
+    pooler may run the next one on a server connection that never saw it).  The client keeps no
+    other session state, so nothing else changes.
     """
 
     def __init__(
@@ -112,8 +119,10 @@ class AsyncClient:
         min_size: int = 1,
         max_size: int = 8,
         pool: AsyncConnectionPool[Any] | None = None,
+        pooled: bool = False,
     ) -> None:
         self.dsn = resolve_dsn(dsn) if pool is None else None
+        self.pooled = cv.flag(pooled, "pooled")
         self._pool = pool
         self._own_pool = pool is None
         self._min_size = min_size
@@ -171,7 +180,8 @@ class AsyncClient:
                     self.dsn or "",
                     min_size=self._min_size,
                     max_size=self._max_size,
-                    kwargs={"autocommit": True},
+                    kwargs=({"autocommit": True, "prepare_threshold": None} if self.pooled
+                            else {"autocommit": True}),
                     open=False,
                 )
                 self._pool = pool
@@ -457,6 +467,42 @@ class AsyncClient:
     async def schedule_list(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[Schedule]:
         """The schedules of ``queue`` (None: of every queue), with their next due time."""
         return [cv.schedule(r) for r in await self._rows(q.SCHEDULE_LIST, (v.name(queue, "queue"),), conn)]
+
+    # -- change capture -------------------------------------------------------------------
+
+    async def capture_table(
+        self,
+        table: str,
+        queue: str,
+        *,
+        include_columns: Sequence[str] | None = None,
+        exclude_columns: Sequence[str] | None = None,
+        key_columns: Sequence[str] | None = None,
+        old_values: str = "changed",
+        only_if: dict[str, Any] | None = None,
+        conn: AnyConn | None = None,
+    ) -> bool:
+        """Append one event to ``queue`` per row inserted, updated or deleted in ``table`` (and one
+        per TRUNCATE), in the writer's transaction.  True if newly captured, False if an existing
+        capture into this queue was replaced.  See ``pglogq.capture_table`` for the options and
+        the event's shape; the caller needs pglogq_writer and the TRIGGER privilege on the table."""
+        params = (
+            v.text(table, "table name", InvalidArgument, null=False), v.name(queue, "queue"),
+            cv.columns(include_columns, "include_columns"), cv.columns(exclude_columns, "exclude_columns"),
+            cv.columns(key_columns, "key_columns"), v.text(old_values, "old_values", InvalidCaptureOption),
+            cv.only_if(only_if),
+        )
+        return bool(await self._value(q.CAPTURE_TABLE, params, conn))
+
+    async def uncapture_table(self, table: str, queue: str | None = None, *, conn: AnyConn | None = None) -> int:
+        """Stop capturing ``table`` into ``queue`` (None: every queue); returns how many captures
+        were removed (0: it was not captured).  The caller must own the table."""
+        params = (v.text(table, "table name", InvalidArgument, null=False), v.name(queue, "queue"))
+        return int(await self._value(q.UNCAPTURE_TABLE, params, conn))
+
+    async def captured_tables(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[CaptureInfo]:
+        """The captured tables (of one queue, or of all)."""
+        return [cv.capture_info(r) for r in await self._rows(q.CAPTURED_TABLES, (v.name(queue, "queue"),), conn)]
 
     # -- ticking and maintenance ----------------------------------------------------------
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -36,6 +37,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 from psycopg_pool import PoolTimeout
+from typing_extensions import LiteralString
 
 from pglogq import _concurrency, _trace
 from pglogq._runtime import (
@@ -63,6 +65,8 @@ log = logging.getLogger("pglogq.consumer")
 
 AnyConn = psycopg.Connection[Any]
 F = TypeVar("F", bound=Callable[..., Any])
+
+_NOTIFY: LiteralString = "SELECT pg_catalog.pg_notify(%s, '')"
 
 _RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolTimeout)
 """Errors the run loop survives (it waits and tries again): the database is away for a while."""
@@ -261,31 +265,92 @@ BatchHandler = Callable[[list[Delivery]], _concurrency.Result]
 class Wakeup:
     """Waits for the ticker's NOTIFY on channel ``pglogq.<queue>`` on a dedicated connection.
 
-    Falls back to plain sleeping while the listener cannot connect; a broken listener
-    connection (server restart, pg_terminate_backend) is reconnected on the next wait."""
+    ``conninfo`` None: no listener at all, plain sleeping (a pooled DSN and no ``listen_dsn``).
+    When the listener connects it proves that notifications reach it: it LISTENs on a probe
+    channel of its own, ``send_probe`` notifies that channel from another connection, and if no
+    notification arrives within ``probe_timeout`` seconds it warns at once (a transaction-mode
+    pooler hands the LISTEN to a server connection that goes back to the pool) and sleeps
+    instead from then on.  Falls back to plain sleeping while the listener cannot connect; a
+    broken listener connection (server restart, pg_terminate_backend) is reconnected on the
+    next wait."""
 
-    def __init__(self, conninfo: str, queue: str, stop: Any) -> None:
+    def __init__(
+        self,
+        conninfo: str | None,
+        queue: str,
+        stop: Any,
+        send_probe: Callable[[str], _concurrency.Result] | None = None,
+        probe_timeout: float = 2.0,
+    ) -> None:
         self.conninfo = conninfo
         self.channel = f"pglogq.{queue}"
+        self.probe_channel = f"pglogq.probe.{secrets.token_hex(8)}"
         self._stop = stop
+        self._send_probe = send_probe
+        self._probe_timeout = probe_timeout
         self._conn: AnyConn | None = None
         self._retry_at = 0.0
         self.reconnects = 0
+        self.deaf = conninfo is None
+        """True when this wakeup only sleeps: no listener, or its probe proved it deaf."""
 
     def _connection(self) -> AnyConn | None:
+        if self.deaf:
+            return None
         if self._conn is not None and not self._conn.closed:
             return self._conn
         if time.monotonic() < self._retry_at:
             return None
         try:
-            conn = psycopg.Connection.connect(self.conninfo, autocommit=True, connect_timeout=5)
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+            conn = psycopg.Connection.connect(
+                self.conninfo or "", autocommit=True, connect_timeout=5, prepare_threshold=None
+            )
         except psycopg.Error as exc:
             log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
             self._retry_at = time.monotonic() + 5.0
             return None
+        if self._send_probe is not None and not self._probe(conn):
+            log.warning(
+                "tick notifications cannot arrive on the listener connection of %s: a probe NOTIFY sent "
+                "from another connection did not come back within %g s (is the DSN a PgBouncer in "
+                "transaction mode? LISTEN needs a direct connection: give listen_dsn); polling instead",
+                self.channel, self._probe_timeout,
+            )
+            self.deaf = True
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            return None
+        try:
+            # after the probe: a tick missed meanwhile waits at most one poll_interval
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except psycopg.Error as exc:
+            log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
+            self._retry_at = time.monotonic() + 5.0
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            return None
         self._conn = conn
         return conn
+
+    def _probe(self, conn: AnyConn) -> bool:
+        """True when a NOTIFY on the probe channel, sent from another connection, arrives here."""
+        assert self._send_probe is not None
+        try:
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.probe_channel)))
+            self._send_probe(self.probe_channel)
+            deadline = time.monotonic() + self._probe_timeout
+            arrived = False
+            while not arrived and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                for n in conn.notifies(timeout=min(left, 0.25)):
+                    arrived = arrived or n.channel == self.probe_channel
+            conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(self.probe_channel)))
+        except psycopg.Error as exc:
+            log.warning("the listener probe of %s failed (%s); polling instead", self.channel, exc)
+            return False
+        return arrived or self._stop.is_set()
 
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; True when a notification came (False: timeout/stop)."""
@@ -310,6 +375,11 @@ class Wakeup:
                         self.channel, exc)
             self.reconnect()
         return got
+
+    @property
+    def listening(self) -> bool:
+        """True while a listener connection is open and LISTENing (its probe passed)."""
+        return self._conn is not None and not self._conn.closed
 
     def reconnect(self) -> None:
         """Drop the listener connection; the next wait opens a new one and LISTENs again."""
@@ -346,6 +416,14 @@ class Consumer:
     ``start_ahead`` seconds an event may count as started before its handler starts (quick
     handlers are marked started in groups; 0: one round trip before every handler call) - for
     that long ``cancel`` may refuse an event that has not started yet.
+
+    Behind a connection pooler in transaction mode (PgBouncer): give a client made with
+    ``pooled=True`` (or ``pooled=True`` here with a DSN) and ``listen_dsn``, a direct DSN to
+    PostgreSQL for the one connection that LISTENs for ticks (everything else goes through the
+    pooler).  Without ``listen_dsn`` a pooled consumer polls every ``poll_interval``.  An
+    unpooled consumer LISTENs on its own DSN; either way the listener proves at start that
+    notifications arrive (a probe NOTIFY, ``listen_probe_timeout`` seconds) and warns at once,
+    then polls, when they cannot.
     """
 
     def __init__(
@@ -365,6 +443,9 @@ class Consumer:
         transactional: bool = False,
         notify_miss_limit: int = 3,
         start_ahead: float = 0.1,
+        listen_dsn: str | None = None,
+        pooled: bool = False,
+        listen_probe_timeout: float = 2.0,
     ) -> None:
         for what, number in (("max_messages", max_messages), ("concurrency", concurrency),
                              ("notify_miss_limit", notify_miss_limit)):
@@ -376,8 +457,15 @@ class Consumer:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         if message_timeout is not None and message_timeout <= 0:
             raise ValueError(f"message_timeout must be positive, got {message_timeout}")
+        if listen_dsn is not None and (not isinstance(listen_dsn, str) or not listen_dsn.strip()):
+            raise ValueError(f"listen_dsn must be a non-empty DSN or None, got {listen_dsn!r}")
+        if not isinstance(pooled, bool):
+            raise TypeError(f"pooled must be True or False, got {pooled!r}")
+        if isinstance(client_or_dsn, Client) and pooled and not client_or_dsn.pooled:
+            raise ValueError("pooled=True with a client made without it: make the client with pooled=True")
         for name, value in (("poll_interval", poll_interval), ("heartbeat_interval", heartbeat_interval),
-                            ("progress_interval", progress_interval)):
+                            ("progress_interval", progress_interval),
+                            ("listen_probe_timeout", listen_probe_timeout)):
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
         if isinstance(start_ahead, bool) or not isinstance(start_ahead, (int, float)) or not 0 <= start_ahead <= 60:
@@ -416,6 +504,9 @@ class Consumer:
         self.transactional = transactional
         self.start_ahead = float(start_ahead)
         self._pace: float | None = None  # seconds per handler start, measured over pages
+        self.listen_dsn = listen_dsn
+        self.pooled = pooled or (isinstance(client_or_dsn, Client) and client_or_dsn.pooled)
+        self.listen_probe_timeout = listen_probe_timeout
         self.label = worker if worker is not None else host_label()
         self.stats = RunStats()
         self.health = NotifyHealth(notify_miss_limit)
@@ -440,7 +531,9 @@ class Consumer:
     @property
     def client(self) -> Client:
         if self._client is None:
-            self._client = Client(self._dsn, min_size=1, max_size=max(4, self.concurrency + 3))
+            self._client = Client(
+                self._dsn, min_size=1, max_size=max(4, self.concurrency + 3), pooled=self.pooled
+            )
         return self._client
 
     @property
@@ -511,6 +604,20 @@ class Consumer:
     def _conninfo(self) -> str:
         return self.client.conninfo()
 
+    def _wakeup(self) -> Wakeup:
+        if self.listen_dsn is not None:
+            conninfo: str | None = self.listen_dsn
+        elif self.pooled:
+            conninfo = None
+            log.info("%r: pooled DSN and no listen_dsn: polling for ticks every %g s", self, self.poll_interval)
+        else:
+            conninfo = self._conninfo()
+        return Wakeup(conninfo, self.queue, self._stop_event, self._send_probe, self.listen_probe_timeout)
+
+    def _send_probe(self, channel: str) -> None:
+        with self.client.connection() as conn:
+            conn.execute(_NOTIFY, (channel,), prepare=False)
+
     def run(self, *, stop_when_idle: bool = False, max_batches: int | None = None) -> RunStats:
         """Handle events until ``stop()``; returns what this run did.
 
@@ -526,7 +633,7 @@ class Consumer:
         self._hb_stop.clear()
         self.stats = stats = RunStats()
         self._runner = _concurrency.Runner(self.concurrency, self.message_timeout)
-        wake = self.wakeup = Wakeup(self._conninfo(), self.queue, self._stop_event)
+        wake = self.wakeup = self._wakeup()
         beat = _concurrency.Background(self._heartbeat_loop, name=f"pglogq-heartbeat-{self.label}")
         polled = False
         try:

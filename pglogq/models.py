@@ -190,3 +190,18 @@ class Schedule:
     last_msg_id: int | None
     sent: int
     skipped: int
+
+
+@dataclass(frozen=True)
+class CaptureInfo:
+    """A table whose row changes are captured into a queue (see ``pglogq.captured_tables``)."""
+
+    table_name: str
+    """The table, as PostgreSQL names it (schema-qualified when not on the search path)."""
+    queue_name: str
+    key_columns: list[str]
+    include_columns: list[str] | None
+    exclude_columns: list[str] | None
+    old_values: str
+    """'changed', 'full' or 'none': what an UPDATE carries of the old row."""
+    only_if: dict[str, Any] | None

@@ -70,6 +70,20 @@ def _configure(consumer: AnyConsumer, worker: str | None, concurrency: int | Non
         consumer.concurrency = concurrency
 
 
+def _connections(consumer: AnyConsumer, pooled: bool, listen_dsn: str | None) -> None:
+    if listen_dsn is not None:
+        if not listen_dsn.strip():
+            raise click.BadParameter("empty --listen-dsn: give a DSN or leave it out")
+        consumer.listen_dsn = listen_dsn
+    if pooled and not consumer.pooled:
+        if not consumer.accepts_dsn:
+            raise click.BadParameter(
+                "--pooled: the consumer was given a client made without pooled=True; make that client "
+                "with pooled=True (or give the consumer a DSN)"
+            )
+        consumer.pooled = True
+
+
 def _summary(consumer: AnyConsumer, stats: RunStats) -> str:
     return (
         f"{consumer!r} stopped: {stats.pages} pages, {stats.handled} handled, {stats.failed} failed "
@@ -129,6 +143,11 @@ def run_consumer(consumer: AnyConsumer, *, stop_when_idle: bool = False, max_bat
 @click.option("--concurrency", type=int, help="handler calls at once (overrides the consumer's)")
 @click.option("--stop-when-idle", is_flag=True, help="exit as soon as there is nothing to receive")
 @click.option("--max-batches", type=int, help="exit after handling this many pages")
+@click.option("--pooled", is_flag=True, envvar="PGLOGQ_POOLED",
+              help="the DSN leads through PgBouncer in transaction mode: prepare no statements, and "
+              "LISTEN only on --listen-dsn (else poll)")
+@click.option("--listen-dsn", metavar="DSN", envvar="PGLOGQ_LISTEN_DSN",
+              help="a direct DSN for the connection that LISTENs for ticks (default: $PGLOGQ_LISTEN_DSN)")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def command(
@@ -138,6 +157,8 @@ def command(
     concurrency: int | None,
     stop_when_idle: bool,
     max_batches: int | None,
+    pooled: bool,
+    listen_dsn: str | None,
     log_level: str,
 ) -> None:
     """Run the consumer MODULE:ATTR (e.g. myapp.handlers:consumer) until SIGTERM/SIGINT."""
@@ -156,6 +177,7 @@ def command(
     if dsn and consumer.accepts_dsn:
         consumer.use_dsn(dsn)
     _configure(consumer, worker_name, concurrency)
+    _connections(consumer, pooled, listen_dsn)
     log.info("starting %r", consumer)
     stats = run_consumer(consumer, stop_when_idle=stop_when_idle, max_batches=max_batches)
     log.info("%s", _summary(consumer, stats))

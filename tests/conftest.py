@@ -4,4 +4,4 @@ Fixtures are used by name (``def test_x(client, dsn): ...``); plain helpers are 
 tests/support/ (``from tests.support.waiting import wait_for``).
 """
 
-pytest_plugins = ["tests.plugins.database"]
+pytest_plugins = ["tests.plugins.database", "tests.plugins.pgbouncer"]

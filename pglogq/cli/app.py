@@ -31,6 +31,7 @@ class App:
     """Per-invocation state (``ctx.obj``)."""
 
     dsn_option: str | None = None
+    listen_dsn: str | None = None
     debug: bool = False
     json: bool = False
     _dsn: str | None = None
@@ -50,10 +51,15 @@ class App:
         return self._dsn
 
     def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
-        """A new autocommit connection (closed when the command ends)."""
+        """A new autocommit connection (closed when the command ends).
+
+        It never prepares statements, so the DSN may lead through a pooler in transaction mode
+        (PgBouncer): a short command gains nothing from prepared statements, and a pooler may
+        run the next execution on a server connection that never saw them."""
         try:
             conn = psycopg.connect(
-                self.dsn, autocommit=True, connect_timeout=10, application_name="pglogq-cli", **kwargs
+                kwargs.pop("dsn", None) or self.dsn, autocommit=True, connect_timeout=10,
+                application_name="pglogq-cli", prepare_threshold=None, **kwargs
             )
         except psycopg.OperationalError as exc:
             why = " ".join(line.strip() for line in str(exc).strip().splitlines())
@@ -77,7 +83,7 @@ class App:
     def client(self) -> pglogq.Client:
         """A client bound to this run's DSN; pass ``conn=app.conn`` to use the one connection."""
         if self._client is None:
-            client = pglogq.Client(self.dsn, min_size=0, max_size=2)
+            client = pglogq.Client(self.dsn, min_size=0, max_size=2, pooled=True)  # prepares nothing
             self._client = client
             self._closers.append(client.close)
         return self._client
@@ -139,6 +145,14 @@ def _set_dsn(ctx: click.Context, param: click.Parameter, value: str | None) -> N
         get_app(ctx).dsn_option = value
 
 
+def _set_listen_dsn(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None and not value.strip():
+        raise click.BadParameter("empty DSN: give one, or leave --listen-dsn out", param=param)
+    if value:
+        check_dsn(value, "--listen-dsn")
+        get_app(ctx).listen_dsn = value
+
+
 def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value:
         get_app(ctx).debug = True
@@ -156,6 +170,16 @@ dsn_option = click.option(
     is_eager=True,
     callback=_set_dsn,
     help="PostgreSQL DSN (default: $PGLOGQ_DSN, else the embedded server).",
+)
+listen_dsn_option = click.option(
+    "--listen-dsn",
+    metavar="DSN",
+    envvar="PGLOGQ_LISTEN_DSN",
+    expose_value=False,
+    is_eager=True,
+    callback=_set_listen_dsn,
+    help="A direct DSN for LISTEN when --dsn leads through PgBouncer in transaction mode "
+    "(default: $PGLOGQ_LISTEN_DSN, else --dsn; without a working LISTEN, commands poll).",
 )
 debug_option = click.option(
     "--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,

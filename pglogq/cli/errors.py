@@ -94,6 +94,7 @@ _CLASS_CODES: list[tuple[type[BaseException], Exit]] = [
     (pe.SeekOutOfRange, Exit.INVALID),
     (pe.AlreadyExists, Exit.CONFLICT),
     (pe.QueueInUse, Exit.CONFLICT),
+    (pe.QueueCaptured, Exit.CONFLICT),
     (pe.BatchOpen, Exit.CONFLICT),
     (pe.StaleBatch, Exit.CONFLICT),
     (pe.SchemaMismatch, Exit.SCHEMA),

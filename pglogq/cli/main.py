@@ -72,7 +72,7 @@ def ticker() -> None:
 
 
 def _register() -> None:
-    from pglogq.cli import cancel, consumer, database, demo, dlq, jobs, queue, receive, schema, send, status
+    from pglogq.cli import cancel, capture, consumer, database, demo, dlq, jobs, queue, receive, schema, send, status
 
     main.add_command(schema.schema)
     main.add_command(queue.queue)
@@ -87,6 +87,7 @@ def _register() -> None:
     main.add_command(database.dsn)
     main.add_command(database.psql)
     main.add_command(database.embedded)
+    main.add_command(capture.capture)
     main.add_command(jobs.job)
     main.add_command(jobs.jobs)
     main.add_command(jobs.schedule)

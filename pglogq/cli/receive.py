@@ -21,7 +21,7 @@ from psycopg.rows import tuple_row
 
 import pglogq
 from pglogq.cli import jsontext
-from pglogq.cli.app import App, common_options, json_option, pass_app
+from pglogq.cli.app import App, common_options, json_option, listen_dsn_option, pass_app
 from pglogq.cli.errors import CliError, Exit, to_cli_error
 from pglogq.cli.output import (
     emit_json_line,
@@ -213,6 +213,24 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+def listener(app: App, queue: str, probe_timeout: float = 2.0) -> psycopg.Connection[Any] | None:
+    """A connection LISTENing on the tick channel of ``queue`` (on ``--listen-dsn`` if given), or
+    None after saying on stderr why not: a probe NOTIFY sent on the command's own connection must
+    come back within ``probe_timeout`` seconds (through PgBouncer in transaction mode it cannot)."""
+    conn = app.connect(dsn=app.listen_dsn)
+    probe = f"pglogq.probe.{secrets.token_hex(8)}"
+    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(f"pglogq.{queue}")))
+    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(probe)))
+    app.conn.execute("SELECT pg_catalog.pg_notify(%s, '')", (probe,))
+    if any(n.channel == probe for n in conn.notifies(timeout=probe_timeout, stop_after=1)):
+        conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(probe)))
+        return conn
+    info("pglogq: warning: tick notifications cannot arrive on this connection (is --dsn a PgBouncer "
+         "in transaction mode? give --listen-dsn a direct DSN); polling every --poll instead")
+    conn.close()
+    return None
+
+
 @click.command()
 @click.argument("queue")
 @click.option("--max", "max_", type=click.IntRange(1), help="Stop after this many events.")
@@ -221,6 +239,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
               help="Look for new ticks at least this often when no notification comes.")
 @click.option("--tick", "tick", is_flag=True,
               help="Also run the ticker for this queue (when no ticker daemon runs, e.g. in development).")
+@listen_dsn_option
 @common_options
 @json_option
 @pass_app
@@ -229,7 +248,9 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
 
     Uses a throw-away consumer named tail-<pid>-<random>, subscribed at start and removed on
     exit (Ctrl-C, SIGTERM, --max, --for); other consumers are not affected.  Wakes up on the
-    tick notification "pglogq.<queue>" and polls as a fallback.
+    tick notification "pglogq.<queue>" and polls as a fallback.  Through PgBouncer in
+    transaction mode give --listen-dsn a direct DSN for the LISTEN (it warns, then polls, when
+    notifications cannot arrive).
 
     JSON: one object per line: {"msg_id", "type", "payload", "headers", "retry_count",
     "created_at", "priority", "batch_id"}
@@ -237,8 +258,7 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
     name = f"tail-{os.getpid()}-{secrets.token_hex(3)}"
     client = app.client
     conn = app.conn
-    listen = app.connect()
-    listen.execute(sql.SQL("LISTEN {}").format(sql.Identifier(f"pglogq.{queue}")))
+    listen = listener(app, queue)
     seen = 0  # events printed (a page is acknowledged once all of it is printed and flushed)
     closed = False
     deadline = time.monotonic() + for_.total_seconds() if for_ is not None else None
@@ -267,6 +287,9 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
                     wait = min(wait, deadline - time.monotonic())
                     if wait <= 0:
                         break
+                if listen is None:
+                    time.sleep(max(wait, 0.01))
+                    continue
                 for _ in listen.notifies(timeout=max(wait, 0.01), stop_after=1):
                     pass
     except KeyboardInterrupt:

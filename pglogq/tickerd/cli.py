@@ -55,7 +55,8 @@ cluster whose transaction ids are behind, --once).
 
 @click.command("run", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--dsn", "dsn", cls=_DsnOption, multiple=True, metavar="DSN",
-              help="Database to tick (repeat for several). Default: PGLOGQ_DSN, else the embedded server.")
+              help="Database to tick (repeat for several), by a direct connection: a DSN through PgBouncer "
+              "in transaction mode is refused. Default: PGLOGQ_DSN, else the embedded server.")
 @click.option("--once", is_flag=True, help="One pass (restore check, due maintenance, one tick) and exit.")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               default=None, help="Default INFO.")

@@ -6,7 +6,10 @@ One :class:`Engine` per database, running as an asyncio task (the daemon runs on
 * **One active ticker per database.**  The ticking connection takes a session-level advisory
   lock (``pg_try_advisory_lock``).  Other tickers stand by and retry every ``standby_retry``
   seconds.  The lock lives and dies with the connection: when the active ticker is killed, the
-  server ends its backend and releases the lock, and a standby takes over.
+  server ends its backend and releases the lock, and a standby takes over.  So the ticker needs
+  a direct connection: a DSN that leads through a connection pooler in transaction mode
+  (PgBouncer) is refused (state "refused", re-checked every ``check_interval``), detected by
+  two connections answering from one backend (:meth:`Engine._behind_pooler`).
 * **Ticking.**  ``SELECT pglogq.ticker()`` in its own autocommit transaction, every
   ``busy_interval`` (5 ms) while ticks are being written and for ``linger`` (1 s) after the last
   one; then the interval doubles up to ``idle_interval`` (200 ms).  With the default
@@ -279,8 +282,35 @@ class Engine:
             self._set_state(State.STOPPED)
             self._emit(logging.INFO, "stopped", "ticker stopped")
 
+    async def _behind_pooler(self, conn: AConn) -> bool:
+        """True when ``conn`` leads through a transaction-mode pooler (PgBouncer).
+
+        ``SHOW`` and ``inet_server_port()`` cannot tell through a pooler (nor can anything in one
+        query); what a pooler cannot hide is that it maps client connections to server
+        processes per transaction: two connections open at once answer from the same backend
+        pid, or one connection answers from two.  A direct connection never does either."""
+        other = await self._connect("probe")
+        try:
+            for _ in range(3):
+                first = await (await conn.execute(q.BACKEND_PID)).fetchone()
+                second = await (await other.execute(q.BACKEND_PID)).fetchone()
+                again = await (await conn.execute(q.BACKEND_PID)).fetchone()
+                if first == second or first != again:
+                    return True
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                await other.close()
+
     async def _session(self, conn: AConn) -> None:
         s = self.settings
+        if await self._behind_pooler(conn):
+            raise Refused(
+                "the DSN leads through a connection pooler in transaction mode (PgBouncer?): the same "
+                "server process answered two client connections; the ticker needs a direct connection "
+                "to PostgreSQL (its one-active-ticker lock is a session-level advisory lock, which a "
+                "pooler would hand to other clients): give it the server's own host and port"
+            )
         await self._timeouts(conn, s.tick_statement_timeout, s.tick_statement_timeout)
         await conn.execute(q.SYNCHRONOUS_COMMIT, (s.tick_synchronous_commit,))
         await self._schema_ready(conn)

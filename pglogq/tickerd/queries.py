@@ -51,3 +51,5 @@ IN_FLIGHT_SILENCE: LiteralString = (
     "SELECT queue_name, consumer_name, worker, extract(epoch FROM max(silent_for))::float8, count(*)"
     " FROM pglogq.in_flight GROUP BY 1, 2, 3"
 )
+
+BACKEND_PID: LiteralString = "SELECT pg_catalog.pg_backend_pid()"

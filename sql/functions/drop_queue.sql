@@ -1,7 +1,8 @@
 -- pglogq.drop_queue(queue_name, force): drop a queue, its events and everything about it.
 -- Parameters: queue_name; force  drop even if consumers are subscribed or events are stored
 -- Returns:    true if dropped, false if there was no such queue.
--- Raises:     PQ004 invalid name; PQ013 (without force) the queue is still in use: it has
+-- Raises:     PQ004 invalid name; PQ074 (even with force) a table is captured into the queue
+--             (pglogq.capture_table): uncapture it first; PQ013 (without force) the queue is still in use: it has
 --             consumers (their retries and dead letters go with them), or it stores events a
 --             consumer subscribing now would receive: delayed events not yet moved to the log,
 --             or events in the log committed after the last tick and not cancelled.  Events
@@ -28,6 +29,14 @@ BEGIN
     SELECT * INTO q FROM pglogq.queue x WHERE x.queue_name = drop_queue.queue_name;
     IF NOT FOUND THEN
         RETURN false;
+    END IF;
+    -- a captured table would fail every write once its queue is gone: refused even with force
+    stored := (SELECT string_agg(DISTINCT c.table_name::text, ', ') FROM pglogq.captured_tables(q.queue_name) c);
+    IF stored IS NOT NULL THEN
+        RAISE EXCEPTION 'queue "%" receives the changes of table(s) %', q.queue_name, stored
+            USING ERRCODE = 'PQ074',
+                  HINT = 'stop capturing first: SELECT pglogq.uncapture_table(''<table>'', queue_name => '''
+                         || q.queue_name || '''); nothing was changed';
     END IF;
     IF NOT coalesce(force, false) THEN
         SELECT count(*) INTO nsub FROM pglogq.subscription s WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL;

@@ -238,6 +238,10 @@ TABLE: list[Bad] = [
         sql("SELECT pglogq.force_tick('q')", isolation="REPEATABLE READ"), "force_tick"),
     Bad("ticker-unknown-queue", "SQL", "configs", "ticker('nope')", "PQ001",
         sql("SELECT pglogq.ticker('nope')"), "ticker"),
+    Bad("capture-catalog", "SQL", "names", "capture_table('pg_class', 'q')", "PQ070",
+        sql("SELECT pglogq.capture_table('pg_class', 'q')"), "capture_table"),
+    Bad("capture-own-table", "SQL", "names", "capture_table('pglogq.queue', 'q')", "PQ070",
+        sql("SELECT pglogq.capture_table('pglogq.queue', 'q')"), "capture_table"),
     # -- Python client -------------------------------------------------------------------------
     Bad("py-queue-empty", "Python", "names", "Client.create_queue('')", "InvalidName",
         lambda w: w.client.create_queue("")),
@@ -275,8 +279,12 @@ TABLE: list[Bad] = [
         lambda w: w.client.dlq_replay(-1)),
     Bad("py-force-tick-all", "Python", "configs", "Client.tick(None, force=True)", "ValueError",
         lambda w: w.client.tick(None, force=True)),
+    Bad("py-capture-columns-str", "Python", "names", "Client.capture_table('t', 'q', include_columns='id')",
+        "InvalidCaptureColumns", lambda w: w.client.capture_table("t", "q", include_columns="id")),
     # -- command line --------------------------------------------------------------------------
     Bad("cli-queue-empty", "CLI", "names", "pglogq queue create ''", "exit 4", cli("queue", "create", "")),
+    Bad("cli-capture-only-if", "CLI", "names", "pglogq capture add t q --only-if '{nope'", "exit 4",
+        cli("capture", "add", "t", "q", "--only-if", "{nope")),
     Bad("cli-queue-semicolon", "CLI", "names", "pglogq queue create 'a;b'", "exit 4", cli("queue", "create", "a;b")),
     Bad("cli-consumer-space", "CLI", "names", "pglogq consumer subscribe q 'bad name'", "exit 4",
         cli("consumer", "subscribe", "q", "bad name")),

@@ -61,9 +61,21 @@ def test_every_function_pins_search_path_with_pg_temp_last(dsn: str) -> None:
     for sig, _secdef, config in rows:
         paths = [c for c in (config or []) if c.startswith("search_path=")]
         assert paths == [PINNED], (sig, config)
-    # every public API function runs as definer; helpers are never granted (checked below)
+    # every public API function runs as definer but the reviewed INVOKER ones; helpers are never
+    # granted (checked below)
     public = {r[0] for r in rows if not r[0].startswith("pglogq._")}
-    assert public == {r[0] for r in definers if not r[0].startswith("pglogq._")}
+    assert public - INVOKER == {r[0] for r in definers if not r[0].startswith("pglogq._")}
+    assert {r[0] for r in rows if not r[1]} >= INVOKER
+
+
+# Public functions that run as their caller, reviewed: they make or drop triggers on the caller's
+# tables, so PostgreSQL itself checks the caller's TRIGGER privilege or ownership of the table
+# (as definer they would let any pglogq_writer put triggers on any table).  They touch no table
+# of pglogq's and call only functions granted to pglogq_writer.
+INVOKER = {
+    "pglogq.capture_table(regclass,text,text[],text[],text[],text,jsonb)",
+    "pglogq.uncapture_table(regclass,text)",
+}
 
 
 def test_public_can_execute_or_read_nothing(dsn: str) -> None:
@@ -403,13 +415,16 @@ FRAGMENT_NAMES = re.compile(r"(where|sql|query|filter|order|clause|expr|fragment
 TEXT_PARAMETERS = {
     "queue_name", "consumer_name", "worker_name", "type", "reason", "idempotency_key", "idempotency_keys",
     "param", "value", "op", "to_position", "stage", "worker", "for_queue", "for_consumer", "queue", "consumer",
-    "msg_type",
+    "msg_type", "include_columns", "exclude_columns", "key_columns", "old_values",
     # issue 16: per-type settings, jobs, schedules (compared or stored as values only)
     "ev_type", "in_state", "after", "name", "cron", "missed",
 }
 # functions that build SQL dynamically, reviewed: identifiers only through format('%I'), values
 # only through USING, parameter text never concatenated
-DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_config"}
+DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_config",
+               # CREATE/DROP TRIGGER on the caller's table: the table as regclass (%s of a regclass
+               # is its quoted name), trigger names %I, trigger arguments and only_if %L
+               "capture_table", "uncapture_table"}
 
 
 def test_no_api_function_takes_sql_fragments(dsn: str) -> None:
