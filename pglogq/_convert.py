@@ -21,7 +21,7 @@ from pglogq.errors import (
     StaleBatch,
     UnknownBatch,
 )
-from pglogq.models import CaptureInfo, DeadLetter, InFlight, Message
+from pglogq.models import CaptureInfo, DeadLetter, InFlight, Message, Schedule
 
 T = TypeVar("T")
 
@@ -139,3 +139,11 @@ def capture_info(row: Sequence[Any]) -> CaptureInfo:
     errors: list[str] = []
     cond = v.decode(row[6], "only_if", errors) if row[6] is not None else None
     return CaptureInfo(row[0], row[1], list(row[2]), row[3], row[4], row[5], cond)
+
+
+def schedule(row: Sequence[Any]) -> Schedule:
+    errors: list[str] = []
+    payload = v.decode(row[4], "payload", errors)
+    headers = v.decode(row[5], "headers", errors) if row[5] is not None else None
+    values = [*row[:4], payload, headers, *row[6:14]]
+    return Schedule(*values)

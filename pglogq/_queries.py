@@ -35,6 +35,28 @@ CANCEL: LiteralString = "SELECT pglogq.cancel(%s, %s)"
 REQUEST_STOP: LiteralString = "SELECT pglogq.request_stop(%s, %s)"
 MARK_STARTED: LiteralString = "SELECT pglogq.mark_started(%s, %s, %s::pg_catalog.xid8, %s)"
 STOP_REQUESTS: LiteralString = "SELECT pglogq.stop_requests(%s, %s::pg_catalog.int8[])"
+SET_TYPE_CONFIG: LiteralString = "SELECT pglogq.set_type_config(%s, %s, %s, %s)"
+TYPE_CONFIG: LiteralString = (
+    "SELECT type, max_retries, retry_delay, retry_factor, retry_cap, retry_jitter FROM pglogq.type_config(%s)"
+)
+LOOKUP: LiteralString = (
+    "SELECT consumer, state, %s::pg_catalog.int8, type, created_at, worker, since, last_heartbeat,"
+    " percent::pg_catalog.float8, stage, due_at, attempts, reason, dead_id, detail"
+    " FROM pglogq.lookup(%s, %s)"
+)
+JOBS: LiteralString = (
+    "SELECT consumer, state, msg_id, type, created_at, worker, since, last_heartbeat, percent::pg_catalog.float8,"
+    " stage, due_at, attempts, reason, dead_id, NULL::pg_catalog.text, cursor"
+    " FROM pglogq.jobs(%s, %s, %s, %s, %s, %s)"
+)
+SCHEDULE_ADD: LiteralString = (
+    "SELECT pglogq.schedule_add(%s, %s, %s, %s, type => %s, headers => %s, priority => %s, missed => %s)"
+)
+SCHEDULE_REMOVE: LiteralString = "SELECT pglogq.schedule_remove(%s, %s)"
+SCHEDULE_LIST: LiteralString = (
+    "SELECT queue, name, cron, type, payload::pg_catalog.text, headers::pg_catalog.text, priority, missed,"
+    " created_at, next_due, last_due, last_msg_id, sent, skipped FROM pglogq.schedule_list(%s)"
+)
 # the dead-letter filters come in one order in every dlq_ function: queue, consumer, type, older_than
 DLQ_INSPECT: LiteralString = (
     "SELECT dead_id, queue, consumer, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text,"

@@ -42,10 +42,12 @@ WORKER_NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,63}$")
 
 @dataclass
 class Route:
-    """A registered handler: ``kind`` is "message" (called per message) or "batch" (with a list)."""
+    """A registered handler: ``kind`` is "message" (called per message) or "batch" (with a list);
+    ``retry_policy``: the handler's own (a :class:`pglogq.RetryPolicy`, None: the consumer's)."""
 
     kind: str
     fn: Callable[..., Any]
+    retry_policy: Any = None
 
 
 class Routes:
@@ -54,13 +56,13 @@ class Routes:
     def __init__(self) -> None:
         self._by_type: dict[str | None, Route] = {}
 
-    def add(self, types: Sequence[str | None], kind: str, fn: Callable[..., Any]) -> None:
+    def add(self, types: Sequence[str | None], kind: str, fn: Callable[..., Any], retry_policy: Any = None) -> None:
         for t in types:
             if t in self._by_type:
                 what = "the default handler" if t is None else f"a handler for type {t!r}"
                 raise ValueError(f"{what} is registered already")
         for t in types:
-            self._by_type[t] = Route(kind, fn)
+            self._by_type[t] = Route(kind, fn, retry_policy)
 
     def route(self, type: str | None) -> Route | None:
         found = self._by_type.get(type) if type is not None else None

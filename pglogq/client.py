@@ -23,7 +23,7 @@ from typing_extensions import LiteralString, Self
 
 import pglogq._codec as v
 import pglogq._convert as cv
-from pglogq import _concurrency, _trace, schema
+from pglogq import _concurrency, _trace, schedules, schema
 from pglogq import _queries as q
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
@@ -32,9 +32,12 @@ from pglogq.errors import (
     InvalidCaptureOption,
     InvalidConfig,
     InvalidDelay,
+    InvalidJobsQuery,
     InvalidPayload,
     InvalidProgress,
+    InvalidSchedule,
     InvalidStartCount,
+    InvalidTypeConfig,
     MessageNotInBatch,
     UnknownDeadLetter,
     UnknownMessage,
@@ -46,11 +49,15 @@ from pglogq.models import (
     DeadLetter,
     DeadLetterPreview,
     InFlight,
+    JobState,
     Message,
     QueueInfo,
+    Schedule,
     SeekPlan,
     TickerHolder,
+    TypeConfig,
 )
+from pglogq.retry import RetryPolicy
 
 AnyConn = psycopg.Connection[Any]
 
@@ -271,6 +278,39 @@ class Client:
         params = (v.name(queue, "queue"), v.text(param, "setting", InvalidConfig), v.text(text, "value", InvalidConfig))
         return str(self._value(q.SET_QUEUE_CONFIG, params, conn))
 
+    def set_type_config(
+        self, queue: str, type: str, param: str, value: object, *, conn: AnyConn | None = None
+    ) -> str | None:
+        """Override one setting for the events of ``type`` (see ``pglogq.set_type_config``).
+
+        ``param``: ``max_retries`` (int >= 0), ``retry_delay``, ``retry_cap`` (timedelta),
+        ``retry_factor`` (number >= 1), ``retry_jitter`` (bool), or ``retry_policy`` with a
+        :class:`RetryPolicy` (sets the four ``retry_`` settings in one transaction).  ``value``
+        None removes the override (the queue's setting applies again).  Returns the new value as
+        text (for ``retry_policy``: the policy's settings, comma-separated)."""
+        name = v.name(queue, "queue")
+        kind = v.text(type, "event type", InvalidTypeConfig, null=False)
+        if param == "retry_policy":
+            if value is not None and not isinstance(value, RetryPolicy):
+                raise InvalidTypeConfig(f"invalid value for retry_policy: a RetryPolicy or None, got {value!r}")
+            settings = [
+                ("retry_delay", None if value is None else value.base),
+                ("retry_factor", None if value is None else value.factor),
+                ("retry_cap", None if value is None or value.cap >= timedelta(days=365) else value.cap),
+                ("retry_jitter", None if value is None else value.jitter),
+            ]
+            with self.connection(conn) as c, c.transaction():
+                out = [self._value(q.SET_TYPE_CONFIG, (name, kind, p, _setting_text(x)), c)
+                       for p, x in settings]
+            return None if value is None else ", ".join(f"{p}={o}" for (p, _), o in zip(settings, out, strict=True))
+        params = (name, kind, v.text(param, "parameter", InvalidTypeConfig, null=False), _setting_text(value))
+        result = self._value(q.SET_TYPE_CONFIG, params, conn)
+        return None if result is None else str(result)
+
+    def type_config(self, queue: str, *, conn: AnyConn | None = None) -> list[TypeConfig]:
+        """The per-type overrides of ``queue`` (see :meth:`set_type_config`), by type."""
+        return [cv.info(TypeConfig, r) for r in self._rows(q.TYPE_CONFIG, (v.name(queue, "queue"),), conn)]
+
     def subscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
         """Register a consumer; it receives events ticked from now on.  False if it existed."""
         return bool(self._value(q.SUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))
@@ -360,6 +400,77 @@ class Client:
             msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
         )
         return bool(self._value(q.REQUEST_STOP, (v.name(queue, "queue"), mid), conn))
+
+    # -- jobs: lookup and lists -----------------------------------------------------------
+
+    def lookup(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> list[JobState]:
+        """What happened to event ``msg_id``, one :class:`JobState` per consumer of ``queue``
+        (see ``pglogq.lookup``: waiting, in-flight, retry, dead, cancelled, done, skipped, gone)."""
+        mid = v.integer(
+            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"'),
+            null=False,
+        )
+        rows = self._rows(q.LOOKUP, (mid, v.name(queue, "queue"), mid), conn)
+        return [JobState(*r) for r in rows]
+
+    def jobs(
+        self,
+        queue: str,
+        consumer: str | None = None,
+        *,
+        type: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        conn: AnyConn | None = None,
+    ) -> list[JobState]:
+        """One page of the events of ``queue`` that are not done: per consumer (by name), in-flight,
+        then retry, dead and waiting (``state`` picks one).  Pass the last row's ``cursor`` as
+        ``after`` for the next page; fewer than ``limit`` rows means the list is complete."""
+        params = (
+            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "event type"),
+            v.text(state, "state", InvalidJobsQuery),
+            v.integer(limit, "limit", v.INT4, lambda n: InvalidJobsQuery(f"invalid limit {n}: use 1..100000"),
+                      null=False),
+            v.text(after, "cursor", InvalidJobsQuery),
+        )
+        return [JobState(*r) for r in self._rows(q.JOBS, params, conn)]
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def schedule_add(
+        self,
+        queue: str,
+        name: str,
+        cron: str,
+        payload: Any,
+        *,
+        type: str | None = None,
+        headers: dict[str, Any] | None = None,
+        priority: int = 100,
+        missed: str = "skip",
+        conn: AnyConn | None = None,
+    ) -> bool:
+        """Send ``payload`` to ``queue`` at every due time of the five-field ``cron`` expression
+        (UTC), from the ticker.  ``missed``: 'skip' (default) or 'catch_up' for due times missed
+        while no ticker ran.  The expression is checked with cronsim first
+        (:class:`InvalidSchedule`).  False when the same schedule exists already."""
+        expr = schedules.check_cron(cron)
+        params = (
+            v.name(queue, "queue"), v.text(name, "schedule name", InvalidSchedule, null=False), expr,
+            v.jsonb(payload), *cv.event_options(type, headers, priority, None, None)[:3],
+            v.text(missed, "missed policy", InvalidSchedule),
+        )
+        return bool(self._value(q.SCHEDULE_ADD, params, conn))
+
+    def schedule_remove(self, queue: str, name: str, *, conn: AnyConn | None = None) -> bool:
+        """Stop a schedule (:class:`UnknownSchedule` when there is none of that name)."""
+        params = (v.name(queue, "queue"), v.text(name, "schedule name", InvalidSchedule, null=False))
+        return bool(self._value(q.SCHEDULE_REMOVE, params, conn))
+
+    def schedule_list(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[Schedule]:
+        """The schedules of ``queue`` (None: of every queue), with their next due time."""
+        return [cv.schedule(r) for r in self._rows(q.SCHEDULE_LIST, (v.name(queue, "queue"),), conn)]
 
     # -- change capture -------------------------------------------------------------------
 
@@ -732,3 +843,16 @@ class Client:
             v.moment(started_at, "started_at", InvalidProgress),
         )
         return bool(self._value(q.REPORT_PROGRESS, params, conn))
+
+
+def _setting_text(value: object) -> str | None:
+    """A type setting as the text set_type_config parses (None: remove the override)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds()!r} seconds"
+    if isinstance(value, (int, float, Decimal, str)):
+        return str(value)
+    raise InvalidTypeConfig(f"invalid value {value!r}: a number, a timedelta, a bool or text is expected")

@@ -407,7 +407,8 @@ class Consumer:
     silent worker's batch being taken over after the queue's ``dead_interval``.
 
     ``max_messages`` page size of receive; ``concurrency`` handler calls at once;
-    ``retry_policy`` the ``retry_after`` of nacks (None: the queue's ``retry_delay``);
+    ``retry_policy`` the ``retry_after`` of nacks (a handler's own ``retry_policy`` wins; None: the
+    server's rule, the type's ``set_type_config`` else the queue's ``retry_delay``);
     ``message_timeout`` seconds a handler call may take (then it is nacked);
     ``poll_interval`` longest wait for a tick notification; ``heartbeat_interval`` keep it well
     under the queue's ``dead_interval`` (a third at most); ``transactional`` run the handlers of a
@@ -547,26 +548,33 @@ class Consumer:
             raise RuntimeError("use_dsn() must come before the consumer connects, and not with a given client")
         self._dsn = dsn
 
-    def handler(self, *types: str | None) -> Callable[[F], F]:
+    def handler(self, *types: str | None, retry_policy: RetryPolicy | None = None) -> Callable[[F], F]:
         """Register a per-message handler for event ``types`` (none: the default handler)::
 
             @consumer.handler("order.created")
             def on_order(msg): ...
+
+        ``retry_policy``: the wait before each redelivery of a message this handler failed (it
+        wins over the consumer's ``retry_policy``; None: the consumer's, else the server's rule for
+        the type, ``set_type_config``, else the queue's ``retry_delay``).  How many times a message
+        is retried is the server's ``max_retries`` (of the type, else of the queue).
         """
-        return self._register(types, "message")
+        return self._register(types, "message", retry_policy)
 
-    def batch_handler(self, *types: str | None) -> Callable[[F], F]:
+    def batch_handler(self, *types: str | None, retry_policy: RetryPolicy | None = None) -> Callable[[F], F]:
         """Register a handler that gets a page's messages of ``types`` as one list; raising fails
-        them all (each is nacked)."""
-        return self._register(types, "batch")
+        them all (each is nacked, with ``retry_policy`` as for :meth:`handler`)."""
+        return self._register(types, "batch", retry_policy)
 
-    def _register(self, types: tuple[str | None, ...], kind: str) -> Callable[[F], F]:
+    def _register(self, types: tuple[str | None, ...], kind: str, retry_policy: RetryPolicy | None) -> Callable[[F], F]:
         if len(types) == 1 and callable(types[0]):
             raise TypeError("use @consumer.handler() with parentheses")
+        if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
+            raise TypeError(f"retry_policy must be a RetryPolicy or None, got {retry_policy!r}")
 
         def deco(fn: F) -> F:
             _concurrency.check_handler(fn)
-            self._routes.add(list(types) or [None], kind, fn)
+            self._routes.add(list(types) or [None], kind, fn, retry_policy)
             return fn
 
         return deco
@@ -884,7 +892,7 @@ class Consumer:
         self, page: _Page, units: list[Unit[Delivery]], outcomes: list[Outcome], conn: AnyConn | None
     ) -> bool:
         """Nack the failures and ack the page in one transaction; False when the batch was lost."""
-        failures: list[tuple[Delivery, str, Any]] = []
+        failures: list[tuple[Delivery, str, Any, RetryPolicy | None]] = []
         ok = timed_out = 0
         cancelled = 0
         for unit, outcome in zip(units, outcomes, strict=True):
@@ -909,15 +917,19 @@ class Consumer:
                 log.warning("%r: handler failed for %s: %s", self, unit.items, failure_reason(outcome, None),
                             exc_info=exc)
             reason = failure_reason(outcome, self.message_timeout)
-            failures.extend((d, reason, after) for d in unit.items if not d.skipped)
+            # a Nack's retry_after, else the handler's own policy, else the consumer's (None: the
+            # server's rule for the type)
+            policy = unit.route.retry_policy if unit.route is not None else None
+            policy = policy if policy is not None else self.retry_policy
+            failures.extend((d, reason, after, policy) for d in unit.items if not d.skipped)
         page.finishing = True
         verdicts: list[str] = []
         try:
             with self.client.connection(conn) as c, c.transaction():
-                for d, reason, after in failures:
+                for d, reason, after, policy in failures:
                     delay = after
-                    if delay is None and self.retry_policy is not None:
-                        delay = self.retry_policy.delay(d.retry_count)
+                    if delay is None and policy is not None:
+                        delay = policy.delay(d.retry_count)
                     d._verdict = self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
                     d._failure = reason
                     verdicts.append(d._verdict)

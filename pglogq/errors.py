@@ -13,8 +13,10 @@ Exception tree::
     │   ├── UnknownBatch            PQ008
     │   ├── MessageNotInBatch       PQ010
     │   ├── UnknownDeadLetter       PQ012
-    │   └── UnknownMessage          PQ021
+    │   ├── UnknownMessage          PQ021
+    │   └── UnknownSchedule         PQ067  (schedule_remove: no schedule of that name)
     ├── AlreadyExists               PQ003
+    │   └── ScheduleExists          PQ068  (schedule_add: the name is taken by another definition)
     ├── InvalidInput
     │   ├── InvalidName             PQ004
     │   ├── InvalidConfig           PQ005
@@ -23,7 +25,10 @@ Exception tree::
     │   ├── InvalidDelay            PQ011
     │   ├── InvalidArgument         PQ019
     │   ├── InvalidProgress         PQ025  (report_progress: percent, stage, counters, worker)
-    │   └── InvalidStartCount       PQ060  (receive: start_first out of 0..100000)
+    │   ├── InvalidStartCount       PQ060  (receive: start_first out of 0..100000)
+    │   ├── InvalidTypeConfig       PQ065  (set_type_config: unknown parameter, bad value or type)
+    │   ├── InvalidSchedule         PQ066  (schedules: bad cron expression, name, missed policy)
+    │   └── InvalidJobsQuery        PQ069  (jobs: bad state, max_rows or page cursor)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -265,6 +270,37 @@ class NotStartedThatFar(PglogqError):
     frontier can only be moved back to an event already marked started."""
 
     sqlstate = "PQ061"
+
+
+class InvalidTypeConfig(InvalidInput):
+    """set_type_config refused a parameter, a value or an event type (nothing was changed)."""
+
+    sqlstate = "PQ065"
+
+
+class InvalidSchedule(InvalidInput):
+    """A schedule was refused: a cron expression that is not five valid fields, a bad name or
+    missed policy, or a next due time not after the due time (nothing was changed)."""
+
+    sqlstate = "PQ066"
+
+
+class UnknownSchedule(NotFound):
+    """No schedule of that name in the queue."""
+
+    sqlstate = "PQ067"
+
+
+class ScheduleExists(AlreadyExists):
+    """A schedule of that name exists in the queue with another definition: remove it first."""
+
+    sqlstate = "PQ068"
+
+
+class InvalidJobsQuery(InvalidInput):
+    """jobs() refused its state, max_rows or page cursor."""
+
+    sqlstate = "PQ069"
 
 
 class BatchLost(PglogqError):

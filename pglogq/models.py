@@ -171,6 +171,64 @@ class InFlight:
 
 
 @dataclass(frozen=True)
+class JobState:
+    """Where one event stands for one consumer (a row of ``pglogq.lookup`` or ``pglogq.jobs``).
+
+    ``state``: ``waiting``, ``in-flight``, ``retry``, ``dead``, ``cancelled``, ``done``,
+    ``skipped`` or ``gone`` (not stored: see ``detail``, and ``pglogq.lookup``).
+    ``cursor`` (jobs only): pass it as ``after`` to get the next page."""
+
+    consumer: str
+    state: str
+    msg_id: int
+    type: str | None
+    created_at: datetime | None
+    worker: str | None = None
+    since: datetime | None = None
+    last_heartbeat: datetime | None = None
+    percent: float | None = None
+    stage: str | None = None
+    due_at: datetime | None = None
+    attempts: int | None = None
+    reason: str | None = None
+    dead_id: int | None = None
+    detail: str | None = None
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class TypeConfig:
+    """The overrides of one event type of a queue (None: the queue's setting applies)."""
+
+    type: str
+    max_retries: int | None
+    retry_delay: timedelta | None
+    retry_factor: float | None
+    retry_cap: timedelta | None
+    retry_jitter: bool | None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A periodic send (a row of ``pglogq.schedule_list``)."""
+
+    queue_name: str
+    name: str
+    cron: str
+    type: str | None
+    payload: Any
+    headers: dict[str, Any] | None
+    priority: int
+    missed: str
+    created_at: datetime
+    next_due: datetime | None
+    last_due: datetime | None
+    last_msg_id: int | None
+    sent: int
+    skipped: int
+
+
+@dataclass(frozen=True)
 class CaptureInfo:
     """A table whose row changes are captured into a queue (see ``pglogq.captured_tables``)."""
 

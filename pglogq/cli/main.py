@@ -80,6 +80,7 @@ def _register() -> None:
         database,
         demo,
         dlq,
+        jobs,
         queue,
         receive,
         schema,
@@ -101,6 +102,9 @@ def _register() -> None:
     main.add_command(database.psql)
     main.add_command(database.embedded)
     main.add_command(capture.capture)
+    main.add_command(jobs.job)
+    main.add_command(jobs.jobs)
+    main.add_command(jobs.schedule)
     main.add_command(dashboard.dashboard)
 
 

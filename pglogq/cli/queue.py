@@ -215,3 +215,51 @@ def resume(app: App, name: str) -> None:
     JSON: {"queue": str, "paused": false}
     """
     _pause(app, name, False)
+
+
+TYPE_PARAMS = ["max_retries", "retry_delay", "retry_factor", "retry_cap", "retry_jitter"]
+
+
+@queue.command("type-config")
+@click.argument("name")
+@click.argument("type_", metavar="TYPE", required=False)
+@click.argument("param", required=False)
+@click.argument("value", required=False)
+@click.option("--reset", is_flag=True, help="Remove the override PARAM of TYPE (the queue's setting applies).")
+@common_options
+@json_option
+@pass_app
+def type_config(app: App, name: str, type_: str | None, param: str | None, value: str | None, reset: bool) -> None:
+    """Show the per-type overrides of queue NAME, or change one (TYPE PARAM VALUE).
+
+    \b
+    Parameters: max_retries (0: the first failure dead-letters), retry_delay,
+    retry_factor (1: fixed delay), retry_cap, retry_jitter: the retry policy of the
+    events of TYPE, in place of the queue's max_retries and retry_delay.
+
+    JSON: [{"type", "max_retries", "retry_delay", "retry_factor", "retry_cap", "retry_jitter"}];
+    after a change {"queue", "type", "param", "value"}
+    """
+    if param is not None:
+        if type_ is None:
+            raise click.UsageError("TYPE is needed with PARAM")
+        if (value is None) != reset:
+            raise click.UsageError("give VALUE, or --reset to remove the override")
+        new = app.client.set_type_config(name, type_, param, value, conn=app.conn)
+        if app.json:
+            emit_json({"queue": name, "type": type_, "param": param, "value": new})
+        else:
+            click.echo(f"{name}: type {type_}: {param} = {new if new is not None else '(the queue setting)'}")
+        return
+    rows = [r for r in app.client.type_config(name, conn=app.conn) if type_ is None or r.type == type_]
+    if app.json:
+        from dataclasses import asdict
+
+        emit_json([asdict(r) for r in rows])
+        return
+    print_table(
+        ["type", *TYPE_PARAMS],
+        [[r.type, *(fmt(getattr(r, p)) if getattr(r, p) is not None else "(queue)" for p in TYPE_PARAMS)]
+         for r in rows],
+        empty="no per-type settings: every type uses the queue's",
+    )

@@ -21,7 +21,8 @@ One :class:`Engine` per database, running as an asyncio task (the daemon runs on
   ``pglogq.maint_operations()`` what is due and runs each step with ``pglogq.maint_run()`` in its
   own transaction; the retry/delayed pump and rotation step 2 run at once, rotation step 1 and
   pruning at most every ``rotate_interval`` per queue (step 2 follows a successful step 1 at
-  once, in a separate transaction).  Every ``check_interval`` it re-runs the restore check.
+  once, in a separate transaction).  Every pass also sends what schedules are due
+  (:func:`pglogq.schedules.fire_due`).  Every ``check_interval`` it re-runs the restore check.
 * **Faults.**  Lost or refused connections are retried with exponential backoff (jittered,
   ``backoff_min`` to ``backoff_max``), each failure logged once per attempt.  A database that
   looks restored into a cluster whose txids are behind (``ticker_check`` PQ040, or ``ticker``
@@ -45,6 +46,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from pglogq import schedules
 from pglogq.errors import translate
 from pglogq.tickerd import queries as q
 from pglogq.tickerd.logs import LOGGER, emit
@@ -434,7 +436,35 @@ class Engine:
             if op == "rotate_step1" and result:
                 self._emit(logging.INFO, "rotated", f"rotated the event tables of queue {queue}", queue=queue)
                 done[f"rotate_step2:{queue}"] = await self._run_op(conn, "rotate_step2", queue)
+        fired = await self._schedules(conn)
+        for outcome, n in fired.items():
+            if n:
+                done[f"schedule_{outcome}"] = n
         return done
+
+    async def _schedules(self, conn: AConn) -> dict[str, int]:
+        """The due sends of every schedule (pglogq.schedules.fire_due); a failure is logged and
+        retried in the next pass."""
+        try:
+            fired = await schedules.fire_due(conn)
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable):
+                self._emit(logging.WARNING, "maintenance_timeout",
+                           f"schedules timed out (will retry): {_error_text(exc)}", op="schedules")
+                return {}
+            self.stats.errors += 1
+            self._emit(logging.ERROR, "maintenance_step_failed", f"schedules failed: {_error_text(exc)}",
+                       op="schedules", sqlstate=exc.sqlstate)
+            return {}
+        for outcome, n in fired.items():
+            if n:
+                self.stats.maintenance[f"schedule_{outcome}"] = self.stats.maintenance.get(f"schedule_{outcome}", 0) + n
+        if fired["sent"] or fired["skipped"]:
+            self._emit(logging.INFO, "schedules", f"schedules: {fired['sent']} sent, {fired['skipped']} skipped",
+                       sent=fired["sent"], skipped=fired["skipped"])
+        return fired
 
     async def _run_op(self, conn: AConn, op: str, queue: str | None) -> int:
         try:

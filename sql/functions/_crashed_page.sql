@@ -40,7 +40,7 @@ BEGIN
     IF cardinality(started) = 1 THEN
         m := started[1];
         SELECT a.crashes INTO tries FROM pglogq.attempt a WHERE a.sub_id = h.sub_id AND a.msg_id = m.msg_id;
-        IF m.retry_count + tries > q.max_retries THEN
+        IF m.retry_count + tries > (SELECT r.max_retries FROM pglogq._retry_rule(q, m.type, 0) r) THEN  -- per type
             SELECT * INTO e FROM pglogq.event x
              WHERE x.ev_queue = q.queue_id AND x.ev_txid = m.txid AND x.ev_id = m.msg_id
                AND (x.ev_owner IS NULL OR x.ev_owner = owner)

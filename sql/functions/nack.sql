@@ -1,14 +1,16 @@
 -- pglogq.nack(batch_id, msg_id, retry_after, reason, msg_txid): this consumer failed an event.
 -- Parameters: batch_id; msg_id  an event of the page receive returned last;
---             retry_after  when to deliver it again, 0 .. 366 days (default: the queue's retry_delay);
+--             retry_after  when to deliver it again, 0 .. 366 days (default: the retry policy of
+--             the event's type, set_type_config, else the queue's retry_delay);
 --             reason  free text kept with the event (last 2000 bytes);
 --             msg_txid  the message's txid from receive: makes the lookup O(1) (optional)
 -- Returns:    'retry' (it comes back to this consumer only, with retry_count + 1 and the same
---             msg_id), or 'dead' (it had failed max_retries times before, by nacks or crashes:
---             moved to the dead-letter queue).  Acknowledge the batch afterwards as usual.
+--             msg_id), or 'dead' (it had failed max_retries times before, by nacks or crashes;
+--             max_retries of the event's type, set_type_config, else of the queue; with 0 its first
+--             failure: moved to the dead-letter queue).  Acknowledge the batch afterwards as usual.
 -- Raises:     PQ008/PQ009 unknown or stale batch; PQ010 the event is not in the returned page;
 --             PQ011 invalid retry_after.
--- Tables:     event, attempt (read), retry or dead_letter (insert, the latter through _bury).  Nacking one event twice in a page is a no-op.
+-- Tables:     event, attempt, type_config (read), retry or dead_letter (insert, the latter through _bury).  Nacking one event twice in a page is a no-op.
 CREATE OR REPLACE FUNCTION pglogq.nack(
     batch_id bigint, msg_id bigint, retry_after interval DEFAULT NULL, reason text DEFAULT NULL,
     msg_txid xid8 DEFAULT NULL)
@@ -23,15 +25,15 @@ DECLARE
     cur_snap pg_snapshot;
     e pglogq.event;
     delay interval;
+    maxr integer;
     lo xid8;
     hi xid8;
     tries integer;
 BEGIN
     h := pglogq._holder(batch_id);
     SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = h.queue_id;
-    delay := coalesce(retry_after, q.retry_delay);
-    IF delay < interval '0' OR delay > interval '366 days' THEN
-        RAISE EXCEPTION 'invalid retry_after %: use 0 .. 366 days', delay USING ERRCODE = 'PQ011';
+    IF retry_after < interval '0' OR retry_after > interval '366 days' THEN
+        RAISE EXCEPTION 'invalid retry_after %: use 0 .. 366 days', retry_after USING ERRCODE = 'PQ011';
     END IF;
     owner := coalesce(h.parent_id, h.sub_id);
     SELECT t.tick_snapshot INTO prev_snap FROM pglogq.tick t
@@ -61,7 +63,10 @@ BEGIN
     -- failed attempts so far: nacks (the event's retry count) and crashes in this batch
     SELECT e.ev_retry + coalesce((SELECT a.crashes FROM pglogq.attempt a
                                    WHERE a.sub_id = h.sub_id AND a.msg_id = e.ev_id), 0) INTO tries;
-    IF tries >= q.max_retries THEN
+    -- how many the event's type allows, and the wait before the next (_retry_rule owns the rule)
+    SELECT r.max_retries, coalesce(retry_after, r.delay) INTO maxr, delay
+      FROM pglogq._retry_rule(q, e.ev_type, tries) r;
+    IF tries >= maxr THEN
         PERFORM pglogq._bury(e, owner, tries, reason);
         RETURN 'dead';
     END IF;

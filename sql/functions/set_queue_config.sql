@@ -7,7 +7,7 @@
 --   ticker_idle_period (interval > 0) keep-alive tick when nothing happens
 --   batch_max_events (integer >= 1)   merge ticks into one batch up to about this many events
 --   big_batch_events (integer >= 1)   above this a batch is streamed in commit order, not priority order
---   max_retries (integer >= 1)        redeliveries before an event is dead-lettered
+--   max_retries (integer >= 0)        redeliveries before an event is dead-lettered (0: at its first nack)
 --   retry_delay (interval >= 0)       default retry_after of nack
 --   max_payload_bytes (integer >= 1)  largest accepted event: payload plus headers (stored jsonb sizes)
 --   idempotency_window (interval > 0) how long an idempotency key is remembered
@@ -40,7 +40,7 @@ BEGIN
         WHEN 'ticker_max_count' THEN 'int'
         WHEN 'batch_max_events' THEN 'int'
         WHEN 'big_batch_events' THEN 'int'
-        WHEN 'max_retries' THEN 'int'
+        WHEN 'max_retries' THEN 'int0'
         WHEN 'max_payload_bytes' THEN 'int'
     END;
     IF kind IS NULL THEN
@@ -65,7 +65,7 @@ BEGIN
             result := iv::text;
         ELSE
             nv := value::bigint;
-            IF nv < 1 OR nv > 2147483647 THEN
+            IF nv < (kind = 'int')::integer OR nv > 2147483647 THEN
                 RAISE EXCEPTION 'out of range' USING ERRCODE = '22003';
             END IF;
             result := nv::text;
@@ -75,11 +75,12 @@ BEGIN
             CASE kind WHEN 'bool' THEN 'expected true or false'
                       WHEN 'interval+' THEN 'expected a positive interval such as ''5 seconds'''
                       WHEN 'interval' THEN 'expected an interval >= 0 such as ''100 ms'''
+                      WHEN 'int0' THEN 'expected an integer >= 0'
                       ELSE 'expected an integer >= 1' END
             USING ERRCODE = 'PQ005';
     END;
     EXECUTE format('UPDATE pglogq.queue SET %I = $1::%s WHERE queue_id = $2', param,
-                   CASE kind WHEN 'bool' THEN 'boolean' WHEN 'int' THEN 'integer' ELSE 'interval' END)
+                   CASE kind WHEN 'bool' THEN 'boolean' WHEN 'int' THEN 'integer' WHEN 'int0' THEN 'integer' ELSE 'interval' END)
       USING result, q.queue_id;
     RETURN result;
 END $$;

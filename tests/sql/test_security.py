@@ -417,6 +417,8 @@ TEXT_PARAMETERS = {
     "param", "value", "op", "to_position", "stage", "worker", "for_queue", "for_consumer", "queue", "consumer",
     "msg_type", "include_columns", "exclude_columns", "key_columns", "old_values",
     "search",  # dlq_search: a plain substring (strpos on lower()), no LIKE pattern, no dynamic SQL
+    # issue 16: per-type settings, jobs, schedules (compared or stored as values only)
+    "ev_type", "in_state", "after", "name", "cron", "missed",
 }
 # functions that build SQL dynamically, reviewed: identifiers only through format('%I'), values
 # only through USING, parameter text never concatenated
@@ -471,3 +473,23 @@ def test_notify_payloads_carry_no_event_data(client: pglogq.Client, dsn: str) ->
         assert re.fullmatch(r"\d+", n.payload), n.payload
         assert secret not in n.payload
     assert [int(n.payload) for n in got] == sorted(int(n.payload) for n in got)
+
+
+def test_jobs_type_settings_and_schedules_by_role(client: pglogq.Client, logins: Callable[..., str]) -> None:
+    """Issue 16: a writer may look a job up (it sent it) but not list a consumer's jobs; a reader
+    may do both; per-type settings and schedules are the admin's."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    m = client.send("q", {"n": 1})
+    with pglogq.Client(logins("pglogq_writer")) as w, pglogq.Client(logins("pglogq_reader")) as r:
+        assert [j.state for j in w.lookup("q", m)] == ["waiting"]
+        assert [j.state for j in r.lookup("q", m)] == ["waiting"]
+        assert [j.msg_id for j in r.jobs("q")] == [m]
+        denied(lambda: w.jobs("q"))
+        for role in (w, r):
+            denied(lambda role=role: role.set_type_config("q", "t", "max_retries", 0))
+            denied(lambda role=role: role.type_config("q"))
+            denied(lambda role=role: role.schedule_add("q", "s", "* * * * *", {}))
+            denied(lambda role=role: role.schedule_list("q"))
+            denied(lambda role=role: role.schedule_remove("q", "s"))
+    assert client.type_config("q") == [] and client.schedule_list() == []

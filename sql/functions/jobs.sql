@@ -1,0 +1,210 @@
+-- pglogq.jobs(queue_name, consumer_name, msg_type, in_state, max_rows, after): list the events of a
+-- queue that are not done, per consumer, a page at a time.
+-- Parameters: queue_name; consumer_name  only this consumer (NULL: every consumer, by name);
+--             msg_type  only events of this type (NULL: any); in_state  only 'in-flight', 'retry',
+--             'dead' or 'waiting' (NULL: all four, in that order); max_rows  1..100000 (default
+--             100); after  the cursor of the last row of the previous page (NULL: from the start)
+-- Returns:    rows (consumer, state, msg_id, type, created_at, worker, since, last_heartbeat,
+--             percent, stage, due_at, attempts, reason, dead_id, cursor); the states and columns
+--             mean what they mean in pglogq.lookup.  Order: consumer name, then state (in-flight,
+--             retry, dead, waiting), then in-flight in commit order, retry and dead by msg_id (their
+--             own tables' keys); waiting: first the
+--             rest of the consumer's open batches, then the log after its cursor, both in commit
+--             order, then the delayed sends by msg_id.  Pass the last row's
+--             cursor as after for the next page; fewer than max_rows rows: the list is complete.
+-- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ069 invalid state, max_rows or
+--             cursor.
+-- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick (read;
+--             open batches through _open_batch_events).
+-- Reads only.  Each page costs index range scans from its cursor: the waiting list reads the
+-- open batches and then the (ev_txid, ev_id) index from the consumer's cursor tick, so a page takes the same time on a
+-- queue of a million waiting events as on an empty one; with msg_type, events of other types
+-- are read and skipped (a rare type among many waiting events makes a page slower).
+-- Cancelled events are left out.  A page is a snapshot: an event can move between states (and
+-- so be listed twice, or not at all) between two pages.
+CREATE OR REPLACE FUNCTION pglogq.jobs(
+    queue_name text, consumer_name text DEFAULT NULL, msg_type text DEFAULT NULL, in_state text DEFAULT NULL,
+    max_rows integer DEFAULT 100, after text DEFAULT NULL)
+RETURNS TABLE (consumer text, state text, msg_id bigint, type text, created_at timestamptz, worker text,
+               since timestamptz, last_heartbeat timestamptz, percent numeric, stage text,
+               due_at timestamptz, attempts integer, reason text, dead_id bigint, cursor text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    q pglogq.queue;
+    only_state text := jobs.in_state;
+    only_type text := jobs.msg_type;
+    c pglogq.subscription;
+    a_cons text;
+    a_rank integer := 0;
+    a_k1 numeric := 0;
+    a_k2 bigint := 0;
+    k1 numeric;
+    k2 bigint;
+    left_rows integer := jobs.max_rows;
+    n integer;
+    snap pg_snapshot;
+    parts text[];
+BEGIN
+    q := pglogq._queue(queue_name);
+    IF only_state IS NOT NULL AND only_state NOT IN ('in-flight', 'retry', 'dead', 'waiting') THEN
+        RAISE EXCEPTION 'invalid state "%"', left(only_state, 80)
+            USING ERRCODE = 'PQ069', HINT = 'one of waiting, in-flight, retry, dead (or NULL: all)';
+    END IF;
+    IF left_rows IS NULL OR left_rows < 1 OR left_rows > 100000 THEN
+        RAISE EXCEPTION 'invalid max_rows %: use 1..100000', coalesce(left_rows::text, 'NULL')
+            USING ERRCODE = 'PQ069';
+    END IF;
+    IF consumer_name IS NOT NULL THEN
+        PERFORM pglogq._consumer(q.queue_id, q.queue_name, consumer_name);
+    END IF;
+    IF after IS NOT NULL THEN
+        parts := string_to_array(after, '/');
+        IF cardinality(parts) <> 4 OR parts[1] !~ '^[A-Za-z][A-Za-z0-9_.-]{0,62}$' OR parts[2] !~ '^[1-6]$'
+           OR parts[3] !~ '^[0-9]{1,20}$' OR parts[4] !~ '^[0-9]{1,19}$'
+           OR parts[3]::numeric > 18446744073709551615 OR parts[4]::numeric > 9223372036854775807 THEN
+            RAISE EXCEPTION 'invalid cursor "%"', left(after, 80)
+                USING ERRCODE = 'PQ069', HINT = 'pass the cursor column of the last row of the previous page';
+        END IF;
+        a_cons := parts[1];
+        a_rank := parts[2]::integer;
+        a_k1 := parts[3]::numeric;
+        a_k2 := parts[4]::numeric::bigint;
+    END IF;
+    FOR c IN SELECT * FROM pglogq.subscription s
+              WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL
+                AND (jobs.consumer_name IS NULL OR s.consumer_name = jobs.consumer_name)
+                AND (a_cons IS NULL OR s.consumer_name >= a_cons)
+              ORDER BY s.consumer_name LOOP
+        -- rank 1: in the page a worker holds
+        IF (only_state IS NULL OR only_state = 'in-flight') AND NOT (c.consumer_name = a_cons AND a_rank > 1) THEN
+            k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 1 THEN a_k1 ELSE 0 END;
+            k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 1 THEN a_k2 ELSE 0 END;
+            RETURN QUERY
+            SELECT c.consumer_name, 'in-flight'::text, e.ev_id, e.ev_type, e.ev_time,
+                   coalesce(p.worker, h.worker_name, c.consumer_name), coalesce(p.started_at, h.batch_started_at),
+                   greatest(p.heartbeat_at, h.heartbeat_at), p.percent, p.stage, NULL::timestamptz, e.ev_retry,
+                   NULL::text, NULL::bigint, format('%s/1/%s/%s', c.consumer_name, e.ev_txid, e.ev_id)
+              FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0) e
+              JOIN pglogq.subscription h ON h.sub_id = e.holder
+              LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
+             WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
+               AND (only_type IS NULL OR e.ev_type = only_type)
+               AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
+               -- nacked in this page already: listed as retry or dead
+               AND NOT EXISTS (SELECT 1 FROM pglogq.retry r WHERE r.sub_id = c.sub_id AND r.msg_id = e.ev_id)
+               AND NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
+             ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            left_rows := left_rows - n;
+            IF left_rows <= 0 THEN RETURN; END IF;
+        END IF;
+        -- rank 2: retries due later
+        IF (only_state IS NULL OR only_state = 'retry') AND NOT (c.consumer_name = a_cons AND a_rank > 2) THEN
+            k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 2 THEN a_k2 ELSE 0 END;
+            RETURN QUERY
+            SELECT c.consumer_name, 'retry'::text, r.msg_id, r.ev_type, r.ev_time, NULL::text, r.first_failed_at,
+                   NULL::timestamptz, NULL::numeric, NULL::text, r.due_at, r.retry_count, r.reason, NULL::bigint,
+                   format('%s/2/0/%s', c.consumer_name, r.msg_id)
+              FROM pglogq.retry r
+             WHERE r.sub_id = c.sub_id AND r.msg_id > k2 AND (only_type IS NULL OR r.ev_type = only_type)
+             ORDER BY r.msg_id LIMIT left_rows;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            left_rows := left_rows - n;
+            IF left_rows <= 0 THEN RETURN; END IF;
+        END IF;
+        -- rank 3: dead letters
+        IF (only_state IS NULL OR only_state = 'dead') AND NOT (c.consumer_name = a_cons AND a_rank > 3) THEN
+            k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 3 THEN a_k2 ELSE 0 END;
+            RETURN QUERY
+            SELECT c.consumer_name, 'dead'::text, d.msg_id, d.ev_type, d.ev_time, NULL::text, d.failed_at,
+                   NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, d.retry_count + 1, d.reason,
+                   d.dead_id, format('%s/3/0/%s', c.consumer_name, d.msg_id)
+              FROM pglogq.dead_letter d
+             WHERE d.sub_id = c.sub_id AND d.msg_id > k2 AND (only_type IS NULL OR d.ev_type = only_type)
+             ORDER BY d.msg_id LIMIT left_rows;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            left_rows := left_rows - n;
+            IF left_rows <= 0 THEN RETURN; END IF;
+        END IF;
+        IF only_state IS NULL OR only_state = 'waiting' THEN
+            -- rank 4: in an open batch, after the page its holder was returned (not handed yet)
+            IF NOT (c.consumer_name = a_cons AND a_rank > 4) THEN
+                k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 4 THEN a_k1 ELSE 0 END;
+                k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 4 THEN a_k2 ELSE 0 END;
+                RETURN QUERY
+                SELECT c.consumer_name, 'waiting'::text, e.ev_id, e.ev_type, e.ev_time, NULL::text, NULL::timestamptz,
+                       NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, e.ev_retry, NULL::text,
+                       NULL::bigint, format('%s/4/%s/%s', c.consumer_name, e.ev_txid, e.ev_id)
+                  FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 1) e
+                 WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
+                   AND (only_type IS NULL OR e.ev_type = only_type)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
+                 ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
+                GET DIAGNOSTICS n = ROW_COUNT;
+                left_rows := left_rows - n;
+                IF left_rows <= 0 THEN RETURN; END IF;
+            END IF;
+            -- rank 5: in the log after the consumer's cursor, in delivery order (the cursor tick's
+            -- snapshot; every open batch lies before it)
+            IF NOT (c.consumer_name = a_cons AND a_rank > 5) THEN
+                k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 5 THEN a_k1 ELSE 0 END;
+                k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 5 THEN a_k2 ELSE 0 END;
+                SELECT t.tick_snapshot INTO snap FROM pglogq.tick t
+                 WHERE t.queue_id = q.queue_id AND t.tick_id = c.last_tick;
+                -- not visible at the cursor tick: running then (its xip, all below its xmax, so
+                -- first in txid order), or from its xmax on; never scanned from its xmin, which a
+                -- long transaction anywhere in the cluster holds far back
+                RETURN QUERY
+                SELECT c.consumer_name, 'waiting'::text, x.ev_id, x.ev_type, x.ev_time, NULL::text,
+                       NULL::timestamptz, NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz,
+                       x.ev_retry, NULL::text, NULL::bigint,
+                       format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id)
+                  FROM pglogq.event x
+                 WHERE x.ev_queue = q.queue_id
+                   AND x.ev_txid = ANY (ARRAY(SELECT r FROM pg_snapshot_xip(snap) r))
+                   AND (x.ev_txid, x.ev_id) > (k1::text::xid8, k2)
+                   AND NOT pg_visible_in_snapshot(x.ev_txid, snap)
+                   AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
+                   AND (only_type IS NULL OR x.ev_type = only_type)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m
+                                    WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
+                 ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
+                GET DIAGNOSTICS n = ROW_COUNT;
+                left_rows := left_rows - n;
+                IF left_rows <= 0 THEN RETURN; END IF;
+                RETURN QUERY
+                SELECT c.consumer_name, 'waiting'::text, x.ev_id, x.ev_type, x.ev_time, NULL::text,
+                       NULL::timestamptz, NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz,
+                       x.ev_retry, NULL::text, NULL::bigint,
+                       format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id)
+                  FROM pglogq.event x
+                 WHERE x.ev_queue = q.queue_id
+                   AND x.ev_txid >= greatest(pg_snapshot_xmax(snap), k1::text::xid8)
+                   AND (x.ev_txid, x.ev_id) > (k1::text::xid8, k2)
+                   AND NOT pg_visible_in_snapshot(x.ev_txid, snap)
+                   AND (x.ev_owner IS NULL OR x.ev_owner = c.sub_id)
+                   AND (only_type IS NULL OR x.ev_type = only_type)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m
+                                    WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
+                 ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
+                GET DIAGNOSTICS n = ROW_COUNT;
+                left_rows := left_rows - n;
+                IF left_rows <= 0 THEN RETURN; END IF;
+            END IF;
+            -- rank 6: delayed sends not due yet (every consumer subscribed when they are due gets them)
+            k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 6 THEN a_k2 ELSE 0 END;
+            RETURN QUERY
+            SELECT c.consumer_name, 'waiting'::text, d.msg_id, d.ev_type, d.ev_time, NULL::text, NULL::timestamptz,
+                   NULL::timestamptz, NULL::numeric, NULL::text, d.deliver_at, 0, NULL::text, NULL::bigint,
+                   format('%s/6/0/%s', c.consumer_name, d.msg_id)
+              FROM pglogq.delayed d
+             WHERE d.queue_id = q.queue_id AND d.msg_id > k2 AND (only_type IS NULL OR d.ev_type = only_type)
+             ORDER BY d.msg_id LIMIT left_rows;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            left_rows := left_rows - n;
+            IF left_rows <= 0 THEN RETURN; END IF;
+        END IF;
+    END LOOP;
+END $$;

@@ -1,0 +1,65 @@
+"""pglogq job show, pglogq jobs, pglogq schedule, pglogq queue type-config (issue 16 #3-#5)."""
+
+from __future__ import annotations
+
+import pglogq
+from tests.support.cli import fails, js, ok, run
+
+
+def test_job_show_and_jobs_pages(client: pglogq.Client, dsn: str) -> None:
+    client.create_queue("q")
+    client.subscribe("q", "a")
+    ids = client.send_batch("q", [{"n": i} for i in range(5)], type="report")
+    client.tick("q", force=True)
+    batch = client.receive("q", "a", max_messages=1)
+    client.report_progress(batch.id, ids[0], percent=30, stage="loading", worker="w1")  # type: ignore[arg-type]
+    [row] = js(dsn, "job", "show", "q", str(ids[0]))
+    assert (row["consumer"], row["state"], row["worker"], row["percent"], row["stage"]) == (
+        "a", "in-flight", "w1", 30.0, "loading")
+    text = ok(dsn, "job", "show", "q", str(ids[1])).stdout
+    assert "waiting" in text and "type report" in text
+    page = js(dsn, "jobs", "q", "--limit", "2")
+    assert [(j["state"], j["msg_id"]) for j in page["jobs"]] == [("in-flight", ids[0]), ("waiting", ids[1])]
+    assert page["next"] is not None
+    rest = js(dsn, "jobs", "q", "--limit", "10", "--after", page["next"])
+    assert [j["msg_id"] for j in rest["jobs"]] == ids[2:] and rest["next"] is None
+    assert js(dsn, "jobs", "q", "--state", "dead")["jobs"] == []
+    assert "(more: --after" in ok(dsn, "jobs", "q", "--limit", "1").stdout
+    fails(dsn, 3, "job", "show", "q", "999")
+    fails(dsn, 3, "jobs", "q", "--consumer", "ghost")
+    assert run(dsn, "jobs", "q", "--state", "running").exit_code == 2
+
+
+def test_schedule_commands(client: pglogq.Client, dsn: str) -> None:
+    client.create_queue("q")
+    out = js(dsn, "schedule", "add", "q", "nightly", "--cron", "30 2 * * *", "--payload", '{"job": "cleanup"}',
+             "--type", "cleanup", "--missed", "catch_up")
+    assert out == {"queue": "q", "name": "nightly", "added": True}
+    assert js(dsn, "schedule", "add", "q", "nightly", "--cron", "30 2 * * *", "--payload",
+              '{"job": "cleanup"}', "--type", "cleanup", "--missed", "catch_up")["added"] is False
+    [s] = js(dsn, "schedule", "list", "q")
+    assert (s["name"], s["cron"], s["payload"], s["missed"], s["next_due"]) == (
+        "nightly", "30 2 * * *", {"job": "cleanup"}, "catch_up", None)
+    assert "nightly" in ok(dsn, "schedule", "list").stdout
+    fails(dsn, 5, "schedule", "add", "q", "nightly", "--cron", "0 3 * * *", "--payload", "{}")
+    fails(dsn, 4, "schedule", "add", "q", "x", "--cron", "0 25 * * *", "--payload", "{}")
+    fails(dsn, 4, "schedule", "add", "q", "x", "--cron", "* * * * *", "--payload", "not json")
+    bad_policy = run(dsn, "schedule", "add", "q", "x", "--cron", "* * * * *", "--payload", "{}", "--missed", "all")
+    assert bad_policy.exit_code == 2
+    assert js(dsn, "schedule", "remove", "q", "nightly")["removed"] is True
+    fails(dsn, 3, "schedule", "remove", "q", "nightly")
+    assert js(dsn, "schedule", "list") == []
+
+
+def test_queue_type_config(client: pglogq.Client, dsn: str) -> None:
+    client.create_queue("q")
+    assert js(dsn, "queue", "type-config", "q", "payment", "max_retries", "0")["value"] == "0"
+    ok(dsn, "queue", "type-config", "q", "report", "retry_delay", "30 seconds")
+    rows = js(dsn, "queue", "type-config", "q")
+    assert [(r["type"], r["max_retries"]) for r in rows] == [("payment", 0), ("report", None)]
+    assert js(dsn, "queue", "type-config", "q", "payment", "max_retries", "--reset")["value"] is None
+    assert [r["type"] for r in js(dsn, "queue", "type-config", "q")] == ["report"]
+    fails(dsn, 4, "queue", "type-config", "q", "t", "retry_factor", "0.5")
+    fails(dsn, 4, "queue", "type-config", "q", "t", "speed", "1")
+    fails(dsn, 3, "queue", "type-config", "nope")
+    assert ok(dsn, "queue", "config", "q", "max_retries", "0").stdout.strip() == "q: max_retries = 0"
