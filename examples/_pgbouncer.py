@@ -80,7 +80,11 @@ class PgBouncer:
             os.chmod(f, 0o666)
         cmd = [exe, str(workdir / "pgbouncer.ini")]
         if os.geteuid() == 0:
-            cmd[1:1] = ["-u", "nobody"]
+            # pgbouncer will not run as root: run it as the user that may reach the server's
+            # socket directory (an embedded server's data directory is private to its owner)
+            host = str(target["host"])
+            runas = Path(host).owner() if host.startswith("/") and Path(host).is_dir() else "nobody"
+            cmd[1:1] = ["-u", "nobody" if runas == "root" else runas]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         bouncer = cls(proc, port, workdir)
         deadline = time.monotonic() + timeout
