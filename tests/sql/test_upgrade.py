@@ -35,7 +35,7 @@ from tests.support import draining
 from tests.support.paths import UPGRADE_DATA
 
 RELEASES = sorted(UPGRADE_DATA.glob("*.sql"))
-PER_QUEUE = r"^event_\d+"  # per-queue partitions and sequences: data, not schema
+PER_QUEUE = r"^(event|tick)_\d+"  # per-queue partitions and sequences: data, not schema
 
 
 def catalog(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:

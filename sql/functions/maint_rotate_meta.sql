@@ -1,0 +1,82 @@
+-- pglogq.maint_rotate_meta(force): rotate the metadata written on the hot path, so that it never
+-- piles up dead tuples, even under a long transaction (a held xmin).
+-- Parameters: force  rotate now, even if less than 10 seconds passed since the last switch
+-- Returns:    true if the metadata epoch was switched, false if not due (or another session is
+--             switching it, or the call is not in a READ COMMITTED transaction).
+-- Raises:     nothing of its own.
+-- Tables:     tick (the oldest slot of each queue TRUNCATEd when no one needs a tick in it; a
+--             retain_tick stored there is copied to the current slot first), subscription (read).
+-- The metadata epoch is the sequence pglogq.meta_epoch (meta_epoch_time: the unix time of the last
+-- switch); a new tick goes to slot epoch % 3 of its queue.  A switch from epoch e to e + 1 first
+-- empties slot (e + 1) % 3 of each queue, the oldest (written two to three epochs ago), so that
+-- it is empty when it becomes current -- only when every consumer cursor, every open batch's two
+-- ticks and the queue's newest tick are newer than the slot's newest tick (a slow consumer keeps
+-- the slot; it is tried again at the next switch), under the slot's ACCESS EXCLUSIVE lock taken
+-- within lock_timeout (the caller's, else 200 ms) and under the queue's cursor lock (no seek or
+-- subscribe in progress).  The only owner of tick removal.
+CREATE OR REPLACE FUNCTION pglogq.maint_rotate_meta(force boolean DEFAULT false)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    e bigint;
+    slot smallint;
+    q pglogq.queue;
+    tab text;
+    top bigint;
+    newest bigint;
+    slow bigint;
+    old_timeout text;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE WARNING 'metadata rotation skipped: it must run in a READ COMMITTED transaction, not %',
+            upper(current_setting('transaction_isolation'));
+        RETURN false;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtext('pglogq.meta'), 0) THEN
+        RETURN false;
+    END IF;
+    IF NOT coalesce(force, false)
+       AND extract(epoch FROM clock_timestamp()) - coalesce(pg_sequence_last_value('pglogq.meta_epoch_time'), 0) < 10 THEN
+        RETURN false;
+    END IF;
+    e := coalesce(pg_sequence_last_value('pglogq.meta_epoch'), 0);
+    slot := ((e + 1) % 3)::smallint;
+    old_timeout := current_setting('lock_timeout');
+    FOR q IN SELECT * FROM pglogq.queue x ORDER BY x.queue_id LOOP
+        -- a seek or subscribe in progress holds this lock shared: its cursor is not visible yet
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext('pglogq.cursor'), q.queue_id);
+        tab := format('pglogq.%I', 'tick_' || q.queue_id || '_' || slot);
+        BEGIN
+            IF old_timeout IN ('0', '0ms') THEN
+                PERFORM set_config('lock_timeout', '200ms', true);
+            END IF;
+            EXECUTE 'LOCK TABLE ' || tab || ' IN ACCESS EXCLUSIVE MODE';
+            PERFORM set_config('lock_timeout', old_timeout, true);
+            EXECUTE 'SELECT max(t.tick_id) FROM ' || tab || ' t' INTO top;
+            CONTINUE WHEN top IS NULL;
+            SELECT max(t.tick_id) INTO newest FROM pglogq.tick t WHERE t.queue_id = q.queue_id;
+            CONTINUE WHEN newest <= top;
+            CONTINUE WHEN EXISTS (SELECT 1 FROM pglogq.subscription s
+                                   WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL AND s.last_tick IS NULL);
+            slow := pglogq._slowest_tick(q.queue_id);
+            CONTINUE WHEN slow <= top
+                OR EXISTS (SELECT 1 FROM pglogq.subscription s
+                            WHERE s.queue_id = q.queue_id AND s.batch_cur_tick <= top);
+            SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = q.queue_id;
+            IF q.retain_tick <= top THEN
+                -- keep seek's earliest point: copy its tick into the current slot
+                EXECUTE 'INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq,'
+                        ' tick_event_total, tick_slot)'
+                        ' SELECT t.queue_id, t.tick_id, t.tick_time, t.tick_snapshot, t.tick_event_seq,'
+                        ' t.tick_event_total, $2 FROM ' || tab || ' t WHERE t.tick_id = $1'
+                  USING q.retain_tick, (e % 3)::smallint;
+            END IF;
+            EXECUTE 'TRUNCATE ' || tab;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM set_config('lock_timeout', old_timeout, true);
+        END;
+    END LOOP;
+    PERFORM setval('pglogq.meta_epoch', e + 1, true);
+    PERFORM setval('pglogq.meta_epoch_time', extract(epoch FROM clock_timestamp())::bigint, true);
+    RETURN true;
+END $$;
