@@ -20,7 +20,7 @@ BEGIN
     IF closed IS NULL THEN
         RETURN NULL;
     END IF;
-    UPDATE pglogq.subscription s
+    UPDATE pglogq.sub_state s
        SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
            batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
            page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,

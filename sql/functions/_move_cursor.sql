@@ -14,7 +14,7 @@ RETURNS boolean LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pglogq._cursor_jump(_move_cursor.sub_id, _move_cursor.target_tick);
-    UPDATE pglogq.subscription s SET last_tick = _move_cursor.target_tick
+    UPDATE pglogq.sub_state s SET last_tick = _move_cursor.target_tick
      WHERE s.sub_id = _move_cursor.sub_id
        AND (NOT forward_only OR s.last_tick < _move_cursor.target_tick);
     RETURN FOUND;

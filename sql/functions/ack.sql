@@ -40,7 +40,7 @@ BEGIN
                          'do two processes use the same consumer or worker name?';
     END IF;
     IF h.page_more THEN
-        UPDATE pglogq.subscription s
+        UPDATE pglogq.sub_state s
            SET page_prio = h.page_end_prio, page_txid = h.page_end_txid, page_id = h.page_end_id,
                page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,
                started_prio = NULL, started_txid = NULL, started_id = NULL, released_at = NULL,

@@ -17,7 +17,7 @@ BEGIN
     IF h.sub_id IS NULL THEN
         RETURN false;
     END IF;
-    UPDATE pglogq.subscription s
+    UPDATE pglogq.sub_state s
        SET heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(), released_at = NULL
      WHERE s.sub_id = h.sub_id;
     RETURN true;

@@ -56,9 +56,10 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;
     -- workers gone for a day, with no batch
-    DELETE FROM pglogq.subscription s
-     WHERE s.queue_id = q.queue_id AND s.parent_id IS NOT NULL AND s.batch_id IS NULL
-       AND s.last_seen < now() - interval '1 day';
+    DELETE FROM pglogq.subscriber w
+     WHERE w.sub_id IN (SELECT s.sub_id FROM pglogq.subscription s
+                         WHERE s.queue_id = q.queue_id AND s.parent_id IS NOT NULL AND s.batch_id IS NULL
+                           AND s.last_seen < now() - interval '1 day');
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN total + n;
 END $$;

@@ -4,8 +4,10 @@
 -- Returns:    true if the metadata epoch was switched, false if not due (or another session is
 --             switching it, or the call is not in a READ COMMITTED transaction).
 -- Raises:     nothing of its own.
--- Tables:     tick (the oldest slot of each queue TRUNCATEd when no one needs a tick in it; a
---             retain_tick stored there is copied to the current slot first), subscription (read).
+-- Tables:     sub_state (every row moved into the partition of the new epoch, the other
+--             partition TRUNCATEd), tick (the oldest slot of each queue TRUNCATEd when no one
+--             needs a tick in it; a retain_tick stored there is copied to the current slot
+--             first), subscription (read).
 -- The metadata epoch is the sequence pglogq.meta_epoch (meta_epoch_time: the unix time of the last
 -- switch); a new tick goes to slot epoch % 3 of its queue.  A switch from epoch e to e + 1 first
 -- empties slot (e + 1) % 3 of each queue, the oldest (written two to three epochs ago), so that
@@ -13,7 +15,10 @@
 -- ticks and the queue's newest tick are newer than the slot's newest tick (a slow consumer keeps
 -- the slot; it is tried again at the next switch), under the slot's ACCESS EXCLUSIVE lock taken
 -- within lock_timeout (the caller's, else 200 ms) and under the queue's cursor lock (no seek or
--- subscribe in progress).  The only owner of tick removal.
+-- subscribe in progress).  The holder state (pglogq.sub_state, partition epoch % 2) is moved
+-- whole into the new epoch's partition and the other partition TRUNCATEd, under that partition's
+-- ACCESS EXCLUSIVE lock (within lock_timeout; if it is not granted the rows stay and the next
+-- switch moves them).  The only owner of tick removal and of moving the holder state.
 CREATE OR REPLACE FUNCTION pglogq.maint_rotate_meta(force boolean DEFAULT false)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -26,6 +31,7 @@ DECLARE
     newest bigint;
     slow bigint;
     old_timeout text;
+    new_part smallint;
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE WARNING 'metadata rotation skipped: it must run in a READ COMMITTED transaction, not %',
@@ -42,6 +48,38 @@ BEGIN
     e := coalesce(pg_sequence_last_value('pglogq.meta_epoch'), 0);
     slot := ((e + 1) % 3)::smallint;
     old_timeout := current_setting('lock_timeout');
+    -- the holder state first (before any tick slot is locked: receive reads the state, then the
+    -- ticks): every row into the partition of the new epoch, then the other partition emptied.
+    -- Its ACCESS EXCLUSIVE lock waits for every transaction that has read or written the state
+    -- (their locks cover both partitions) and keeps new ones out until this one commits, so no
+    -- writer races the move; a statement that starts after the commit finds the moved row.
+    new_part := ((e + 1) % 2)::smallint;
+    BEGIN
+        IF old_timeout IN ('0', '0ms') THEN
+            PERFORM set_config('lock_timeout', '200ms', true);
+        END IF;
+        EXECUTE format('LOCK TABLE pglogq.%I IN ACCESS EXCLUSIVE MODE', 'sub_state_' || (1 - new_part));
+        PERFORM set_config('lock_timeout', old_timeout, true);
+        INSERT INTO pglogq.sub_state (sub_id, state_part,
+                last_tick, last_seen, heartbeat_at, batch_id, batch_prev_tick,
+                batch_cur_tick, batch_big, batch_started_at, page_prio, page_txid,
+                page_id, page_end_prio, page_end_txid, page_end_id, page_more,
+                skipped_events, skipped_at, handed_from, page_marks, started_prio,
+                started_txid, started_id, suspect_prio, suspect_txid, suspect_id,
+                released_at)
+        SELECT st.sub_id, new_part,
+               last_tick, last_seen, heartbeat_at, batch_id, batch_prev_tick,
+                batch_cur_tick, batch_big, batch_started_at, page_prio, page_txid,
+                page_id, page_end_prio, page_end_txid, page_end_id, page_more,
+                skipped_events, skipped_at, handed_from, page_marks, started_prio,
+                started_txid, started_id, suspect_prio, suspect_txid, suspect_id,
+                released_at
+          FROM pglogq.sub_state st WHERE st.state_part <> new_part;
+        EXECUTE format('TRUNCATE pglogq.%I', 'sub_state_' || (1 - new_part));
+    EXCEPTION WHEN lock_not_available THEN
+        -- the rows stay where they are (readers find them in either partition): next switch
+        PERFORM set_config('lock_timeout', old_timeout, true);
+    END;
     FOR q IN SELECT * FROM pglogq.queue x ORDER BY x.queue_id LOOP
         -- a seek or subscribe in progress holds this lock shared: its cursor is not visible yet
         CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext('pglogq.cursor'), q.queue_id);

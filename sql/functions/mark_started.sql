@@ -45,7 +45,7 @@ BEGIN
         RETURN '{}';  -- received with start_first NULL: all of the page counts as started
     END IF;
     IF back AND msg_id IS NULL THEN
-        UPDATE pglogq.subscription s
+        UPDATE pglogq.sub_state s
            SET started_prio = NULL, started_txid = NULL, started_id = NULL,
                heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(), released_at = NULL
          WHERE s.sub_id = h.sub_id;
@@ -97,7 +97,7 @@ BEGIN
                AND pglogq._page_position(h2, x.ev_priority, x.ev_txid, x.ev_id, true) = 0
              ORDER BY c.msg_id);
     END IF;
-    UPDATE pglogq.subscription s
+    UPDATE pglogq.sub_state s
        SET started_prio = e.ev_priority, started_txid = e.ev_txid, started_id = e.ev_id,
            heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(), released_at = NULL
      WHERE s.sub_id = h.sub_id;

@@ -80,7 +80,7 @@ BEGIN
                heartbeat_at = EXCLUDED.heartbeat_at, percent = EXCLUDED.percent, stage = EXCLUDED.stage,
                counters = EXCLUDED.counters;
     END IF;
-    UPDATE pglogq.subscription s SET heartbeat_at = now_ts, last_seen = now_ts, released_at = NULL
+    UPDATE pglogq.sub_state s SET heartbeat_at = now_ts, last_seen = now_ts, released_at = NULL
      WHERE s.sub_id = h.sub_id;
     RETURN true;
 END $$;

@@ -16,7 +16,7 @@ BEGIN
     -- calls of this consumer (they hold this lock shared) finish first; later ones then get PQ002
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.consumer.' || q.queue_id), hashtext(unsubscribe.consumer_name));
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
-    DELETE FROM pglogq.subscription s
+    DELETE FROM pglogq.subscriber s
      WHERE s.queue_id = q.queue_id AND s.consumer_name = unsubscribe.consumer_name;
     RETURN FOUND;
 END $$;
