@@ -7,6 +7,12 @@
 -- functions read it and lock through it; they update pglogq.sub_state.  Outside READ COMMITTED
 -- every query on it first checks (pglogq._state_check, once per query) that the transaction's
 -- snapshot does not predate a move of the state rows, and fails with 40001 if it does.
+-- Replaced only when it is not this version yet: a re-install then takes no lock on it (receive
+-- and ack read it all the time; a replace would wait for every open transaction that did).
+DO $views$
+BEGIN
+    IF pg_catalog.pg_get_viewdef('pglogq.subscription'::regclass) !~ '_state_check' THEN
+        EXECUTE $view$
 CREATE OR REPLACE VIEW pglogq.subscription AS
 SELECT s.sub_id, s.queue_id, s.consumer_name, s.parent_id, s.worker_name, s.created_at,
        st.last_tick, st.last_seen, st.heartbeat_at, st.batch_id, st.batch_prev_tick, st.batch_cur_tick,
@@ -16,7 +22,11 @@ SELECT s.sub_id, s.queue_id, s.consumer_name, s.parent_id, s.worker_name, s.crea
        st.suspect_id, st.released_at
   FROM pglogq.subscriber s
   JOIN pglogq.sub_state st ON st.sub_id = s.sub_id
- WHERE (pg_catalog.current_setting('transaction_isolation') = 'read committed' OR pglogq._state_check());
+ WHERE (pg_catalog.current_setting('transaction_isolation') = 'read committed' OR pglogq._state_check())
+$view$;
+    END IF;
+END
+$views$;
 
 -- pglogq.in_flight: one row per event being handled right now that its worker has reported
 -- (the consumer runtime reports every event running longer than one heartbeat interval, and

@@ -4,7 +4,7 @@
 --             true when the holder itself closes it (ack, receive), false when another party
 --             does (takeover, seek, retention)
 -- Returns:    the id of the batch closed, NULL when the holder had none open.
--- Tables:     subscription (update of the holder), progress, attempt (its rows deleted).
+-- Tables:     sub_state (update of the holder's row), progress, attempt (its rows deleted).
 -- Clears the batch and its page state; the consumer's cursor already stands past the batch (it
 -- moved when the batch was taken), so what was not acknowledged is dropped for this consumer
 -- unless the caller moves the cursor back (seek).  Every path that ends a batch goes through

@@ -3,7 +3,7 @@
 -- Parameters: sub_id  the consumer (parent_id NULL); target_tick  where its cursor goes
 -- Returns:    nothing.
 -- Raises:     nothing.
--- Tables:     subscription (update of handed_from), handed_run (insert; delete of runs whose
+-- Tables:     sub_state (update of handed_from), handed_run (insert; delete of runs whose
 --             events are all gone), tick, event (read).
 -- The run of receiving that ends here (from handed_from to the cursor tick, an open batch
 -- counted whole) is kept in handed_run; the next run starts at target_tick.  See

@@ -5,7 +5,7 @@
 --             (the retention limit), false: go to target_tick wherever it is (seek)
 -- Returns:    true when the cursor moved.
 -- Raises:     nothing.
--- Tables:     subscription (update of last_tick; handed_from through _cursor_jump), handed_run.
+-- Tables:     sub_state (update of last_tick; handed_from through _cursor_jump), handed_run.
 -- The jump is recorded first (pglogq._cursor_jump: what had been handed, for cancel), even when
 -- the cursor then stays where it is.  Open batches are the caller's: close them with
 -- pglogq._close_batch before or after, it reads neither last_tick nor handed_from.

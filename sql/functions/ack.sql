@@ -11,7 +11,7 @@
 --             nothing of this batch yet, or that page was acknowledged already.
 -- Raises:     PQ008 unknown batch; PQ009 not the current batch of its consumer/worker, or the
 --             page named by last_msg_id / last_txid is not the current unacknowledged page.
--- Tables:     subscription (update), progress (rows of the batch removed), attempt (rows of the
+-- Tables:     subscription (lock), sub_state (update), progress (rows of the batch removed), attempt (rows of the
 --             page's events removed).
 -- When the acknowledged page was the last of the batch, the batch is closed (_close_batch) and
 -- the next receive starts the next one; otherwise the next receive returns the next page.

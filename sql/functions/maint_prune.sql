@@ -2,7 +2,8 @@
 -- Parameters: queue_name
 -- Returns:    the number of rows removed.
 -- Raises:     PQ001 unknown queue.
--- Tables:     idempotency_key, cancelled, stop_request, progress, subscription (delete).
+-- Tables:     idempotency_key, cancelled, stop_request, progress, subscriber (delete of
+--             silent workers, cascades to sub_state).
 -- Deletes no tick: ticks are emptied with their rotated slot by maint_rotate_meta (issue 20).
 -- Does nothing (returns 0) while a seek or subscribe of the queue is in progress or another
 -- prune or rotation of the queue runs; deletes no cancel marker in a transaction above READ

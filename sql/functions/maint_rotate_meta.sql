@@ -103,10 +103,10 @@ BEGIN
             SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = q.queue_id;
             IF q.retain_tick <= top THEN
                 -- keep seek's earliest point: copy its tick into the current slot
-                EXECUTE 'INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq,'
-                        ' tick_event_total, tick_slot)'
-                        ' SELECT t.queue_id, t.tick_id, t.tick_time, t.tick_snapshot, t.tick_event_seq,'
-                        ' t.tick_event_total, $2 FROM ' || tab || ' t WHERE t.tick_id = $1'
+                EXECUTE format('INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot,'
+                               ' tick_event_seq, tick_event_total, tick_slot)'
+                               ' SELECT t.queue_id, t.tick_id, t.tick_time, t.tick_snapshot, t.tick_event_seq,'
+                               ' t.tick_event_total, $2 FROM %s t WHERE t.tick_id = $1', tab)
                   USING q.retain_tick, (e % 3)::smallint;
             END IF;
             EXECUTE 'TRUNCATE ' || tab;

@@ -11,7 +11,7 @@
 --             longer its holder's (acknowledged, or taken over): stop handling it.
 -- Raises:     PQ008 unknown batch id; PQ010 msg_id is not in the page receive returned last;
 --             PQ061 back names an event after the frontier (nothing was marked that far).
--- Tables:     subscription (update of the holder: started_*, heartbeat), event, cancelled (read).
+-- Tables:     sub_state (update of the holder: started_*, heartbeat), event, cancelled (read).
 -- A race with cancel() has exactly one winner: both lock the holder's row (cancel FOR SHARE,
 -- here FOR NO KEY UPDATE), and each looks at the other's committed result after its lock: a
 -- cancellation committed first is returned here, a frontier committed first makes cancel

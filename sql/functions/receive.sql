@@ -16,7 +16,7 @@
 --             queue dropped, while the call waits); PQ004 invalid worker name;
 --             PQ017 a tick of the cursor or of the open batch is gone; PQ019 max_messages out of range;
 --             PQ060 start_first out of range.
--- Tables:     subscription (lock and one update; a batch found empty is closed through
+-- Tables:     subscription (lock), sub_state (one update; a batch found empty is closed through
 --             _close_batch), progress (rows of such a batch deleted), tick (read), event (read),
 --             attempt, dead_letter (through _crashed_page, after a crash).
 -- Until ack(batch_id), calling receive again returns the same page (a crash before ack

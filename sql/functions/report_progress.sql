@@ -9,7 +9,7 @@
 --             stop handling it.
 -- Raises:     PQ008 unknown batch id (NULL, below 1, or never issued); PQ010 msg_id is not in the page of the batch;
 --             PQ025 invalid percent, stage, counters or worker.
--- Tables:     progress (insert or update one row), subscription (heartbeat), event (read, on the
+-- Tables:     progress (insert or update one row), sub_state (heartbeat), event (read, on the
 --             first report of an event only).
 -- One row per running event; ack deletes the rows of its batch and a takeover those of the
 -- silent worker, so the table holds at most the events in flight.  Read it through the view

@@ -2,7 +2,7 @@
 -- Parameters: queue_name; consumer_name  ASCII name, at most 63 bytes
 -- Returns:    true if subscribed, false if it already was (nothing changed).
 -- Raises:     PQ001 unknown queue; PQ004 invalid name.
--- Tables:     subscription (insert), tick (read).
+-- Tables:     subscriber and sub_state (insert), tick (read).
 -- Locks: the queue name's advisory lock (shared, see _queue), then the registry lock.
 -- Concurrency: racing subscribers of one name serialise on an advisory lock; one wins.
 CREATE OR REPLACE FUNCTION pglogq.subscribe(queue_name text, consumer_name text)

@@ -2,7 +2,7 @@
 -- Parameters: queue_name; consumer_name
 -- Returns:    true if removed, false if it was not subscribed.
 -- Raises:     PQ001 unknown queue; PQ004 invalid name.
--- Tables:     subscription (delete, cascades to retry, dead_letter, progress, handed_run).
+-- Tables:     subscriber (delete, cascades to sub_state, retry, dead_letter, progress, handed_run).
 -- Locks: the consumer's advisory lock exclusively: it waits for open transactions that called a
 -- function of this consumer, and calls racing it wait and then get PQ002.
 CREATE OR REPLACE FUNCTION pglogq.unsubscribe(queue_name text, consumer_name text)
