@@ -14,11 +14,17 @@
 -- it is empty when it becomes current -- only when every consumer cursor, every open batch's two
 -- ticks and the queue's newest tick are newer than the slot's newest tick (a slow consumer keeps
 -- the slot; it is tried again at the next switch), under the slot's ACCESS EXCLUSIVE lock taken
--- within lock_timeout (the caller's, else 200 ms) and under the queue's cursor lock (no seek or
+-- within a short lock_timeout (see below) and under the queue's cursor lock (no seek or
 -- subscribe in progress).  The holder state (pglogq.sub_state, partition epoch % 2) is moved
 -- whole into the new epoch's partition and the other partition TRUNCATEd, under that partition's
--- ACCESS EXCLUSIVE lock (within lock_timeout; if it is not granted the rows stay and the next
--- switch moves them).  The only owner of tick removal and of moving the holder state.
+-- ACCESS EXCLUSIVE lock (if it is not granted the rows stay and the next
+-- switch moves them).  Every lock is waited for at most the caller's lock_timeout, capped at
+-- 100 ms (also when none is set): the state partition is held while the tick slots are locked, and
+-- a reader may hold a tick slot while it waits for the state (queue_info reads the ticks first),
+-- so this call must give up before the deadlock detector (deadlock_timeout, 1 s by default) picks
+-- a victim; and it stops locking tick slots after the first refusal or after 300 ms.  What it
+-- gives up is retried at the next switch.  The only owner of tick removal and
+-- of moving the holder state.
 CREATE OR REPLACE FUNCTION pglogq.maint_rotate_meta(force boolean DEFAULT false)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -32,6 +38,7 @@ DECLARE
     slow bigint;
     old_timeout text;
     new_part smallint;
+    deadline timestamptz;
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE WARNING 'metadata rotation skipped: it must run in a READ COMMITTED transaction, not %',
@@ -48,6 +55,9 @@ BEGIN
     e := coalesce(pg_sequence_last_value('pglogq.meta_epoch'), 0);
     slot := ((e + 1) % 3)::smallint;
     old_timeout := current_setting('lock_timeout');
+    IF old_timeout::interval = interval '0' OR old_timeout::interval > interval '100 ms' THEN
+        PERFORM set_config('lock_timeout', '100ms', true);
+    END IF;
     -- the holder state first (before any tick slot is locked: receive reads the state, then the
     -- ticks): every row into the partition of the new epoch, then the other partition emptied.
     -- Its ACCESS EXCLUSIVE lock waits for every transaction that has read or written the state
@@ -55,11 +65,7 @@ BEGIN
     -- writer races the move; a statement that starts after the commit finds the moved row.
     new_part := ((e + 1) % 2)::smallint;
     BEGIN
-        IF old_timeout IN ('0', '0ms') THEN
-            PERFORM set_config('lock_timeout', '200ms', true);
-        END IF;
         EXECUTE format('LOCK TABLE pglogq.%I IN ACCESS EXCLUSIVE MODE', 'sub_state_' || (1 - new_part));
-        PERFORM set_config('lock_timeout', old_timeout, true);
         INSERT INTO pglogq.sub_state (sub_id, state_part,
                 last_tick, last_seen, heartbeat_at, batch_id, batch_prev_tick,
                 batch_cur_tick, batch_big, batch_started_at, page_prio, page_txid,
@@ -78,18 +84,18 @@ BEGIN
         EXECUTE format('TRUNCATE pglogq.%I', 'sub_state_' || (1 - new_part));
     EXCEPTION WHEN lock_not_available THEN
         -- the rows stay where they are (readers find them in either partition): next switch
-        PERFORM set_config('lock_timeout', old_timeout, true);
+        NULL;
     END;
+    deadline := clock_timestamp() + interval '300 ms';
     FOR q IN SELECT * FROM pglogq.queue x ORDER BY x.queue_id LOOP
+        -- the state partition stays locked meanwhile: keep that short (queues left are done at
+        -- the next switch)
+        EXIT WHEN clock_timestamp() > deadline;
         -- a seek or subscribe in progress holds this lock shared: its cursor is not visible yet
         CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext('pglogq.cursor'), q.queue_id);
         tab := format('pglogq.%I', 'tick_' || q.queue_id || '_' || slot);
         BEGIN
-            IF old_timeout IN ('0', '0ms') THEN
-                PERFORM set_config('lock_timeout', '200ms', true);
-            END IF;
             EXECUTE 'LOCK TABLE ' || tab || ' IN ACCESS EXCLUSIVE MODE';
-            PERFORM set_config('lock_timeout', old_timeout, true);
             EXECUTE 'SELECT max(t.tick_id) FROM ' || tab || ' t' INTO top;
             CONTINUE WHEN top IS NULL;
             SELECT max(t.tick_id) INTO newest FROM pglogq.tick t WHERE t.queue_id = q.queue_id;
@@ -111,9 +117,10 @@ BEGIN
             END IF;
             EXECUTE 'TRUNCATE ' || tab;
         EXCEPTION WHEN lock_not_available THEN
-            PERFORM set_config('lock_timeout', old_timeout, true);
+            EXIT;  -- the slot keeps its ticks, and the queues left wait for the next switch
         END;
     END LOOP;
+    PERFORM set_config('lock_timeout', old_timeout, true);
     PERFORM setval('pglogq.meta_epoch', e + 1, true);
     PERFORM setval('pglogq.meta_epoch_time', extract(epoch FROM clock_timestamp())::bigint, true);
     RETURN true;
