@@ -5,6 +5,7 @@ from __future__ import annotations
 from tests.harness.bench.systems.base import System
 from tests.harness.bench.systems.jobs_table import JobsTable
 from tests.harness.bench.systems.pglogq_system import Pglogq
+from tests.harness.bench.systems.pgque_system import PgQue
 from tests.harness.bench.systems.pgqueuer_system import PgQueuer
 from tests.harness.bench.systems.procrastinate_system import Procrastinate
 from tests.harness.bench.systems.rabbitmq import RabbitMQ
@@ -14,6 +15,7 @@ from tests.harness.bench.systems.redis_streams import RedisStreams
 ALL: tuple[type[System], ...] = (
     Pglogq,
     RawPostgres,
+    PgQue,
     JobsTable,
     PgQueuer,
     Procrastinate,
@@ -21,5 +23,5 @@ ALL: tuple[type[System], ...] = (
     RabbitMQ,
 )
 
-__all__ = ["ALL", "JobsTable", "PgQueuer", "Pglogq", "Procrastinate", "RabbitMQ", "RawPostgres",
+__all__ = ["ALL", "JobsTable", "PgQue", "PgQueuer", "Pglogq", "Procrastinate", "RabbitMQ", "RawPostgres",
            "RedisStreams", "System"]

@@ -24,6 +24,7 @@ class System:
     produce_modes: ClassVar[tuple[str, ...]] = ()  # of "single", "batch", "app_txn", "copy"
     produce_worker: ClassVar[Callable[..., int] | None] = None
     latency_producer: ClassVar[Callable[..., list[tuple[int, float]]] | None] = None
+    max_drain_workers: ClassVar[int | None] = None  # None: any number of cooperating drain workers
 
     def __init__(self, ctx: BenchContext) -> None:
         self.ctx = ctx

@@ -13,7 +13,7 @@ import time
 from typing import Any, ClassVar
 
 from tests.harness.bench import payload
-from tests.harness.bench.pacing import paced, wait_until
+from tests.harness.bench.pacing import clock, paced, wait_until
 from tests.harness.bench.systems.base import Record, System
 
 STREAM = "bench:produce"
@@ -77,7 +77,7 @@ def read_group(conf: dict[str, Any], stream: str, group: str, consumer: str, sta
                 break
             continue
         entries = resp[0][1]
-        now = time.time()
+        now = clock()
         ids = []
         for eid, fields in entries:
             body = json.loads(fields[b"p"])
