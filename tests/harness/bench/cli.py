@@ -15,14 +15,14 @@ import click
 from pglogq.dsn import resolve_dsn
 from tests.harness.bench import machine, payload
 from tests.harness.bench.context import BenchContext, bench_database
-from tests.harness.bench.results import text_table
+from tests.harness.bench.results import ImpossibleFigures, text_table
 from tests.harness.bench.settings import FULL, QUICK
 from tests.harness.bench.systems import ALL, System, pgque_system
 
 
 def system_key(cls: type[System]) -> str:
     """The name a system is selected by with --systems: the first word of its name, lower case."""
-    return cls.name.split()[0].lower()
+    return cls.key or cls.name.split()[0].lower()
 
 
 SCENARIOS = ("produce", "consume", "latency", "fanout", "held_xmin", "large_batch")
@@ -99,6 +99,7 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
             ctx.close(interrupted=_interrupted)
         info["machine"]["load_average_at_end"] = machine.load()
         info["versions"] = {s.name: s.version() for s in systems}
+        info["durability"] = {s.name: s.durability for s in systems}
     meta: dict[str, Any] = {
         "started_at": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)),
         "duration_seconds": round(time.time() - started, 1),
@@ -111,7 +112,11 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
     click.echo("\n" + text_table(ctx.results))
     from tests.harness.bench import report
 
-    paths = report.write(out, meta, ctx.results)
+    try:
+        paths = report.write(out, meta, ctx.results)
+    except ImpossibleFigures as exc:
+        click.echo(f"\nwrote {out}/ -- but the run FAILED: {exc}", err=True)
+        raise SystemExit(1) from exc
     click.echo("\nwrote " + ", ".join(str(p) for p in paths))
 
 

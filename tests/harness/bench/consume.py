@@ -41,7 +41,8 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
                 name = "PgQue (SQL next_batch/get_batch_events/finish_batch)"
             ctx.results.add(Measure(SCENARIO, case, name, count / seconds, "events/s",
                                     ceiling=isinstance(system, RawPostgres),
-                                    extra={"backlog": n, "drained": count, "seconds": seconds}))
+                                    extra={"backlog": n, "drained": count, "seconds": seconds,
+                                           "durable": system.durable}))
             if count != n:
                 ctx.results.note(SCENARIO, f"{name} drained {count} of {n} events ({case})")
             if isinstance(system, Pglogq) and workers == 1:
@@ -60,4 +61,5 @@ def python_consumer(ctx: BenchContext, system: Pglogq, n: int, case: str) -> Non
         system.cleanup()
         name = f"pglogq (Python Consumer, {label})"
         ctx.results.add(Measure(SCENARIO, case, name, count / seconds, "events/s",
-                                extra={"backlog": n, "drained": count, "seconds": seconds, **options}))
+                                extra={"backlog": n, "drained": count, "seconds": seconds, "durable": True,
+                                       **options}))

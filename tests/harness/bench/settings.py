@@ -73,5 +73,5 @@ QUICK = Settings(
     held_rotation_seconds=1,
     held_bucket_seconds=0.5,
     large_batch_events=60_000,
-    bystander_events=20_000,
+    bystander_events=100_000,
 )

@@ -10,7 +10,7 @@ from tests.harness.bench.systems.pgqueuer_system import PgQueuer
 from tests.harness.bench.systems.procrastinate_system import Procrastinate
 from tests.harness.bench.systems.rabbitmq import RabbitMQ
 from tests.harness.bench.systems.raw_postgres import RawPostgres
-from tests.harness.bench.systems.redis_streams import RedisStreams
+from tests.harness.bench.systems.redis_streams import RedisStreams, RedisStreamsFsyncAlways
 
 ALL: tuple[type[System], ...] = (
     Pglogq,
@@ -20,8 +20,9 @@ ALL: tuple[type[System], ...] = (
     PgQueuer,
     Procrastinate,
     RedisStreams,
+    RedisStreamsFsyncAlways,
     RabbitMQ,
 )
 
 __all__ = ["ALL", "JobsTable", "PgQue", "PgQueuer", "Pglogq", "Procrastinate", "RabbitMQ", "RawPostgres",
-           "RedisStreams", "System"]
+           "RedisStreams", "RedisStreamsFsyncAlways", "System"]

@@ -128,6 +128,9 @@ class RabbitMQ(System):
     produce_modes: ClassVar[tuple[str, ...]] = ("single", "batch")
     produce_worker = staticmethod(produce)
     latency_producer = staticmethod(publish_paced)
+    durability: ClassVar[str] = ("durable per publish: a durable queue and persistent messages; the publisher "
+                                 "confirm (single sends) and tx.commit (batches) come once the broker has "
+                                 "written the message to disk")
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
