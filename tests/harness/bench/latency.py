@@ -35,7 +35,8 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
         for system in systems:
             if not system.supports("latency_consumer") or system.latency_producer is None:
                 continue
-            rates = s.latency_rates if isinstance(system, (Pglogq, PgQue)) else s.baseline_latency_rates
+            rates = (s.latency_rates if isinstance(system, Pglogq)
+                     else s.peer_latency_rates if isinstance(system, PgQue) else s.baseline_latency_rates)
             for rate in rates:
                 measure(ctx, system, rate)
             if isinstance(system, Pglogq):
