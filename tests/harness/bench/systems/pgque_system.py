@@ -69,6 +69,13 @@ SELECT n.nspname || '.' || c.relname
  ORDER BY 1
 """
 
+QUEUE_EVENT_BYTES = """
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'pgque' AND c.relkind = 'r'
+   AND c.relname ~ ('^event_' || (SELECT queue_id FROM pgque.queue WHERE queue_name = %s) || '(_|$)')
+"""
+
 
 def find_sql() -> tuple[str | None, str]:
     """PgQue's install SQL and where it came from; (None, why) when it is not found."""
@@ -295,23 +302,40 @@ class PgQue(System):
         self.create_queue(PRODUCE_QUEUE)
 
     # -- consume ------------------------------------------------------------------------------
-    def preload(self, n: int) -> None:
-        self._queues += 1
-        self._drain_queue = f"bench_drain_{self._queues}"
-        self.create_queue(self._drain_queue, ("c",))
+    def fill(self, queue: str, n: int) -> None:
+        """Send ``n`` events in batches of 1,000, forcing a tick every backlog_tick_every and at the end."""
         tick_every = self.ctx.settings.backlog_tick_every
         chunk = [Jsonb(payload.make(i)) for i in range(1000)]
         sent = since = 0
         with self.ctx.connect() as conn:
             while sent < n:
                 k = min(1000, n - sent)
-                conn.execute(SEND_BATCH, (self._drain_queue, chunk[:k]))
+                conn.execute(SEND_BATCH, (queue, chunk[:k]))
                 sent += k
                 since += k
                 if tick_every and since >= tick_every:
-                    self.force_tick(self._drain_queue)
+                    self.force_tick(queue)
                     since = 0
-        self.force_tick(self._drain_queue)
+        self.force_tick(queue)
+
+    def preload(self, n: int) -> None:
+        self._queues += 1
+        self._drain_queue = f"bench_drain_{self._queues}"
+        self.create_queue(self._drain_queue, ("c",))
+        self.fill(self._drain_queue, n)
+
+    def fanout(self, subs: int, n: int) -> tuple[int, list[float]]:
+        """``n`` events for ``subs`` consumers: bytes of the queue's event tables, each one's drain rate."""
+        self._queues += 1
+        queue = f"bench_fanout_{self._queues}"
+        self.create_queue(queue, tuple(f"s{i}" for i in range(subs)))
+        self.fill(queue, n)
+        size = int(self.ctx.sql(QUEUE_EVENT_BYTES, (queue,))[0][0])
+        rates = []
+        for i in range(subs):
+            count, start, end = drain_loop(self.ctx.dsn, queue, f"s{i}")
+            rates.append(count / (end - start))
+        return size, rates
 
     def drain(self, n: int, workers: int) -> tuple[int, float]:
         if workers != 1:
