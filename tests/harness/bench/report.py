@@ -13,7 +13,7 @@ from tests.harness.bench.targets import Verdict, evaluate
 TITLES = {
     "produce": "1. Produce",
     "consume": "2. Consume (drain a preloaded backlog)",
-    "latency": "3. End to end latency (send commit → handler start)",
+    "latency": "3. End to end latency (start of the send call → handler start, one monotonic clock)",
     "fanout": "4. Fan-out",
     "held_xmin": "5. Sustained load under a held xmin",
     "large_batch": "6. One large batch",
@@ -194,8 +194,15 @@ def markdown(meta: dict[str, Any], results: Results, verdicts: list[Verdict], pl
     if busy_points:
         lines += ["## Points to rerun", "",
                   f"Measured while the 1-minute load average was above {BUSY_POINT_LOAD}:", ""]
-        lines += [f"- {m.scenario} / {m.case} / {m.system}: {fmt_value(m.value)} {m.unit} (load {m.load})"
-                  for m in busy_points]
+        by_scenario: dict[str, list[Measure]] = {}
+        for m in busy_points:
+            by_scenario.setdefault(m.scenario, []).append(m)
+        for scenario, ms in by_scenario.items():
+            every = len(ms) == sum(1 for m in results.measures if m.scenario == scenario)
+            point_loads = [m.load for m in ms if m.load is not None]
+            cases = list(dict.fromkeys(m.case for m in ms))
+            lines.append(f"- **{scenario}**: {'every point' if every else f'{len(ms)} points'} (load "
+                         f"{min(point_loads)} to {max(point_loads)}): " + "; ".join(cases))
         lines.append("")
     return "\n".join(lines) + "\n"
 
