@@ -7,7 +7,7 @@
 -- Tables:     sub_state (every row moved into the partition of the new epoch, the other
 --             partition TRUNCATEd), tick (the oldest slot of each queue TRUNCATEd when no one
 --             needs a tick in it; a retain_tick stored there is copied to the current slot
---             first), subscription (read).
+--             first; the empty tick partitions of dropped queues dropped), subscription (read).
 -- The metadata epoch is the sequence pglogq.meta_epoch (meta_epoch_time: the unix time of the last
 -- switch); a new tick goes to slot epoch % 3 of its queue.  A switch from epoch e to e + 1 first
 -- empties slot (e + 1) % 3 of each queue, the oldest (written two to three epochs ago), so that
@@ -118,6 +118,17 @@ BEGIN
             EXECUTE 'TRUNCATE ' || tab;
         EXCEPTION WHEN lock_not_available THEN
             EXIT;  -- the slot keeps its ticks, and the queues left wait for the next switch
+        END;
+    END LOOP;
+    -- tick partitions of dropped queues (drop_queue leaves them, empty): DROP locks the parent
+    -- tick table, so only when it is free at once; else at a later switch
+    FOR tab IN SELECT c.relname FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
+                WHERE i.inhparent = 'pglogq.tick'::regclass
+                  AND NOT EXISTS (SELECT 1 FROM pglogq.queue x WHERE 'tick_' || x.queue_id = c.relname) LOOP
+        BEGIN
+            EXECUTE format('DROP TABLE pglogq.%I', tab);
+        EXCEPTION WHEN lock_not_available THEN
+            EXIT;
         END;
     END LOOP;
     PERFORM set_config('lock_timeout', old_timeout, true);

@@ -155,3 +155,21 @@ def test_a_transaction_that_read_the_state_holds_the_move_off(client: pglogq.Cli
             assert m.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
         assert m.execute(part).fetchall() != before
     assert [msg.msg_id for msg in client.receive("q", "c")] == [sent]
+
+
+def test_the_tick_tables_of_a_dropped_queue_go_at_the_next_switch(client: pglogq.Client, dsn: str) -> None:
+    """drop_queue deletes the queue's ticks (cascade) and leaves its empty tick partitions; the
+    next metadata switch drops them (a DROP in drop_queue would lock the parent tick table)."""
+    client.create_queue("q")
+    client.create_queue("keep")
+    client.tick("q", force=True)
+    tables = ("SELECT count(*) FROM pg_class c WHERE c.relnamespace = 'pglogq'::regnamespace"
+              " AND c.relkind IN ('r', 'p') AND c.relname ~ '^tick_[0-9]+'")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute(tables).fetchone() == (8,)  # two queues: a partition and 3 slots each
+        assert client.drop_queue("q", force=True)
+        assert conn.execute("SELECT count(*) FROM pglogq.tick t JOIN pglogq.queue q USING (queue_id)"
+                            " WHERE q.queue_name = 'q'").fetchone() == (0,)
+        assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        assert conn.execute(tables).fetchone() == (4,)
+    client.tick("keep", force=True)
