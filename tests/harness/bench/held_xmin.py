@@ -219,11 +219,13 @@ def _sender(kind: str, conf: dict[str, Any], conn: psycopg.Connection[Any]) -> C
 
 
 def produce(kind: str, conf: dict[str, Any], idx: int, producers: int, rate: float, seconds: float,
-            start_at: float) -> tuple[int, bytes, float]:
+            start_at: float) -> tuple[int, bytes, int]:
     """Producer ``idx`` of ``producers``: sends sequence numbers idx, idx + producers, ... of the
     ``rate * seconds`` events, each in its own transaction (autocommit), each at its due time
-    t0 + seq / rate (late ones go at once: nothing is batched).  Returns (idx, the monotonic time
-    each send started, as array('d') bytes, how many seconds after the end it finished)."""
+    t0 + seq / rate (late ones go at once: nothing is batched).  It stops at t0 + seconds even when
+    it is behind (then the offered load was not reached, and the figures say so).  Returns (idx,
+    the monotonic time each send started, as array('d') bytes, how many of its events were due
+    but not sent)."""
     total = int(rate * seconds)
     times = array("d")
     with psycopg.connect(conf["dsn"], autocommit=True) as conn:
@@ -231,15 +233,19 @@ def produce(kind: str, conf: dict[str, Any], idx: int, producers: int, rate: flo
         send(-1 - idx)  # warm the connection and plans (the consumers skip negative numbers)
         wait_until(start_at)
         t0 = time.monotonic()
-        for seq in range(idx, total, producers):
+        stop = t0 + seconds
+        mine = range(idx, total, producers)
+        for seq in mine:
             due = t0 + seq / rate
             now = time.monotonic()
             if now < due:
                 time.sleep(due - now)
-            times.append(time.monotonic())
+                now = time.monotonic()
+            if now >= stop:
+                break
+            times.append(now)
             send(seq)
-        late = time.monotonic() - (t0 + seconds)
-    return idx, times.tobytes(), late
+    return idx, times.tobytes(), len(mine) - len(times)
 
 
 # -- consumers' records ---------------------------------------------------------------------------
@@ -357,7 +363,8 @@ class Phase:
     warmup: float
     rate: int
     sent: int
-    producer_late_seconds: float
+    sent_in_window: int
+    unsent: int  # due but not sent: the producers could not keep the offered rate
     rotations: int
     held_xmin: str | None
     consumers: dict[str, dict[str, Any]]
@@ -394,7 +401,7 @@ class Phase:
     def to_json(self) -> dict[str, Any]:
         return {
             "system": self.system, "held": self.held, "seconds": self.seconds, "warmup": self.warmup,
-            "rate": self.rate, "sent": self.sent, "producer_late_seconds": round(self.producer_late_seconds, 2),
+            "rate": self.rate, "sent": self.sent, "sent_in_window": self.sent_in_window, "unsent": self.unsent,
             "rotations": self.rotations, "held_xmin": self.held_xmin, "consumers": self.consumers,
             "latency_ms": self.latency_ms, "negative_latencies": self.negative_latencies, "how": self.how,
             "metadata_growth_mb": round(self.growth_mb, 4) if self.has_metadata else None,
@@ -443,13 +450,15 @@ def run_phase(ctx: BenchContext, target: Target, *, held: bool, seconds: float) 
                 time.sleep(0.5)
             parts = [f.result() for f in futures]
             sent = array("d", [math.nan]) * total
-            for idx, raw, _late in parts:
+            for idx, raw, _unsent in parts:
                 times = array("d")
                 times.frombytes(raw)
-                sent[idx::nprod] = times
-            late = max(p[2] for p in parts)
+                for k, x in enumerate(times):
+                    sent[idx + k * nprod] = x
+            unsent = sum(p[2] for p in parts)
+            n_sent = total - unsent
             grace_until = time.monotonic() + (3.0 if s.quick else 15.0)
-            while time.monotonic() < grace_until and any(k.count < total for k in sinks.values()):
+            while time.monotonic() < grace_until and any(k.count < n_sent for k in sinks.values()):
                 _note_rotation(ctx, target, rotations)
                 time.sleep(0.1)
             end = time.monotonic()
@@ -506,8 +515,9 @@ def run_phase(ctx: BenchContext, target: Target, *, held: bool, seconds: float) 
     lat.sort()
     latency = {f"p{p}": _pct(lat, p) for p in (50, 95, 99)}
     latency["max"] = lat[-1] if lat else math.nan
-    phase = Phase(target.name, held, seconds, warmup, rate, int(sum(1 for x in sent if not math.isnan(x))),
-                  late, max(0, len(rotations) - 1), held_xmin, consumers, latency, negative,
+    in_window = sum(1 for x in sent if lo <= x < hi)
+    phase = Phase(target.name, held, seconds, warmup, rate, n_sent, in_window, unsent,
+                  max(0, len(rotations) - 1), held_xmin, consumers, latency, negative,
                   sampler.samples, sorted(sampler.events), throughput, b, target.has_metadata)
     phase.how = {"ticker": ticker_how, "consumers": target.consumer_kind}
     if negative:
@@ -594,9 +604,11 @@ def record(ctx: BenchContext, p: Phase) -> None:
         r.series.append(Series("held_xmin_dead", p.label, [x.t - p.warmup for x in p.samples],
                                [float(p.meta(x, 1)) for x in p.samples], "seconds after the warm-up",
                                "dead tuples, metadata tables"))
-    if p.producer_late_seconds > 1:
-        r.note(SCENARIO, f"{p.label}: the producers finished {p.producer_late_seconds:.1f} s late "
-                         "(they could not keep the offered rate)")
+    r.add(Measure(SCENARIO, f"sent events/s (offered {p.rate:,}/s)", p.label, p.sent_in_window / p.seconds,
+                  "events/s"))
+    if p.unsent:
+        r.note(SCENARIO, f"{p.label}: the producers could not keep the offered rate: {p.unsent:,} events were "
+                         "due but not sent when the phase ended")
     missing = {k: v["not_handled"] for k, v in p.consumers.items() if v["not_handled"]}
     if missing:
         r.note(SCENARIO, f"{p.label}: events of the window not handled when the phase ended: {missing}")
@@ -674,13 +686,14 @@ def summary(phases: list[Phase], meta: dict[str, Any]) -> str:
              f"{meta['unheld_minutes']:g} min. Server: {meta['postgresql']}; load average "
              f"{meta['load_start']} at the start, {meta['load_end']} at the end. Command: "
              f"`{meta['command']}`.", "",
-             "| system | phase | slowest consumer, events/s | p50 ms | p99 ms | metadata growth, MB | "
+             "| system | phase | sent, events/s | slowest consumer, events/s | p50 ms | p99 ms | metadata growth, MB | "
              "metadata at end, MB | dead tuples at end, metadata | dead tuples at end, event tables | rotations |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for p in phases:
         last = p.samples[-1]
         g = f"{p.growth_mb:.3f}" if p.has_metadata else ""
-        lines.append(f"| {p.system} | {HELD if p.held else FREE} | {p.slowest:,.0f} | {p.latency_ms['p50']:.1f} | "
+        lines.append(f"| {p.system} | {HELD if p.held else FREE} | {p.sent_in_window / p.seconds:,.0f} | "
+                     f"{p.slowest:,.0f} | {p.latency_ms['p50']:.1f} | "
                      f"{p.latency_ms['p99']:.1f} | {g} | {p.meta(last) / MB:.2f} | {p.meta(last, 1):,} | "
                      f"{p.event(last, 1):,} | {p.rotations} |")
     lines.append("")
@@ -745,6 +758,9 @@ def main(argv: list[str] | None = None) -> None:
                     phases.append(run_phase(ctx, target, held=False, seconds=unheld_minutes * 60))
                     click.echo(f"{target.name}: {minutes:g} min with a held snapshot")
                     phases.append(run_phase(ctx, target, held=True, seconds=minutes * 60))
+            except BaseException:
+                ctx.close(interrupted=True)
+                raise
             finally:
                 for system in made:
                     with contextlib.suppress(Exception):
