@@ -13,8 +13,9 @@ Measured per phase, after a warm-up:
 - every pglogq table's size (``pg_total_relation_size``) and dead tuples (``n_dead_tup``, read
   after ``pg_stat_clear_snapshot()``), sampled every ``held_sample_seconds``; the event tables
   (everything that inherits from ``pglogq.event``) apart from the metadata (every other table of
-  the schema); the metadata's growth is its total size at the last sample minus its total at the
-  first sample after the warm-up;
+  the schema); the metadata's growth is the largest total size of any sample minus the total at
+  the first sample after the warm-up (never below 0: a table emptied by TRUNCATE late in the run
+  does not hide earlier growth);
 - end to end latency of every event at every consumer: handler start minus the moment the
   producer began the send's transaction, both read from ``time.monotonic()`` (CLOCK_MONOTONIC,
   one clock for every process of the machine), events paired by their sequence number; as the
@@ -392,6 +393,15 @@ class Phase:
 
     @property
     def growth_mb(self) -> float:
+        """How far the metadata grew above its size at the first sample after the warm-up: the
+        largest total of any later sample minus that one (never below 0: a table emptied by
+        TRUNCATE late in the run cannot hide growth before it)."""
+        base = self.after_warmup()
+        return (max(self.meta(x) for x in self.samples if x.t >= base.t) - self.meta(base)) / MB
+
+    @property
+    def net_growth_mb(self) -> float:
+        """The last sample's metadata total minus the first after the warm-up (may be negative)."""
         return (self.meta(self.samples[-1]) - self.meta(self.after_warmup())) / MB
 
     @property
@@ -405,6 +415,7 @@ class Phase:
             "rotations": self.rotations, "held_xmin": self.held_xmin, "consumers": self.consumers,
             "latency_ms": self.latency_ms, "negative_latencies": self.negative_latencies, "how": self.how,
             "metadata_growth_mb": round(self.growth_mb, 4) if self.has_metadata else None,
+            "metadata_net_growth_mb": round(self.net_growth_mb, 4) if self.has_metadata else None,
             "event_tables": self.events, "bucket_seconds": self.bucket, "throughput": self.throughput,
             "samples": [{"t": s.t, "tables": {k: list(v) for k, v in s.tables.items()}} for s in self.samples],
         }
@@ -552,8 +563,8 @@ def run(ctx: BenchContext, systems: list[System]) -> list[Phase]:
                                "transaction began), both time.monotonic() (one clock, CLOCK_MONOTONIC); events "
                                "not handled when the phase ended count with the latency they had reached")
     ctx.results.note(SCENARIO, "metadata = every table of the system's schema other than its event tables; "
-                               "growth = its total size (pg_total_relation_size) at the last sample minus at "
-                               "the first sample after the warm-up")
+                               "growth = the largest total size (pg_total_relation_size) of any sample minus "
+                               "the total at the first sample after the warm-up")
     targets, skipped = targets_for(ctx, systems)
     for system in skipped:
         ctx.results.skip(SCENARIO, system.name, "not run under a held xmin: the scenario compares pglogq "
