@@ -17,7 +17,7 @@ Measured per phase, after a warm-up:
   the first sample after the warm-up (never below 0: a table emptied by TRUNCATE late in the run
   does not hide earlier growth);
 - end to end latency of every event at every consumer: handler start minus the moment the
-  producer began the send's transaction, both read from ``time.monotonic()`` (CLOCK_MONOTONIC,
+  producer began the send's transaction, both read from ``pacing.clock()`` (CLOCK_MONOTONIC,
   one clock for every process of the machine), events paired by their sequence number; as the
   send starts before the event exists, a negative value is impossible -- one fails the run;
 - consumed events/s over time, and in the measured window for the slowest consumer.
@@ -48,9 +48,9 @@ from psycopg.types.json import Jsonb
 import pglogq
 from tests.harness.bench import payload
 from tests.harness.bench.context import BenchContext
-from tests.harness.bench.pacing import wait_until
+from tests.harness.bench.pacing import clock, wait_until
 from tests.harness.bench.results import Measure, Series
-from tests.harness.bench.systems import JobsTable, Pglogq, System
+from tests.harness.bench.systems import JobsTable, Pglogq, PgQue, System, pgque_system
 from tests.harness.bench.systems import jobs_table as jobs
 from tests.harness.bench.ticking import ticker_running
 
@@ -147,7 +147,7 @@ def _pglogq_worker(dsn: str, queue: str, name: str, worker: str | None, sink: Si
         consumer = pglogq.Consumer(client, queue, name, worker=worker)
 
         def on_event(msg: Any) -> None:
-            sink.record(int(msg.payload["seq"]), time.monotonic())
+            sink.record(int(msg.payload["seq"]), clock())
 
         consumer.handler()(on_event)
 
@@ -186,10 +186,56 @@ def _jobs_worker(dsn: str, sink: Sink, stop: threading.Event, ready: threading.E
             if not rows:
                 time.sleep(0.01)
                 continue
-            now = time.monotonic()
+            now = clock()
             for _id, body in rows:
                 sink.record(int(body["seq"]), now)
             conn.execute(jobs.COMPLETE, ([r[0] for r in rows],))
+
+
+class PgQueTarget(Target):
+    name = "PgQue"
+    kind = "pgque"
+    schemas = ("pgque",)
+    event_re = "^event_"  # its event tables: pgque.event_<queue id>[_<n>] (inheritance, rotated)
+    consumer_kind = ("three next_batch/get_batch_events/finish_batch loops woken by NOTIFY pgque_<queue> "
+                     "(PgQue's cooperative consumers are experimental: the third consumer is a single one "
+                     "too); " + pgque_system.Ticker.DESCRIPTION)
+
+    def prepare(self, tag: str, rotation_seconds: int) -> None:
+        assert isinstance(self.system, PgQue)
+        self.queue = f"held_{tag}"
+        self.system.create_queue(self.queue, ("c1", "c2", "c3"))
+        self.ctx.sql("SELECT pgque.set_queue_config(%s, 'rotation_period', %s)",
+                     (self.queue, f"{rotation_seconds} seconds"))
+
+    def consumers(self) -> dict[str, list[Callable[[Sink, threading.Event, threading.Event], None]]]:
+        dsn, queue = self.ctx.dsn, self.queue
+
+        def worker(name: str) -> Callable[[Sink, threading.Event, threading.Event], None]:
+            return lambda sink, stop, ready: _pgque_worker(dsn, queue, name, sink, stop, ready)
+
+        return {name: [worker(name)] for name in ("c1", "c2", "c3")}
+
+    def ticker(self) -> contextlib.AbstractContextManager[str]:
+        assert isinstance(self.system, PgQue)
+        return self.system.ticker()  # type: ignore[no-any-return]
+
+
+def _pgque_worker(dsn: str, queue: str, name: str, sink: Sink, stop: threading.Event,
+                  ready: threading.Event) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'LISTEN "pgque_{queue}"'.encode())
+        ready.set()
+        while not stop.is_set():
+            row = conn.execute(pgque_system.NEXT_BATCH, (queue, name)).fetchone()
+            batch_id = row[0] if row else None
+            if batch_id is None:
+                for _ in conn.notifies(timeout=0.5, stop_after=1):
+                    pass
+                continue
+            for _id, data in conn.execute(pgque_system.BATCH_EVENTS, (batch_id,)).fetchall():
+                sink.record(int(json.loads(data)["seq"]), clock())
+            conn.execute(pgque_system.FINISH_BATCH, (batch_id,))
 
 
 def targets_for(ctx: BenchContext, systems: list[System]) -> tuple[list[Target], list[System]]:
@@ -199,6 +245,8 @@ def targets_for(ctx: BenchContext, systems: list[System]) -> tuple[list[Target],
     for system in systems:
         if isinstance(system, Pglogq):
             out.append(PglogqTarget(ctx, system))
+        elif isinstance(system, PgQue):
+            out.append(PgQueTarget(ctx, system))
         elif isinstance(system, JobsTable):
             out.append(JobsTarget(ctx, system))
         else:
@@ -214,6 +262,9 @@ def _sender(kind: str, conf: dict[str, Any], conn: psycopg.Connection[Any]) -> C
         client = pglogq.Client(conf["dsn"])
         queue = conf["queue"]
         return lambda seq: client.send(queue, payload.make(seq), conn=conn)
+    if kind == "pgque":
+        queue = conf["queue"]
+        return lambda seq: conn.execute(pgque_system.SEND, (queue, Jsonb(payload.make(seq))))
     if kind == "jobs":
         return lambda seq: conn.execute(jobs.INSERT_ONE, (Jsonb(payload.make(seq)),))
     raise ValueError(kind)
@@ -233,15 +284,15 @@ def produce(kind: str, conf: dict[str, Any], idx: int, producers: int, rate: flo
         send = _sender(kind, conf, conn)
         send(-1 - idx)  # warm the connection and plans (the consumers skip negative numbers)
         wait_until(start_at)
-        t0 = time.monotonic()
+        t0 = clock()
         stop = t0 + seconds
         mine = range(idx, total, producers)
         for seq in mine:
             due = t0 + seq / rate
-            now = time.monotonic()
+            now = clock()
             if now < due:
                 time.sleep(due - now)
-                now = time.monotonic()
+                now = clock()
             if now >= stop:
                 break
             times.append(now)
@@ -303,7 +354,7 @@ class Sampler:
                   "schemas": list(self.target.schemas), "tables": list(self.target.tables)}
         self._conn.execute("SELECT pg_stat_clear_snapshot()")
         rows = self._conn.execute(TABLES, params).fetchall()
-        now = time.monotonic() - self.t0
+        now = clock() - self.t0
         self.samples.append(Sample(round(now, 3), {r[0]: (int(r[1]), int(r[2]), int(r[3])) for r in rows}))
         self.events.update(r[0] for r in rows if r[4])
 
@@ -311,8 +362,8 @@ class Sampler:
         self.t0 = t0
 
         def loop() -> None:
-            nxt = time.monotonic()
-            while not self._stop.wait(max(0.0, nxt - time.monotonic())):
+            nxt = clock()
+            while not self._stop.wait(max(0.0, nxt - clock())):
                 self.read()
                 nxt += self.every
 
@@ -452,7 +503,7 @@ def run_phase(ctx: BenchContext, target: Target, *, held: bool, seconds: float) 
                     threads.append(th)
                     ready.wait(10)
             start_at = time.time() + 1.0
-            t0 = time.monotonic() + (start_at - time.time())
+            t0 = clock() + (start_at - time.time())
             sampler.start(t0)
             futures = [pool.submit(produce, target.kind, target.conf(), i, nprod, float(rate), warmup + seconds,
                                    start_at) for i in range(nprod)]
@@ -468,11 +519,11 @@ def run_phase(ctx: BenchContext, target: Target, *, held: bool, seconds: float) 
                     sent[idx + k * nprod] = x
             unsent = sum(p[2] for p in parts)
             n_sent = total - unsent
-            grace_until = time.monotonic() + (3.0 if s.quick else 15.0)
-            while time.monotonic() < grace_until and any(k.count < n_sent for k in sinks.values()):
+            grace_until = clock() + (3.0 if s.quick else 15.0)
+            while clock() < grace_until and any(k.count < n_sent for k in sinks.values()):
                 _note_rotation(ctx, target, rotations)
                 time.sleep(0.1)
-            end = time.monotonic()
+            end = clock()
             stop.set()
             for th in threads:
                 th.join(30)
@@ -543,9 +594,13 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def _note_rotation(ctx: BenchContext, target: Target, rotations: list[int]) -> None:
-    if not isinstance(target, PglogqTarget):
+    if isinstance(target, PglogqTarget):
+        query = "SELECT cur_table FROM pglogq.queue WHERE queue_name = %s"
+    elif isinstance(target, PgQueTarget):
+        query = "SELECT queue_cur_table FROM pgque.queue WHERE queue_name = %s"
+    else:
         return
-    row = ctx.sql("SELECT cur_table FROM pglogq.queue WHERE queue_name = %s", (target.queue,))
+    row = ctx.sql(query, (target.queue,))
     if row and (not rotations or rotations[-1] != row[0][0]):
         rotations.append(row[0][0])
 
@@ -560,7 +615,7 @@ def run(ctx: BenchContext, systems: list[System]) -> list[Phase]:
                                f"then {s.held_seconds:.0f} s measured per phase; rotation_period "
                                f"{s.held_rotation_seconds} s; tables sampled every {s.held_sample_seconds:g} s")
     ctx.results.note(SCENARIO, "latency = handler start - start of the producer's send (before its "
-                               "transaction began), both time.monotonic() (one clock, CLOCK_MONOTONIC); events "
+                               "transaction began), both clock() (one clock, CLOCK_MONOTONIC); events "
                                "not handled when the phase ended count with the latency they had reached")
     ctx.results.note(SCENARIO, "metadata = every table of the system's schema other than its event tables; "
                                "growth = the largest total size (pg_total_relation_size) of any sample minus "
@@ -808,7 +863,14 @@ def _standalone_targets(ctx: BenchContext, wanted: list[str], made: list[System]
             made.append(system)
             yield JobsTarget(ctx, system)
         elif name == "pgque":
-            print("pgque: not available in this tree (its system module is not here); skipped")
+            system = PgQue(ctx)
+            why = system.unavailable()
+            if why is not None:
+                print(f"PgQue skipped: {why}")
+                continue
+            system.setup()
+            made.append(system)
+            yield PgQueTarget(ctx, system)
         else:
             raise SystemExit(f"unknown system {name!r} (pglogq, pgque, jobs)")
 
