@@ -478,13 +478,15 @@ def run_phase(ctx: BenchContext, target: Target, *, held: bool, seconds: float) 
     rate, warmup, nprod = s.held_rate, s.held_warmup_seconds, s.held_producers
     total = int(rate * (warmup + seconds))
     target.prepare(tag, s.held_rotation_seconds)
-    with ctx.connect() as conn:  # dead tuples left by earlier work are not this phase's
-        for t in (*target.tables, *(f"{sch}.%" for sch in target.schemas)):
-            for (rel,) in conn.execute("SELECT format('%%I.%%I', n.nspname, c.relname) FROM pg_class c "
-                                       "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' "
-                                       "AND n.nspname || '.' || c.relname LIKE %s", (t,)).fetchall():
-                conn.execute(f"VACUUM {rel}".encode())
     sampler = Sampler(ctx.dsn, target, s.held_sample_seconds)
+    # Every phase starts from compact tables: what earlier work left (dead tuples, free space that
+    # new rows could fill unseen) is not this phase's.  Nothing else runs at this point.
+    sampler.read()
+    with ctx.connect() as conn:
+        for name in sampler.samples[-1].tables:
+            sch, rel = name.split(".", 1)
+            conn.execute(f'VACUUM (FULL) "{sch}"."{rel}"'.encode())
+    sampler.samples.clear()
     pool = ctx.pool()
     snap = HeldSnapshot(ctx.dsn) if held else None
     rotations: list[int] = []
@@ -709,12 +711,16 @@ def plot(phases: list[Phase], path: Path) -> Path | None:
         ts = [x.t / 60 for x in held.samples]
         names = sorted({k for x in held.samples for k in x.tables})
         for ax, events, title in ((row[0], False, "metadata tables"), (row[1], True, "event tables")):
+            ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])
+            small = 0
             for k in names:
                 if (k in held.events) != events:
                     continue
                 ys = [x.tables.get(k, (0, 0, 0))[0] / MB for x in held.samples]
-                if max(ys, default=0) > 0.01 or not events:
-                    ax.plot(ts, ys, label=k.split(".", 1)[-1], linewidth=1.2)
+                if max(ys, default=0) < 0.1 and max(ys, default=0) - min(ys, default=0) < 0.02:
+                    small += 1  # a small table that does not grow: not drawn, counted in the title
+                    continue
+                ax.plot(ts, ys, label=k.split(".", 1)[-1], linewidth=1.2)
             if not events:
                 ax.plot(ts, [held.meta(x) / MB for x in held.samples], label="total", color="black",
                         linewidth=2)
@@ -722,7 +728,8 @@ def plot(phases: list[Phase], path: Path) -> Path | None:
                     ax.plot([x.t / 60 for x in free.samples], [free.meta(x) / MB for x in free.samples],
                             label="total, no held snapshot", color="grey", linestyle="--")
             ax.axvline(held.warmup / 60, color="grey", linewidth=0.6)
-            ax.set_title(f"{name}: {title}, held snapshot")
+            ax.set_title(f"{name}: {title}, held snapshot" + (f" ({small} under 0.1 MB not drawn)" if small else ""),
+                         fontsize=9)
             ax.set_xlabel("minutes")
             ax.set_ylabel("MB (pg_total_relation_size)")
             ax.grid(alpha=0.3)
