@@ -39,7 +39,7 @@ def _parse_only(value: str | None) -> tuple[str, ...]:
 
 
 @click.command(name="bench")
-@click.option("--quick", is_flag=True, help="Small and short: a smoke run in under two minutes.")
+@click.option("--quick", is_flag=True, help="Small and short: a smoke run of 2-3 minutes.")
 @click.option("--only", metavar="SCENARIO,...",
               help=f"Run only these scenarios (of {', '.join(SCENARIOS)}).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("docs/benchmarks"),
