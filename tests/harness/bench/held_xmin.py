@@ -617,8 +617,9 @@ def run(ctx: BenchContext, systems: list[System]) -> list[Phase]:
                                f"then {s.held_seconds:.0f} s measured per phase; rotation_period "
                                f"{s.held_rotation_seconds} s; tables sampled every {s.held_sample_seconds:g} s")
     ctx.results.note(SCENARIO, "latency = handler start - start of the producer's send (before its "
-                               "transaction began), both clock() (one clock, CLOCK_MONOTONIC); events "
-                               "not handled when the phase ended count with the latency they had reached")
+                               "transaction began), both pacing.clock() (CLOCK_MONOTONIC, one clock for the "
+                               "machine); events not handled when the phase ended count with the latency "
+                               "they had reached")
     ctx.results.note(SCENARIO, "metadata = every table of the system's schema other than its event tables; "
                                "growth = the largest total size (pg_total_relation_size) of any sample minus "
                                "the total at the first sample after the warm-up")
