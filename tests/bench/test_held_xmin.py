@@ -9,11 +9,11 @@ from tests.harness.bench.results import Results
 from tests.harness.bench.targets import evaluate
 
 
-def phase(held: bool, meta_mb: list[float], p99: float = 20.0, rate: float = 2000.0) -> Phase:
+def phase(held: bool, meta_mb: list[float], p99: float = 20.0, rate: float = 2000.0, seconds: float = 30.0) -> Phase:
     samples = [Sample(t=5.0 * i - 5.0, tables={"pglogq.tick": (int(m * MB), 10 * i, 1),
                                                 "pglogq.event_1_0": (50 * MB, 0, 1000)})
                for i, m in enumerate(meta_mb)]
-    return Phase(system="pglogq", held=held, seconds=30.0, warmup=10.0, rate=2000, sent=80_000,
+    return Phase(system="pglogq", held=held, seconds=seconds, warmup=10.0, rate=2000, sent=80_000,
                  sent_in_window=60_000, unsent=0, rotations=1, held_xmin="1234" if held else None,
                  consumers={"c1": {"events_per_s": rate, "not_handled": 0}},
                  latency_ms={"p50": 5.0, "p95": 10.0, "p99": p99, "max": 30.0}, negative_latencies=0,
@@ -29,6 +29,14 @@ def test_growth_is_the_peak_above_the_first_sample_after_the_warm_up() -> None:
     assert p.net_growth_mb < 0  # what the end alone would say
     assert p.meta(p.samples[-1]) == int(0.4 * MB)  # the event table is not metadata
     assert p.event(p.samples[-1]) == 50 * MB
+
+
+def test_a_saw_tooth_is_not_growth_but_a_rising_one_is() -> None:
+    # 10 % of 200 s: the baseline is the largest of the samples at 10, 15, 20, 25, 30 s
+    tooth = [0.5, 0.5, 0.5, 1.5, 2.0, 1.5, 2.0, 1.5] + [2.0, 1.5] * 10
+    assert phase(True, tooth, seconds=200.0).growth_mb == 0
+    rising = [x + 0.1 * i for i, x in enumerate(tooth)]
+    assert abs(phase(True, rising, seconds=200.0).growth_mb - (rising[-2] - rising[6])) < 1e-6
 
 
 def test_growth_is_zero_when_the_metadata_only_shrinks() -> None:

@@ -13,9 +13,9 @@ Measured per phase, after a warm-up:
 - every pglogq table's size (``pg_total_relation_size``) and dead tuples (``n_dead_tup``, read
   after ``pg_stat_clear_snapshot()``), sampled every ``held_sample_seconds``; the event tables
   (everything that inherits from ``pglogq.event``) apart from the metadata (every other table of
-  the schema); the metadata's growth is the largest total size of any sample minus the total at
-  the first sample after the warm-up (never below 0: a table emptied by TRUNCATE late in the run
-  does not hide earlier growth);
+  the schema); the metadata's growth is the largest total size of any later sample minus the
+  largest total in the first 10 % of the measured window (tables emptied by TRUNCATE saw-tooth;
+  never below 0: a table emptied late in the run does not hide earlier growth);
 - end to end latency of every event at every consumer: handler start minus the moment the
   producer began the send's transaction, both read from ``pacing.clock()`` (CLOCK_MONOTONIC,
   one clock for every process of the machine), events paired by their sequence number; as the
@@ -442,13 +442,21 @@ class Phase:
     def event(self, s: Sample, column: int = 0) -> int:
         return sum(v[column] for k, v in s.tables.items() if k in self.events)
 
+    def baseline(self) -> list[Sample]:
+        """The samples of the first 10 % of the measured window (at least the first one after the
+        warm-up): tables emptied by TRUNCATE saw-tooth, so the baseline is their largest total
+        there, not whatever point of a tooth one sample happened to hit."""
+        base = self.after_warmup()
+        return [x for x in self.samples if base.t <= x.t <= base.t + 0.1 * self.seconds] or [base]
+
     @property
     def growth_mb(self) -> float:
-        """How far the metadata grew above its size at the first sample after the warm-up: the
-        largest total of any later sample minus that one (never below 0: a table emptied by
-        TRUNCATE late in the run cannot hide growth before it)."""
-        base = self.after_warmup()
-        return (max(self.meta(x) for x in self.samples if x.t >= base.t) - self.meta(base)) / MB
+        """How far the metadata grew: the largest total of any sample after the baseline window
+        minus the largest total within it (never below 0: a table emptied late in the run does
+        not hide growth before it)."""
+        first = self.baseline()
+        later = [x for x in self.samples if x.t > first[-1].t] or [first[-1]]
+        return max(0.0, (max(self.meta(x) for x in later) - max(self.meta(x) for x in first)) / MB)
 
     @property
     def net_growth_mb(self) -> float:
@@ -621,8 +629,9 @@ def run(ctx: BenchContext, systems: list[System]) -> list[Phase]:
                                "machine); events not handled when the phase ended count with the latency "
                                "they had reached")
     ctx.results.note(SCENARIO, "metadata = every table of the system's schema other than its event tables; "
-                               "growth = the largest total size (pg_total_relation_size) of any sample minus "
-                               "the total at the first sample after the warm-up")
+                               "growth = the largest total size (pg_total_relation_size) of any later sample "
+                               "minus the largest total in the first 10 % of the measured window (tables "
+                               "emptied by TRUNCATE saw-tooth)")
     targets, skipped = targets_for(ctx, systems)
     for system in skipped:
         ctx.results.skip(SCENARIO, system.name, "not run under a held xmin: the scenario compares pglogq "
