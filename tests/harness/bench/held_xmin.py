@@ -491,9 +491,8 @@ def run_phase(ctx: BenchContext, target: Target, *, held: bool, seconds: float) 
     # new rows could fill unseen) is not this phase's.  Nothing else runs at this point.
     sampler.read()
     with ctx.connect() as conn:
-        for name in sampler.samples[-1].tables:
-            sch, rel = name.split(".", 1)
-            conn.execute(f'VACUUM (FULL) "{sch}"."{rel}"'.encode())
+        names = [n.split(".", 1) for n in sampler.samples[-1].tables]
+        conn.execute(("VACUUM (FULL) " + ", ".join(f'"{sch}"."{rel}"' for sch, rel in names)).encode())
     sampler.samples.clear()
     pool = ctx.pool()
     snap = HeldSnapshot(ctx.dsn) if held else None
@@ -512,7 +511,7 @@ def run_phase(ctx: BenchContext, target: Target, *, held: bool, seconds: float) 
                     th.start()
                     threads.append(th)
                     ready.wait(10)
-            start_at = time.time() + 1.0
+            start_at = time.time() + (0.5 if s.quick else 1.0)
             t0 = clock() + (start_at - time.time())
             sampler.start(t0)
             futures = [pool.submit(produce, target.kind, target.conf(), i, nprod, float(rate), warmup + seconds,
