@@ -23,6 +23,11 @@ ABANDONED = "abandoned"
 Outcome = tuple[str, "BaseException | None"]
 """What running one handler call gave: (OK | ERROR | TIMEOUT | ABANDONED, the exception)."""
 
+OK_OUTCOME: Outcome = (OK, None)
+"""The outcome of every call that returned: one shared tuple, not one per call."""
+
+ABANDONED_OUTCOME: Outcome = (ABANDONED, None)
+
 D = TypeVar("D")
 
 
@@ -94,12 +99,17 @@ def group_units(
     whose ``error_of`` is set (undecodable) gets a unit of its own that calls no handler."""
     units: list[Unit[D]] = []
     batch_at: dict[int, int] = {}
+    found: dict[str | None, Route | None] = {}  # the route of each type met on this page
     for item in items:
         error = error_of(item) if error_of is not None else None
         if error is not None:
             units.append(Unit(None, [item], error))
             continue
-        r = routes.route(type_of(item))
+        t = type_of(item)
+        try:
+            r = found[t]
+        except KeyError:
+            r = found[t] = routes.route(t)
         if r is not None and r.kind == "batch":
             key = id(r)
             if key in batch_at:
