@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -46,7 +47,7 @@ def test_default_page_grows_for_quick_handlers(mode: str, client: pglogq.Client,
     sizes = pages_of(seen)
     assert [m for _, m in seen] == ids and stats.handled == 3000
     assert sizes[0] == PAGE_MIN and max(sizes) > PAGE_MIN
-    assert all(b <= 4 * a for a, b in zip(sizes, sizes[1:])), sizes
+    assert all(b <= 4 * a for a, b in pairwise(sizes)), sizes
     assert len(client.receive("q", "c")) == 0
 
 
