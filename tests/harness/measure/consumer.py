@@ -283,13 +283,24 @@ def consumer_drain(dsn: str, queue: str, mode: str, options: dict[str, Any]) -> 
     return asyncio.run(main())
 
 
+@dataclass
+class Compared:
+    """One contender of :func:`compare`: events/s and client CPU µs/event of each round."""
+
+    name: str
+    rates: list[float]
+    cpu_us: list[float]
+
+
 def compare(
     dsn: str, events: int = 200_000, tick_every: int = 5_000, sql_page: int = 10_000, page: int = 1000,
     rounds: int = 3,
-) -> list[tuple[str, list[float]]]:
+) -> list[Compared]:
     """The Python consumer (threads and asyncio; default options and ``max_messages=page``)
     against the SQL loop (page ``sql_page``), each draining the same backlog, ``rounds`` rounds
-    with the order rotated every round: [(name, [events/s of each round])]."""
+    with the order rotated every round.  The client's CPU time per event (this process: the
+    drains run in it) is reported beside the rate: unlike the rate, it hardly depends on what
+    else the machine runs."""
     contenders: list[tuple[str, Callable[[], tuple[int, float]]]] = [
         (f"SQL loop (receive {sql_page:,} + ack)", lambda: sql_loop(dsn, COMPARE_QUEUE, sql_page)),
         ("Consumer (threads, default options)", lambda: consumer_drain(dsn, COMPARE_QUEUE, "thread", {})),
@@ -299,17 +310,20 @@ def compare(
         (f"AsyncConsumer (max_messages={page:,})",
          lambda: consumer_drain(dsn, COMPARE_QUEUE, "asyncio", {"max_messages": page})),
     ]
-    rates: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    out = {name: Compared(name, [], []) for name, _ in contenders}
     with pglogq.Client(dsn) as client:
         for r in range(rounds):
             shift = r % len(contenders)
             for name, drain in contenders[shift:] + contenders[:shift]:
                 preload(client, COMPARE_QUEUE, events, tick_every)
+                cpu = time.process_time()
                 count, seconds = drain()
+                cpu = time.process_time() - cpu
                 assert count == events, (name, count, events)
-                rates[name].append(count / seconds)
+                out[name].rates.append(count / seconds)
+                out[name].cpu_us.append(1e6 * cpu / count)
         client.drop_queue(COMPARE_QUEUE, force=True)
-    return list(rates.items())
+    return list(out.values())
 
 
 _RSS_CHILD = """
@@ -365,13 +379,16 @@ def large_batch_rss(
     return out
 
 
-def print_compare(results: list[tuple[str, list[float]]], load_before: str, load_after: str) -> None:
-    base = statistics.median(results[0][1])
+def print_compare(results: list[Compared], load_before: str, load_after: str) -> None:
+    """Per contender: the median rate, the median of its ratios to the SQL loop of the same
+    round (neighbours in time: the fairest pairing on a shared machine), the client CPU per event."""
+    base = results[0]
     print(f"load average before: {load_before}; after: {load_after}")
-    for name, rates in results:
-        med = statistics.median(rates)
-        each = ", ".join(f"{x:,.0f}" for x in rates)
-        print(f"{name:44} median {med:>9,.0f} events/s  x{med / base:5.2f} of the SQL loop   rounds: {each}")
+    for c in results:
+        ratio = statistics.median(x / b for x, b in zip(c.rates, base.rates, strict=True))
+        each = ", ".join(f"{x:,.0f}" for x in c.rates)
+        print(f"{c.name:42} {statistics.median(c.rates):>9,.0f} events/s  x{ratio:5.2f} of the SQL loop  "
+              f"client CPU {statistics.median(c.cpu_us):5.2f} us/event   rounds: {each}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -401,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         compared = compare(dsn, args.events, args.tick_every, args.sql_page, args.page, args.rounds)
         after = load_average()
         report["drain"] = {"load_before": before, "load_after": after,
-                           "rates": {name: rates for name, rates in compared}}
+                           "contenders": [asdict(c) for c in compared]}
         if not args.json:
             print_compare(compared, before, after)
         if args.large:
