@@ -116,7 +116,7 @@ class PglogqTarget(Target):
     kind = "pglogq"
     schemas = ("pglogq",)
     event_roots = ("pglogq.event",)
-    consumer_kind = ("pglogq.Consumer threads with default options (max_messages 100, LISTEN wake-ups, "
+    consumer_kind = ("pglogq.Consumer threads with default options (its default page, LISTEN wake-ups, "
                      "heartbeats): two single consumers and one consumer of two cooperating workers "
                      "(worker='w1', 'w2')")
 
