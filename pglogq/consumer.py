@@ -30,9 +30,9 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -874,63 +874,54 @@ class Consumer:
             return True
         return False
 
-    def _thunk(self, unit: Unit[Delivery], conn: AnyConn | None = None) -> _concurrency.Thunk:
-        def call() -> None:
-            items = unit.items  # a unit of one makes its list on each read: read it once
-            page = items[0]._page
+    def _run_unit(self, unit: Unit[Delivery], conn: AnyConn | None) -> None:
+        """One handler call of a page (``conn``: the page's transaction, if transactional)."""
+        items = unit.items  # a unit of one makes its list on each read: read it once
+        page = items[0]._page
+        t0 = time.monotonic()
+        if t0 - page.last_beat >= self.heartbeat_interval:
+            # never start a message on a batch whose lease was not confirmed lately
+            self._beat(page, force=True)
             t0 = time.monotonic()
-            if t0 - page.last_beat >= self.heartbeat_interval:
-                # never start a message on a batch whose lease was not confirmed lately
-                self._beat(page, force=True)
-                t0 = time.monotonic()
-            if page.lost:
-                raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
-            top = self._starting(page, items)
-            if top >= 0:
-                self._claim(page, top)
-                t0 = time.monotonic()
-            todo = unit
-            if page.cancelled:
-                live = self._live(page, items)
-                if not live:
-                    return  # cancelled after it was received: acknowledged with the page, never run
-                if len(live) < len(items):
-                    todo = Unit(unit.route, live, unit.error)
-                    items = live
-            wall = time.time()
+        if page.lost:
+            raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
+        top = self._starting(page, items)
+        if top >= 0:
+            self._claim(page, top)
+            t0 = time.monotonic()
+        todo = unit
+        if page.cancelled:
+            live = self._live(page, items)
+            if not live:
+                return  # cancelled after it was received: acknowledged with the page, never run
+            if len(live) < len(items):
+                todo = Unit(unit.route, live, unit.error)
+                items = live
+        wall = time.time()
+        for d in items:
+            d._wall, d._t0, d.running = wall, t0, True
+        try:
+            if todo.error is not None:
+                raise UndecodableEvent(todo.error)
+            route = todo.route
+            if route is None:
+                raise LookupError(f"no handler for event type {items[0].type!r}")
+            if conn is not None:
+                with conn.transaction():
+                    self._call(todo)
+                    if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                        # leaving the block with an error rolls back to the handler's savepoint
+                        raise HandlerLeftTransactionFailed(
+                            "the handler returned with its transaction in error (it caught an SQL "
+                            "error without rolling back to a savepoint): its work was rolled back"
+                        )
+            elif route.kind == "batch":
+                route.fn(items)
+            else:
+                route.fn(items[0])
+        finally:
             for d in items:
-                d._wall, d._t0, d.running = wall, t0, True
-            try:
-                if todo.error is not None:
-                    raise UndecodableEvent(todo.error)
-                route = todo.route
-                if route is None:
-                    raise LookupError(f"no handler for event type {items[0].type!r}")
-                if conn is not None:
-                    with conn.transaction():
-                        self._call(todo)
-                        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                            # leaving the block with an error rolls back to the handler's savepoint
-                            raise HandlerLeftTransactionFailed(
-                                "the handler returned with its transaction in error (it caught an SQL "
-                                "error without rolling back to a savepoint): its work was rolled back"
-                            )
-                elif route.kind == "batch":
-                    route.fn(items)
-                else:
-                    route.fn(items[0])
-            finally:
-                for d in items:
-                    d.running = False
-
-        if _trace.tracer is None:
-            return call
-
-        def traced() -> None:  # the handler call in its span (pglogq.contrib.otel)
-            with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
-                call()
-
-        return traced
+                d.running = False
 
     def _call(self, unit: Unit[Delivery]) -> None:
         assert unit.route is not None
@@ -1063,10 +1054,12 @@ class Consumer:
                 d._flush()
 
 
-class _Calls(Sequence[_concurrency.Thunk]):
-    """The handler calls of a page for the runner, each made when the runner reaches it: a
-    page's worth of closures alive at once would be work for the cyclic garbage collector
-    (about half of a no-op drain's time)."""
+class _Calls:
+    """The handler calls of a page for the runner: ``calls(i)`` makes call ``i`` when the runner
+    reaches it (no closure per call: a page's worth of them would be work for the allocator and
+    the cyclic garbage collector)."""
+
+    __slots__ = ("_conn", "_consumer", "_units")
 
     def __init__(self, consumer: Consumer, units: list[Unit[Delivery]], conn: AnyConn | None) -> None:
         self._consumer = consumer
@@ -1076,20 +1069,16 @@ class _Calls(Sequence[_concurrency.Thunk]):
     def __len__(self) -> int:
         return len(self._units)
 
-    @overload
-    def __getitem__(self, i: int) -> _concurrency.Thunk: ...
+    def __call__(self, i: int) -> _concurrency.Result:
+        unit = self._units[i]
+        if _trace.tracer is None:
+            return self._consumer._run_unit(unit, self._conn)
+        return self._traced(unit)
 
-    @overload
-    def __getitem__(self, i: slice) -> list[_concurrency.Thunk]: ...
-
-    def __getitem__(self, i: int | slice) -> _concurrency.Thunk | list[_concurrency.Thunk]:
-        if isinstance(i, slice):
-            return [self._consumer._thunk(u, self._conn) for u in self._units[i]]
-        return self._consumer._thunk(self._units[i], self._conn)
-
-    def __iter__(self) -> Iterator[_concurrency.Thunk]:
-        thunk, conn = self._consumer._thunk, self._conn
-        return (thunk(u, conn) for u in self._units)
+    def _traced(self, unit: Unit[Delivery]) -> None:
+        # the handler call in its span (pglogq.contrib.otel)
+        with _trace.processing(self._consumer, unit.items, unit.route is not None and unit.route.kind == "batch"):
+            self._consumer._run_unit(unit, self._conn)
 
 
 def _type_of(d: Delivery) -> str | None:
