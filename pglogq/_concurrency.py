@@ -133,37 +133,32 @@ class Runner:
         if abandon.is_set():
             return [ABANDONED_OUTCOME] * n
         if self.concurrency == 1 and self.timeout is None:
-            lock = threading.Lock()
             done = threading.Event()
-            gone = False
 
             def sequential() -> None:
+                # no lock per call: once abandoned, run() returns a copy of ``out`` and this loop
+                # stops before its next call (``abandon`` is never cleared)
                 try:
                     for i in range(n):
                         if abandon.is_set():
                             return
                         try:
                             calls(i)
-                            res: Outcome = OK_OUTCOME
+                            out[i] = OK_OUTCOME
                         except Exception as exc:
-                            res = (ERROR, exc)
-                        with lock:
-                            if gone:
-                                return
-                            out[i] = res
+                            out[i] = (ERROR, exc)
                 finally:
                     done.set()
 
             self._submit(sequential)
             while not done.wait(0.05):
                 if abandon.is_set():
-                    with lock:
-                        gone = not done.is_set()
-                        result = list(out)
+                    gone = not done.is_set()  # first: a call finishing now counts as left behind
+                    result = list(out)
                     if gone:
                         self.left_behind = True
                         self.close()  # the next page gets a fresh handler thread
-                        return [o if o is not None else ABANDONED_OUTCOME for o in result]
+                    return [o if o is not None else ABANDONED_OUTCOME for o in result]
             return [o if o is not None else ABANDONED_OUTCOME for o in out]
 
         cond = threading.Condition()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import secrets
 import time
 from collections.abc import Callable
@@ -1079,9 +1080,8 @@ class _Calls:
             await self._consumer._run_unit(unit, self._conn)
 
 
-def _type_of(d: AsyncDelivery) -> str | None:
-    return d.type
+_type_of: Callable[[AsyncDelivery], str | None] = operator.attrgetter("message.type")
+"""A delivery's event type (one C call per event, not a function and a property)."""
 
-
-def _error_of(d: AsyncDelivery) -> str | None:
-    return d.message.decode_error
+_error_of: Callable[[AsyncDelivery], str | None] = operator.attrgetter("message.decode_error")
+"""Why a delivery's event could not be decoded (None: it was)."""
