@@ -217,13 +217,22 @@ class Client:
         with pool.connection() as c:
             yield c
 
-    def _rows(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> list[TupleRow]:
+    def _rows(
+        self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None, *, hot: bool = False,
+        binary: bool = False,
+    ) -> list[TupleRow]:
         # an own cursor with tuple rows: the caller's row factory, loaders and prepare threshold
         # must not change what the client reads (prepare=False: a caller's prepared statements
-        # would outlive a schema re-install)
+        # would outlive a schema re-install).  ``hot``: send and send_batch, the calls an
+        # application makes on every request, follow the caller's prepare threshold instead (a
+        # prepared SELECT pglogq.send(...) is re-planned by the server after a re-install, and
+        # returns the same type); a pooler in transaction mode wants prepare_threshold=None on
+        # the caller's connection anyway.  ``binary``: results in binary (an int8[] of a
+        # thousand ids is read twice as fast).
         try:
             with self.connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
-                cur.execute(sql, params, prepare=False if conn is not None else None)
+                cur.execute(sql, params, prepare=False if conn is not None and not hot else None,
+                                  binary=binary)
                 return cur.fetchall()
         except psycopg.Error as exc:
             raise translate(exc) from exc
@@ -340,7 +349,7 @@ class Client:
                 *cv.event_options(type, span.headers, priority, deliver_at, delay),
             )
             key = v.text(idempotency_key, "idempotency key")
-            msg_id = int(self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
+            msg_id = int((self._rows(q.SEND, (*params[:5], key, *params[5:]), conn, hot=True))[0][0])
             span.sent((msg_id,))
             return msg_id
 
@@ -369,7 +378,8 @@ class Client:
                 v.name(queue, "queue"), v.jsonb(events),
                 *cv.event_options(type, span.headers, priority, deliver_at, delay),
             )
-            ids = [int(i) for i in self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn) or []]
+            rows = self._rows(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn, hot=True, binary=True)
+            ids = list(map(int, rows[0][0] or ()))
             span.sent(ids)
             return ids
 
