@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.harness.bench.context import BenchContext
 from tests.harness.bench.results import Measure
-from tests.harness.bench.systems import Pglogq, PgQueuer, Procrastinate, RawPostgres, System
+from tests.harness.bench.systems import Pglogq, PgQue, PgQueuer, Procrastinate, RawPostgres, System
 
 SCENARIO = "consume"
 
@@ -26,6 +26,10 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
         for system in systems:
             if not system.supports("drain"):
                 continue
+            if system.max_drain_workers is not None and workers > system.max_drain_workers:
+                ctx.results.skip(SCENARIO, system.name, f"{case}: not measured (the system drains with at most "
+                                 f"{system.max_drain_workers} consumer here)")
+                continue
             n = backlog_for(ctx, system)
             system.preload(n)
             count, seconds = system.drain(n, workers)
@@ -33,13 +37,19 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
             name = "plain SELECT" if isinstance(system, RawPostgres) else system.name
             if isinstance(system, Pglogq):
                 name = "pglogq (SQL receive/ack)"
+            if isinstance(system, PgQue):
+                name = "PgQue (SQL next_batch/get_batch_events/finish_batch)"
             ctx.results.add(Measure(SCENARIO, case, name, count / seconds, "events/s",
                                     ceiling=isinstance(system, RawPostgres),
-                                    extra={"backlog": n, "drained": count, "seconds": seconds}))
+                                    extra={"backlog": n, "drained": count, "seconds": seconds,
+                                           "durable": system.durable}))
             if count != n:
                 ctx.results.note(SCENARIO, f"{name} drained {count} of {n} events ({case})")
             if isinstance(system, Pglogq) and workers == 1:
                 python_consumer(ctx, system, n, case)
+            if isinstance(system, PgQue) and workers == 1:
+                ctx.results.skip(SCENARIO, system.name, "Python Consumer drain: not applicable (PgQue is "
+                                 "consumed through its SQL API here; no Python consumer of PgQue is measured)")
 
 
 def python_consumer(ctx: BenchContext, system: Pglogq, n: int, case: str) -> None:
@@ -51,4 +61,5 @@ def python_consumer(ctx: BenchContext, system: Pglogq, n: int, case: str) -> Non
         system.cleanup()
         name = f"pglogq (Python Consumer, {label})"
         ctx.results.add(Measure(SCENARIO, case, name, count / seconds, "events/s",
-                                extra={"backlog": n, "drained": count, "seconds": seconds, **options}))
+                                extra={"backlog": n, "drained": count, "seconds": seconds, "durable": True,
+                                       **options}))

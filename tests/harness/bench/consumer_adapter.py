@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 
 import pglogq
+from tests.harness.bench.pacing import clock
 from tests.harness.bench.systems.base import Record
 
 RECEIVE = "SELECT batch_id, msg_id, payload FROM pglogq.receive(%s, %s, %s, %s)"
@@ -52,7 +53,7 @@ def consumer_latency(
 
         def on_event(msg: Any) -> None:
             nonlocal seen
-            record(int(msg.payload["seq"]), time.time())
+            record(int(msg.payload["seq"]), clock())
             seen += 1
             if seen >= expected:
                 c.stop()
@@ -89,7 +90,7 @@ def listen_consume(
             rows = conn.execute(RECEIVE, (queue, consumer, page, None)).fetchall()
             if rows:
                 for _batch, _msg, body in rows:
-                    record(int(body["seq"]), time.time())
+                    record(int(body["seq"]), clock())
                 seen += len(rows)
                 conn.execute(ACK, (rows[0][0],))
                 continue

@@ -13,6 +13,7 @@ from tests.harness.bench.results import Measure, Series
 from tests.harness.bench.systems import (
     JobsTable,
     Pglogq,
+    PgQue,
     RabbitMQ,
     RawPostgres,
     RedisStreams,
@@ -52,6 +53,11 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
             b, rates = jobs_fanout(ctx, subs, n_events)
             add(ctx, case_b, case_r, by_type[JobsTable].name, b, rates, n_events, subs)
             bytes_series.setdefault(by_type[JobsTable].name, []).append((subs, b))
+        pgque = by_type.get(PgQue)
+        if isinstance(pgque, PgQue):
+            b, rates = pgque.fanout(subs, n_events)
+            add(ctx, case_b, case_r, pgque.name, b, rates, n_events, subs)
+            bytes_series.setdefault(pgque.name, []).append((subs, b))
         redis = by_type.get(RedisStreams)
         if isinstance(redis, RedisStreams):
             b, rates = redis_fanout(redis, subs, n_events)

@@ -13,6 +13,7 @@ import psycopg
 
 from tests.harness.bench.consumer_adapter import listen_consume
 from tests.harness.bench.context import BenchContext
+from tests.harness.bench.pacing import clock
 from tests.harness.bench.results import Measure, Series
 from tests.harness.bench.stats import percentile
 from tests.harness.bench.systems import JobsTable, Pglogq, System, jobs_table, pglogq_system
@@ -118,6 +119,7 @@ def phase(ctx: BenchContext, system: System, held: bool) -> float:
         consumer.start()
         ready.wait(10)
         start_at = time.time() + 0.3
+        start_clock = clock() + (start_at - time.time())  # the same instant on the latency clock
         fut = pool.submit(producer, conf, s.held_rate, s.held_seconds, start_at)
         next_sample = start_at
         while not fut.done():
@@ -141,14 +143,14 @@ def phase(ctx: BenchContext, system: System, held: bool) -> float:
             ticker.__exit__(None, None, None)
     with lock:
         got = dict(seen)
-    consumed = [t for t in got.values() if t <= start_at + s.held_seconds]
+    consumed = [t for t in got.values() if t <= start_clock + s.held_seconds]
     rate = len(consumed) / s.held_seconds
     lat = sorted((got[q] - t) * 1000 for q, t in sent if q in got)
     b = s.held_bucket_seconds
     nb = int(s.held_seconds / b)
     buckets = [0] * nb
     for t in got.values():
-        k = int((t - start_at) / b)
+        k = int((t - start_clock) / b)
         if 0 <= k < nb:
             buckets[k] += 1
     ctx.results.series.append(Series(SCENARIO, label, [b * (i + 0.5) for i in range(nb)],

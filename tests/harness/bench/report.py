@@ -7,13 +7,13 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from tests.harness.bench.results import Measure, Results, fmt_value
+from tests.harness.bench.results import BUSY_POINT_LOAD, ImpossibleFigures, Measure, Results, fmt_value, impossible
 from tests.harness.bench.targets import Verdict, evaluate
 
 TITLES = {
     "produce": "1. Produce",
     "consume": "2. Consume (drain a preloaded backlog)",
-    "latency": "3. End to end latency (send commit → handler start)",
+    "latency": "3. End to end latency (start of the send call → handler start, one monotonic clock)",
     "fanout": "4. Fan-out",
     "held_xmin": "5. Sustained load under a held xmin",
     "large_batch": "6. One large batch",
@@ -22,7 +22,11 @@ BUSY_LOAD = 1.0
 
 
 def write(out: Path, meta: dict[str, Any], results: Results) -> list[Path]:
+    """Write results.json, the plots and report.md; raise ImpossibleFigures (after writing, so that
+    the figures can be looked at) when the run produced any figure that cannot be true."""
     out.mkdir(parents=True, exist_ok=True)
+    problems = impossible(results)
+    meta = {**meta, "impossible_figures": problems}
     verdicts = evaluate(results, meta.get("mode") == "quick")
     data = {"meta": meta, "targets": [v.to_json() for v in verdicts], **results.to_json()}
     paths = [out / "results.json"]
@@ -32,6 +36,8 @@ def write(out: Path, meta: dict[str, Any], results: Results) -> list[Path]:
     md = out / "report.md"
     md.write_text(markdown(meta, results, verdicts, [p.name for p in plots]), encoding="utf-8")
     paths.append(md)
+    if problems:
+        raise ImpossibleFigures(problems)
     return paths
 
 
@@ -76,7 +82,7 @@ def pivot(results: Results, scenario: str, keep: Any = None) -> list[str]:
                 cells.append("")
                 continue
             r = results.ratio(found)
-            cell = _short(found.value)
+            cell = _short(found.value) + (" †" if found.busy else "")
             if found.ceiling:
                 cell += " (ceiling)"
             elif r is not None:
@@ -108,6 +114,17 @@ def markdown(meta: dict[str, Any], results: Results, verdicts: list[Verdict], pl
                   "were measured minutes apart under the same conditions.", ""]
     if meta.get("mode") == "quick":
         lines += ["> `--quick` smoke run: short points, small backlogs; numbers are indicative only.", ""]
+    problems = meta.get("impossible_figures") or []
+    if problems:
+        lines += ["> **This run FAILED its sanity check**: it produced figures that cannot be true (a "
+                  "measurement or pairing error); do not quote it.", ""]
+        lines += [f"> - {p}" for p in problems]
+        lines.append("")
+    busy_points = [m for m in results.measures if m.busy]
+    if busy_points:
+        lines += [f"> {len(busy_points)} of {len(results.measures)} points were measured while the 1-minute "
+                  f"load average was above {BUSY_POINT_LOAD} (marked † in the tables, listed under "
+                  "*Points to rerun*): rerun them on a quiet machine before quoting them.", ""]
     lines += [
         "Every system ran in the same run, against the same PostgreSQL server, with the same payload "
         f"(a JSON object of {meta.get('payload_bytes')} bytes). *ratio* divides by the group's ceiling: "
@@ -124,6 +141,10 @@ def markdown(meta: dict[str, Any], results: Results, verdicts: list[Verdict], pl
         + ", ".join(f"{k} {v}" for k, v in meta.get("packages", {}).items() if v),
         "- systems: " + ", ".join(f"{k}: {v}" for k, v in meta.get("versions", {}).items() if v),
         f"- duration: {meta.get('duration_seconds')} s; settings: `{json.dumps(meta.get('settings'))}`",
+        "",
+        "## Durability",
+        "",
+        *durability(meta),
         "",
         "## Summary",
         "",
@@ -159,7 +180,8 @@ def markdown(meta: dict[str, Any], results: Results, verdicts: list[Verdict], pl
                     r = results.ratio(m)
                     ratio = "ceiling" if m.ceiling else ("" if r is None else f"{r:.2f}")
                     name = f"**{m.system}**" if m.system.startswith("pglogq") else m.system
-                    lines.append(f"| {case} | {name} | {fmt_value(m.value)} {m.unit} | {ratio} |")
+                    mark = f" † (load {m.load})" if m.busy else ""
+                    lines.append(f"| {case} | {name} | {fmt_value(m.value)} {m.unit}{mark} | {ratio} |")
             lines.append("")
         for s in skips:
             lines.append(f"- skipped: **{s.system}**: {s.reason}")
@@ -169,7 +191,34 @@ def markdown(meta: dict[str, Any], results: Results, verdicts: list[Verdict], pl
             if p.startswith(scenario):
                 lines += ["", f"![{scenario}]({p})"]
         lines.append("")
+    if busy_points:
+        lines += ["## Points to rerun", "",
+                  f"Measured while the 1-minute load average was above {BUSY_POINT_LOAD}:", ""]
+        by_scenario: dict[str, list[Measure]] = {}
+        for m in busy_points:
+            by_scenario.setdefault(m.scenario, []).append(m)
+        for scenario, ms in by_scenario.items():
+            every = len(ms) == sum(1 for m in results.measures if m.scenario == scenario)
+            point_loads = [m.load for m in ms if m.load is not None]
+            cases = list(dict.fromkeys(m.case for m in ms))
+            lines.append(f"- **{scenario}**: {'every point' if every else f'{len(ms)} points'} (load "
+                         f"{min(point_loads)} to {max(point_loads)}): " + "; ".join(cases))
+        lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def durability(meta: dict[str, Any]) -> list[str]:
+    """Which systems make an acknowledged event survive a crash (fsync before the acknowledgement)."""
+    pg = meta.get("postgresql_settings", {})
+    pg_durable = pg.get("fsync") == "on" and pg.get("synchronous_commit") in ("on", "remote_write",
+                                                                              "remote_apply", "local")
+    rows = meta.get("durability", {})
+    lines = [f"PostgreSQL here: fsync={pg.get('fsync')}, synchronous_commit={pg.get('synchronous_commit')}: "
+             + ("every commit is flushed to the WAL on disk before it returns." if pg_durable else
+                "**commits are not flushed before they return: no PostgreSQL system below is durable per "
+                "commit in this run.**"), ""]
+    lines += [f"- **{name}**: {text}" for name, text in rows.items()]
+    return lines
 
 
 def write_plots(out: Path, results: Results) -> list[Path]:

@@ -19,6 +19,7 @@ class Settings:
     latency_seconds: float  # offered-load duration per rate
     latency_rates: tuple[int, ...]
     baseline_latency_rates: tuple[int, ...]
+    peer_latency_rates: tuple[int, ...]  # PgQue, the closest peer (its targets row needs 1,000/s)
     fanout_subscribers: tuple[int, ...]
     fanout_events: int
     held_seconds: float  # per phase (without / with the held snapshot)
@@ -44,6 +45,7 @@ FULL = Settings(
     latency_seconds=15.0,
     latency_rates=(100, 1_000, 10_000),
     baseline_latency_rates=(100, 1_000, 10_000),
+    peer_latency_rates=(100, 1_000, 10_000),
     fanout_subscribers=(1, 3, 10),
     fanout_events=100_000,
     held_seconds=300.0,
@@ -66,6 +68,7 @@ QUICK = Settings(
     latency_seconds=1.0,
     latency_rates=(100, 1_000, 10_000),
     baseline_latency_rates=(100,),
+    peer_latency_rates=(1_000,),
     fanout_subscribers=(1, 3, 10),
     fanout_events=2_000,
     held_seconds=2.0,
@@ -73,5 +76,5 @@ QUICK = Settings(
     held_rotation_seconds=1,
     held_bucket_seconds=0.5,
     large_batch_events=60_000,
-    bystander_events=20_000,
+    bystander_events=100_000,
 )

@@ -24,6 +24,11 @@ class System:
     produce_modes: ClassVar[tuple[str, ...]] = ()  # of "single", "batch", "app_txn", "copy"
     produce_worker: ClassVar[Callable[..., int] | None] = None
     latency_producer: ClassVar[Callable[..., list[tuple[int, float]]] | None] = None
+    max_drain_workers: ClassVar[int | None] = None  # None: any number of cooperating drain workers
+    key: ClassVar[str] = ""  # what --systems selects it by (default: the first word of name, lower case)
+    durable: ClassVar[bool] = True  # an acknowledged event survives a crash of the machine
+    durability: ClassVar[str] = ("durable per commit: a PostgreSQL transaction (flushed to the WAL before "
+                                 "the commit returns, with fsync=on and synchronous_commit=on)")
 
     def __init__(self, ctx: BenchContext) -> None:
         self.ctx = ctx

@@ -14,7 +14,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from tests.harness.bench import payload
-from tests.harness.bench.pacing import paced, wait_until
+from tests.harness.bench.pacing import clock, paced, wait_until
 from tests.harness.bench.systems.base import Record, System
 
 DDL = """
@@ -107,7 +107,7 @@ def claim_loop(dsn: str, worker: str, start_at: float, stop_when_empty: bool = T
                 time.sleep(poll)
                 continue
             if record is not None:
-                now = time.time()
+                now = clock()
                 for _id, body in rows:
                     record(int(body["seq"]), now)
             conn.execute(COMPLETE, ([r[0] for r in rows],))

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import psycopg
 
 from tests.harness.bench import payload
-from tests.harness.bench.pacing import paced, wait_until
+from tests.harness.bench.pacing import clock, paced, wait_until
 from tests.harness.bench.systems.base import Record, System
 
 ENTRYPOINT = "bench"
@@ -81,7 +81,7 @@ def run_manager(dsn: str, expected: int | None, deadline: float | None, record: 
             nonlocal n, end
             end = time.time()
             if record is not None and job.payload:
-                record(int(json.loads(job.payload)["seq"]), end)
+                record(int(json.loads(job.payload)["seq"]), clock())
             n += 1
             if expected is not None and n >= expected:
                 qm.shutdown.set()

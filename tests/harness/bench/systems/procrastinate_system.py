@@ -13,7 +13,7 @@ import time
 from typing import Any, ClassVar
 
 from tests.harness.bench import payload
-from tests.harness.bench.pacing import paced, wait_until
+from tests.harness.bench.pacing import clock, paced, wait_until
 from tests.harness.bench.systems.base import Record, System
 
 _state: dict[str, Any] = {"record": None, "count": 0, "end": 0.0, "expected": None, "done": None}
@@ -29,7 +29,7 @@ def _app(dsn: str) -> Any:
         now = time.time()
         rec = _state["record"]
         if rec is not None:
-            rec(int(seq), now)
+            rec(int(seq), clock())
         _state["count"] += 1
         _state["end"] = now
         done = _state["done"]

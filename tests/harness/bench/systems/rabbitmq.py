@@ -11,7 +11,7 @@ import time
 from typing import Any, ClassVar
 
 from tests.harness.bench import payload
-from tests.harness.bench.pacing import paced, wait_until
+from tests.harness.bench.pacing import clock, paced, wait_until
 from tests.harness.bench.systems.base import Record, System
 
 URL = os.environ.get("PGLOGQ_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -64,9 +64,12 @@ def publish_paced(conf: dict[str, Any], rate: int, seconds: float, start_at: flo
     ch.confirm_delivery()
     props = _props()
 
-    def send(seqs: list[int]) -> None:
-        for s in seqs:  # each publish returns once confirmed
+    def send(seqs: list[int]) -> list[float]:
+        started = []
+        for s in seqs:  # each publish returns once confirmed: each message has its own send time
+            started.append(clock())
             ch.basic_publish("", conf["queue"], payload.encoded(s), props)
+        return started
 
     try:
         return paced(rate, seconds, send, start_at=start_at)
@@ -99,7 +102,7 @@ def consume(queue: str, start_at: float, expected: int | None = None, deadline: 
             continue
         msg = json.loads(body)
         if record is not None:
-            record(int(msg["seq"]), time.time())
+            record(int(msg["seq"]), clock())
         n += 1
         end = time.time()
         last_tag = method.delivery_tag
@@ -125,6 +128,9 @@ class RabbitMQ(System):
     produce_modes: ClassVar[tuple[str, ...]] = ("single", "batch")
     produce_worker = staticmethod(produce)
     latency_producer = staticmethod(publish_paced)
+    durability: ClassVar[str] = ("durable per publish: a durable queue and persistent messages; the publisher "
+                                 "confirm (single sends) and tx.commit (batches) come once the broker has "
+                                 "written the message to disk")
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)

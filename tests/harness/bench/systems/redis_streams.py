@@ -1,5 +1,14 @@
-"""Redis Streams: XADD / XREADGROUP / XACK against a durable redis-server (appendonly yes,
-appendfsync everysec) that the bench starts itself on a free port and stops at the end."""
+"""Redis Streams: XADD / XREADGROUP / XACK against a redis-server that the bench starts itself
+(on a free port, its AOF in a temporary directory of the machine's disk; ``appendonly yes``) and
+stops at the end -- the machine's own Redis, if any, is not used.  Two rows:
+
+- ``Redis Streams``: ``appendfsync everysec`` (Redis' default for AOF): the AOF is fsynced once a
+  second, so an acknowledged XADD is **not** durable per write (up to ~1 s of them can be lost by a
+  machine crash);
+- ``Redis Streams (appendfsync always)``: set with ``CONFIG SET appendfsync always`` for the run and
+  restored (in a ``finally``) before the server stops: the AOF is written and fsynced before the
+  replies go out, so an acknowledged XADD is durable -- the durable-to-durable comparison.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +22,7 @@ import time
 from typing import Any, ClassVar
 
 from tests.harness.bench import payload
-from tests.harness.bench.pacing import paced, wait_until
+from tests.harness.bench.pacing import clock, paced, wait_until
 from tests.harness.bench.systems.base import Record, System
 
 STREAM = "bench:produce"
@@ -77,7 +86,7 @@ def read_group(conf: dict[str, Any], stream: str, group: str, consumer: str, sta
                 break
             continue
         entries = resp[0][1]
-        now = time.time()
+        now = clock()
         ids = []
         for eid, fields in entries:
             body = json.loads(fields[b"p"])
@@ -107,6 +116,10 @@ class RedisStreams(System):
     produce_modes: ClassVar[tuple[str, ...]] = ("single", "batch")
     produce_worker = staticmethod(produce)
     latency_producer = staticmethod(xadd_paced)
+    appendfsync: ClassVar[str] = "everysec"
+    durable: ClassVar[bool] = False
+    durability: ClassVar[str] = ("NOT durable per write: appendonly yes, appendfsync everysec -- the AOF is "
+                                 "fsynced once a second, an acknowledged XADD can be lost in a machine crash")
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
@@ -114,6 +127,8 @@ class RedisStreams(System):
         self.port = 0
         self.dir = ""
         self._version = ""
+        self._restore: str | None = None
+        self._config: dict[str, Any] = {}
 
     def unavailable(self) -> str | None:
         try:
@@ -139,11 +154,33 @@ class RedisStreams(System):
                 break
             except Exception:
                 time.sleep(0.05)
-        info = r.info("server")
-        self._version = str(info.get("redis_version", ""))
-        r.close()
+        try:
+            info = r.info("server")
+            self._version = str(info.get("redis_version", ""))
+            aof = r.config_get("appendonly").get("appendonly")
+            if aof != "yes":
+                raise RuntimeError(f"redis-server runs with appendonly={aof!r}: it would keep nothing on disk")
+            old = r.config_get("appendfsync").get("appendfsync")
+            if old != self.appendfsync:
+                r.config_set("appendfsync", self.appendfsync)
+                self._restore = old
+            self._config = {k: r.config_get(k).get(k) for k in ("appendonly", "appendfsync", "dir")}
+        finally:
+            r.close()
 
     def teardown(self) -> None:
+        try:
+            if self._restore is not None and self.proc is not None:
+                r = _client(self.conf())
+                try:
+                    r.config_set("appendfsync", self._restore)
+                finally:
+                    r.close()
+                self._restore = None
+        finally:
+            self._stop_server()
+
+    def _stop_server(self) -> None:
         if self.proc is not None:
             self.proc.terminate()
             try:
@@ -158,7 +195,7 @@ class RedisStreams(System):
         return {"port": self.port, "stream": STREAM}
 
     def version(self) -> str:
-        return f"redis-server {self._version}"
+        return f"redis-server {self._version} ({', '.join(f'{k} {v}' for k, v in self._config.items())})"
 
     def client(self) -> Any:
         return _client(self.conf())
@@ -205,3 +242,15 @@ class RedisStreams(System):
             return int(r.memory_usage(key, samples=0) or 0)
         finally:
             r.close()
+
+
+class RedisStreamsFsyncAlways(RedisStreams):
+    """The same, with ``appendfsync always``: durable per write, like a PostgreSQL commit."""
+
+    name: ClassVar[str] = "Redis Streams (appendfsync always)"
+    key: ClassVar[str] = "redis-always"
+    appendfsync: ClassVar[str] = "always"
+    durable: ClassVar[bool] = True
+    durability: ClassVar[str] = ("durable per write: appendonly yes, appendfsync always (CONFIG SET for the run, "
+                                 "restored after) -- the AOF is fsynced before the replies are sent (one fsync "
+                                 "per event-loop pass, so a pipelined batch shares one)")
