@@ -58,6 +58,8 @@ from pglogq.models import (
 from pglogq.retry import RetryPolicy
 
 AnyConn = psycopg.AsyncConnection[Any]
+_DEFAULT_OPTIONS = (None, 100, None, None)
+"""send's headers, priority, deliver_at and delay when not given."""
 
 
 @dataclass
@@ -232,10 +234,22 @@ class AsyncClient:
         # every call cost ~15 us of the server's time).  ``binary``: results in binary (an int8[]
         # of a thousand ids is read twice as fast).
         try:
-            async with self.connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
-                cold = conn is not None and (not hot or self.pooled)
-                await cur.execute(sql, params, prepare=False if cold else None, binary=binary)
-                return await cur.fetchall()
+            if conn is not None:
+                async with conn.cursor(row_factory=tuple_row) as cur:
+                    await cur.execute(sql, params, prepare=None if hot and not self.pooled else False,
+                                      binary=binary)
+                    return await cur.fetchall()
+            # one autocommit statement: getconn/putconn (putconn rolls back a connection left in
+            # a transaction) instead of pool.connection(), whose commit-on-exit and usage
+            # accounting cost more than the client's own work in send
+            pool = await self._get_pool()
+            c: AnyConn = await pool.getconn()
+            try:
+                async with c.cursor(row_factory=tuple_row) as cur:
+                    await cur.execute(sql, params, binary=binary)
+                    return await cur.fetchall()
+            finally:
+                await pool.putconn(c)
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
@@ -351,7 +365,11 @@ class AsyncClient:
                 *cv.event_options(type, span.headers, priority, deliver_at, delay),
             )
             key = v.text(idempotency_key, "idempotency key")
-            msg_id = int((await self._rows(q.SEND, (*params[:5], key, *params[5:]), conn, hot=True))[0][0])
+            if params[3:] == _DEFAULT_OPTIONS and key is None:  # the short statement: fewer parameters
+                sql, args = (q.SEND_PLAIN, params[:2]) if params[2] is None else (q.SEND_TYPED, params[:3])
+            else:
+                sql, args = q.SEND, (*params[:5], key, *params[5:])
+            msg_id = int((await self._rows(sql, args, conn, hot=True))[0][0])
             span.sent((msg_id,))
             return msg_id
 
