@@ -20,6 +20,8 @@ DECLARE
     maxbytes integer;
     n integer;
     bad bigint;
+    hsize integer;
+    done bigint;
     ids bigint[];
 BEGIN
     IF payloads IS NULL OR jsonb_typeof(payloads) <> 'array' THEN
@@ -49,17 +51,22 @@ BEGIN
         RAISE EXCEPTION 'too many events in one batch: % (at most 100000)', n USING ERRCODE = 'PQ019';
     END IF;
     PERFORM pglogq._check_event('{}'::jsonb, type, headers, priority, maxbytes, NULL);
-    -- the cap covers each payload plus the headers every event carries
-    SELECT min(o) INTO bad FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o)
-     WHERE pg_column_size(p) + coalesce(pg_column_size(headers), 0) > maxbytes;
-    IF bad IS NOT NULL THEN
-        PERFORM pglogq._check_event(payloads -> (bad::integer - 1), type, headers, priority, maxbytes, bad::integer);
-    END IF;
+    hsize := coalesce(pg_column_size(headers), 0);
     -- ids taken first, in the order of the array (the delivery order within the batch); no
     -- RETURNING to collect and sort them back
     ids := ARRAY(SELECT nextval(seq) FROM generate_series(1, n) g ORDER BY g);
+    -- one pass over the array: an element over the cap (payload plus the headers every event
+    -- carries) is left out, and then the error below undoes the whole statement with the
+    -- transaction (or the caller's savepoint)
     INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
     SELECT qid, slot, ids[u.o], type, u.p, headers, priority
-      FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o);
+      FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o)
+     WHERE pg_column_size(u.p) + hsize <= maxbytes;
+    GET DIAGNOSTICS done = ROW_COUNT;
+    IF done < n THEN
+        SELECT min(o) INTO bad FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o)
+         WHERE pg_column_size(p) + hsize > maxbytes;
+        PERFORM pglogq._check_event(payloads -> (bad::integer - 1), type, headers, priority, maxbytes, bad::integer);
+    END IF;
     RETURN ids;
 END $$;

@@ -122,3 +122,20 @@ def test_send_refuses_what_check_event_refuses(conn: psycopg.Connection[Any], op
 def test_send_with_a_valid_type_and_headers_stores_them(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SELECT pglogq.send('q', '1', type => %s, headers => '{\"h\": 1}')", ("t" * 255,))
     assert [(r[1], r[3]) for r in _events(conn, "q")] == [("t" * 255, {"h": 1})]
+
+
+def test_a_refused_batch_in_a_savepoint_leaves_the_rest_of_the_transaction(dsn: str,
+                                                                            conn: psycopg.Connection[Any]) -> None:
+    """The direct path inserts the valid elements before it sees the bad one: the error must
+    take them back with the savepoint."""
+    big = '[1, {"pad": "' + "x" * 1200 + '"}]'
+    with psycopg.connect(dsn) as tx:
+        tx.execute("SELECT pglogq.send('q', '\"kept\"')")
+        tx.execute("SAVEPOINT s")
+        with pytest.raises(psycopg.Error) as exc:
+            tx.execute("SELECT pglogq.send_batch_json('q', %s::jsonb)", (big,))
+        assert exc.value.sqlstate == "PQ006"
+        tx.execute("ROLLBACK TO SAVEPOINT s")
+        tx.execute("SELECT pglogq.send_batch_json('q', '[\"after\"]')")
+        tx.commit()
+    assert [r[2] for r in _events(conn, "q")] == ["kept", "after"]
