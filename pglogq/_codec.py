@@ -48,8 +48,19 @@ INT8 = (-(2**63), 2**63 - 1)
 
 # -- decoding -------------------------------------------------------------------------------
 
-_LONG_NUMBER = re.compile(r"[0-9.]{17,}")
-"""A digit run orjson might not decode exactly (more than 15 significant digits or > 64 bits)."""
+_NOT_NUMBER = bytes(0 if 48 <= i <= 57 or i == 46 else 1 for i in range(256))
+"""A translation table: digits and the dot to 0, every other byte to 1."""
+
+_LONG_RUN = b"\x00" * 17
+"""After translation: a run of 17 digits or dots, a number orjson might not decode exactly (more
+than 15 significant digits or > 64 bits).  ``bytes.translate`` and ``in`` are C loops: about
+twenty times cheaper than a regular expression searching for the same run."""
+
+
+def orjson_exact(*texts: str) -> bool:
+    """True when orjson decodes every one of ``texts`` exactly (no digit run of 17 or more)."""
+    joined = "\x01".join(texts) if len(texts) != 1 else texts[0]
+    return _LONG_RUN not in joined.encode("utf-8", "surrogatepass").translate(_NOT_NUMBER)
 
 
 def _exact_float(text: str) -> float | Decimal:
@@ -68,7 +79,7 @@ def _exact_int(text: str) -> int | Decimal:
 
 def loads(text: str) -> Any:
     """Decode JSON text exactly (see the module's rule); raises ValueError or RecursionError."""
-    if _LONG_NUMBER.search(text) is None:
+    if orjson_exact(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:

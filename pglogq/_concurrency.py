@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pglogq._runtime import ABANDONED, ERROR, OK, TIMEOUT, Outcome
+from pglogq._runtime import ABANDONED_OUTCOME, ERROR, OK_OUTCOME, TIMEOUT, Outcome
 
 CAN_CANCEL = False
 """A thread cannot be interrupted: at the timeout its result is dropped, the thread runs on."""
@@ -123,7 +123,7 @@ class Runner:
         out: list[Outcome | None] = [None] * n
         self.left_behind = False
         if abandon.is_set():
-            return [(ABANDONED, None)] * n
+            return [ABANDONED_OUTCOME] * n
         if self.concurrency == 1 and self.timeout is None:
             lock = threading.Lock()
             done = threading.Event()
@@ -136,7 +136,7 @@ class Runner:
                             return
                         try:
                             thunk()
-                            res: Outcome = (OK, None)
+                            res: Outcome = OK_OUTCOME
                         except Exception as exc:
                             res = (ERROR, exc)
                         with lock:
@@ -155,8 +155,8 @@ class Runner:
                     if gone:
                         self.left_behind = True
                         self.close()  # the next page gets a fresh handler thread
-                        return [o if o is not None else (ABANDONED, None) for o in result]
-            return [o if o is not None else (ABANDONED, None) for o in out]
+                        return [o if o is not None else ABANDONED_OUTCOME for o in result]
+            return [o if o is not None else ABANDONED_OUTCOME for o in out]
 
         cond = threading.Condition()
         free = self.concurrency
@@ -166,7 +166,7 @@ class Runner:
             nonlocal free
             try:
                 thunk()
-                res: Outcome = (OK, None)
+                res: Outcome = OK_OUTCOME
             except Exception as exc:
                 res = (ERROR, exc)
             with cond:
@@ -200,4 +200,4 @@ class Runner:
                     continue
                 nearest = min(deadlines.values(), default=now + 0.1)
                 cond.wait(max(0.0, min(nearest - now, 0.1)))
-        return [o if o is not None else (ABANDONED, None) for o in out]
+        return [o if o is not None else ABANDONED_OUTCOME for o in out]

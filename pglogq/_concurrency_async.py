@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
-from pglogq._runtime import ABANDONED, ERROR, OK, TIMEOUT, Outcome
+from pglogq._runtime import ABANDONED_OUTCOME, ERROR, OK_OUTCOME, TIMEOUT, Outcome
 
 CAN_CANCEL = True
 """A running handler can be interrupted (its task is cancelled at the timeout)."""
@@ -95,7 +95,7 @@ async def _one(thunk: Thunk, timeout: float | None) -> Outcome:
         await asyncio.wait({task})  # let it unwind; how it reacts does not matter
         return (TIMEOUT, None)
     exc = task.exception()
-    return (OK, None) if exc is None else (ERROR, exc)
+    return OK_OUTCOME if exc is None else (ERROR, exc)
 
 
 async def close_busy(conn: Any) -> None:
@@ -125,7 +125,7 @@ class Runner:
     async def run(self, thunks: Sequence[Thunk], abandon: asyncio.Event) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(thunks)
         if abandon.is_set():
-            return [(ABANDONED, None)] * len(thunks)
+            return [ABANDONED_OUTCOME] * len(thunks)
         if self.concurrency == 1 and self.timeout is None:
 
             async def sequential() -> None:
@@ -135,7 +135,7 @@ class Runner:
                         return
                     try:
                         await thunk()
-                        out[i] = (OK, None)
+                        out[i] = OK_OUTCOME
                     except Exception as exc:
                         out[i] = (ERROR, exc)
                     now = time.monotonic()
@@ -145,19 +145,19 @@ class Runner:
 
             # one task for the page, raced against abandon: stop(abandon=True) cancels the handler
             await _race([asyncio.ensure_future(sequential())], abandon)
-            return [o if o is not None else (ABANDONED, None) for o in out]
+            return [o if o is not None else ABANDONED_OUTCOME for o in out]
         sem = asyncio.Semaphore(self.concurrency)
 
         async def slot(i: int, thunk: Thunk) -> None:
             async with sem:
                 if abandon.is_set():
-                    out[i] = (ABANDONED, None)
+                    out[i] = ABANDONED_OUTCOME
                     return
                 out[i] = await _one(thunk, self.timeout)
 
         tasks = [asyncio.ensure_future(slot(i, t)) for i, t in enumerate(thunks)]
         await _race(tasks, abandon)
-        return [o if o is not None else (ABANDONED, None) for o in out]
+        return [o if o is not None else ABANDONED_OUTCOME for o in out]
 
 
 async def _race(tasks: Sequence[asyncio.Future[None]], abandon: asyncio.Event) -> None:

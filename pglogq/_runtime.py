@@ -23,6 +23,11 @@ ABANDONED = "abandoned"
 Outcome = tuple[str, "BaseException | None"]
 """What running one handler call gave: (OK | ERROR | TIMEOUT | ABANDONED, the exception)."""
 
+OK_OUTCOME: Outcome = (OK, None)
+"""The outcome of every call that returned: one shared tuple, not one per call."""
+
+ABANDONED_OUTCOME: Outcome = (ABANDONED, None)
+
 D = TypeVar("D")
 
 
@@ -72,15 +77,36 @@ class Routes:
         return bool(self._by_type)
 
 
-@dataclass
 class Unit(Generic[D]):
     """One handler call: a route (None: no handler) and the deliveries it gets.
 
-    ``error``: the message could not be decoded; no handler is called, it fails with this reason."""
+    ``error``: the message could not be decoded; no handler is called, it fails with this reason.
+    A unit of one delivery (a per-message handler: nearly every unit) keeps the delivery itself
+    and makes its one-item list when ``items`` is read: one object fewer per event that lives
+    as long as the page (which the cyclic garbage collector would otherwise go through)."""
 
-    route: Route | None
-    items: list[D]
-    error: str | None = None
+    __slots__ = ("_items", "_one", "error", "route")
+
+    def __init__(self, route: Route | None, items: list[D] | None = None, error: str | None = None,
+                 *, one: D | None = None) -> None:
+        self.route = route
+        self.error = error
+        self._items = items
+        self._one = one
+
+    @property
+    def items(self) -> list[D]:
+        return self._items if self._items is not None else [self._one]  # type: ignore[list-item]
+
+    def __repr__(self) -> str:
+        return f"Unit(route={self.route!r}, items={self.items!r}, error={self.error!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Unit):
+            return NotImplemented
+        return (self.route, self.items, self.error) == (other.route, other.items, other.error)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def group_units(
@@ -94,19 +120,26 @@ def group_units(
     whose ``error_of`` is set (undecodable) gets a unit of its own that calls no handler."""
     units: list[Unit[D]] = []
     batch_at: dict[int, int] = {}
+    found: dict[str | None, Route | None] = {}  # the route of each type met on this page
     for item in items:
         error = error_of(item) if error_of is not None else None
         if error is not None:
-            units.append(Unit(None, [item], error))
+            units.append(Unit(None, error=error, one=item))
             continue
-        r = routes.route(type_of(item))
+        t = type_of(item)
+        try:
+            r = found[t]
+        except KeyError:
+            r = found[t] = routes.route(t)
         if r is not None and r.kind == "batch":
             key = id(r)
             if key in batch_at:
                 units[batch_at[key]].items.append(item)
                 continue
             batch_at[key] = len(units)
-        units.append(Unit(r, [item]))
+            units.append(Unit(r, [item]))  # a batch handler's list grows with the page
+        else:
+            units.append(Unit(r, one=item))
     return units
 
 

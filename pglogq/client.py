@@ -593,7 +593,7 @@ class Client:
             lambda n: InvalidStartCount(f"invalid start_first {n}: use 0..100000, or None"),
         )
         params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"), first)
-        msgs = [cv.message(r) for r in self._rows(q.RECEIVE, params, conn)]
+        msgs = cv.messages(self._rows(q.RECEIVE, params, conn))
         return Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
     def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:

@@ -591,7 +591,7 @@ class AsyncClient:
             lambda n: InvalidStartCount(f"invalid start_first {n}: use 0..100000, or None"),
         )
         params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"), first)
-        msgs = [cv.message(r) for r in await self._rows(q.RECEIVE, params, conn)]
+        msgs = cv.messages(await self._rows(q.RECEIVE, params, conn))
         return AsyncBatch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
     async def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:

@@ -30,9 +30,9 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import psycopg
 from psycopg import sql
@@ -67,6 +67,16 @@ AnyConn = psycopg.Connection[Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NOTIFY: LiteralString = "SELECT pg_catalog.pg_notify(%s, '')"
+
+PAGE_MIN = 100
+"""The adaptive page (``max_messages=None``, the default): the first page, and the smallest."""
+
+PAGE_MAX = 10_000
+"""The adaptive page's largest size: beyond it a no-op drain gains nothing measurable (one receive
+and one ack per 10,000 events) while the page's memory grows (about 15 MB at 10,000 small events)."""
+
+PAGE_SECONDS = 0.1
+"""The adaptive page holds about this many seconds of handler starts at the measured pace."""
 
 _RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolTimeout)
 """Errors the run loop survives (it waits and tries again): the database is away for a while."""
@@ -127,23 +137,32 @@ class Delivery:
     will commit in when the consumer is ``transactional`` (else None).
     """
 
-    def __init__(self, message: Message, page: _Page, consumer: Consumer, conn: AnyConn | None) -> None:
+    # one per event of every page: what most deliveries never change stays a class default
+    _wall: float = 0.0  # time.time() when its handler started (0: not started)
+    _t0 = 0.0  # time.monotonic() then
+    skipped = False
+    running = False
+    _reported = False
+    _last_write = 0.0
+    _last_stage: str | None = None
+    _pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
+    _verdict: str | None = None  # 'ack', 'retry' or 'dead' once the page is finished
+    _failure: str | None = None  # why it was nacked
+    _span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
+
+    def __init__(
+        self, message: Message, page: _Page, consumer: Consumer, conn: AnyConn | None, index: int = 0
+    ) -> None:
         self.message = message
         self.conn = conn
-        self.started_at: datetime | None = None
         self._page = page
         self._consumer = consumer
-        self._t0 = 0.0
-        self.index = 0
-        self.skipped = False
-        self.running = False
-        self._reported = False
-        self._last_write = 0.0
-        self._last_stage: str | None = None
-        self._pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
-        self._verdict: str | None = None  # 'ack', 'retry' or 'dead' once the page is finished
-        self._failure: str | None = None  # why it was nacked
-        self._span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
+        self.index = index
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When its handler started (None: not yet)."""
+        return datetime.fromtimestamp(self._wall, timezone.utc) if self._wall else None
 
     # -- the message ----------------------------------------------------------------------
 
@@ -406,7 +425,14 @@ class Consumer:
     as one of several cooperating workers of the subscription, each taking different batches, a
     silent worker's batch being taken over after the queue's ``dead_interval``.
 
-    ``max_messages`` page size of receive; ``concurrency`` handler calls at once;
+    ``max_messages`` page size of receive; None (the default) adapts it to the handlers' pace: the
+    first page holds ``PAGE_MIN`` (100) events, then each page holds about ``PAGE_SECONDS`` (0.1 s)
+    of handler starts at the pace measured so far, from 100 up to ``PAGE_MAX`` (10,000), growing
+    at most fourfold from one page to the next and falling back at once when handlers slow down.
+    Quick handlers thus drain in large pages (one receive and one ack per page, the cost that
+    bounds a drain) and slow ones keep pages of 100, so that ``stop()``, which finishes the page
+    first, and a takeover wait no longer than with a fixed page of 100; a number fixes the page;
+    ``concurrency`` handler calls at once;
     ``retry_policy`` the ``retry_after`` of nacks (a handler's own ``retry_policy`` wins; None: the
     server's rule, the type's ``set_type_config`` else the queue's ``retry_delay``);
     ``message_timeout`` seconds a handler call may take (then it is nacked);
@@ -433,7 +459,7 @@ class Consumer:
         consumer_name: str,
         *,
         worker: str | None = None,
-        max_messages: int = 100,
+        max_messages: int | None = None,
         concurrency: int = 1,
         retry_policy: RetryPolicy | None = None,
         message_timeout: float | None = None,
@@ -447,11 +473,12 @@ class Consumer:
         pooled: bool = False,
         listen_probe_timeout: float = 2.0,
     ) -> None:
-        for what, number in (("max_messages", max_messages), ("concurrency", concurrency),
-                             ("notify_miss_limit", notify_miss_limit)):
+        for what, number in (("max_messages", PAGE_MIN if max_messages is None else max_messages),
+                             ("concurrency", concurrency), ("notify_miss_limit", notify_miss_limit)):
             if isinstance(number, bool) or not isinstance(number, int):
-                raise TypeError(f"{what} must be an int, got {number!r}")
-        if not 1 <= max_messages <= 100000:
+                raise TypeError(f"{what} must be an int or None, got {number!r}" if what == "max_messages"
+                                else f"{what} must be an int, got {number!r}")
+        if max_messages is not None and not 1 <= max_messages <= 100000:
             raise ValueError(f"max_messages must be within 1..100000, got {max_messages}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -495,6 +522,8 @@ class Consumer:
         self.consumer_name = consumer_name
         self.worker_name = worker
         self.max_messages = max_messages
+        self.page_size = PAGE_MIN if max_messages is None else max_messages
+        """The page size of the next receive (``max_messages``, or where the adaptive default is)."""
         self.concurrency = concurrency
         self.retry_policy = retry_policy
         self.message_timeout = message_timeout
@@ -642,7 +671,7 @@ class Consumer:
                     break
                 try:
                     batch = self.client.receive(
-                        self.queue, self.consumer_name, max_messages=self.max_messages, worker=self.worker_name,
+                        self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
                         start_first=self._ahead(),
                     )
                     if batch:
@@ -687,18 +716,31 @@ class Consumer:
         if self._pace is None:
             return self.concurrency
         n = int(self.start_ahead / 2 / max(self._pace, 1e-7))
-        return max(self.concurrency, min(n, self.max_messages))
+        return max(self.concurrency, min(n, self.page_size))
 
     def _paced(self, page: _Page) -> None:
-        """Learn the pace of handler starts from a finished page."""
+        """Learn the pace of handler starts from a finished page (and size the next page)."""
         if page.released:
             self._pace = self.start_ahead  # a slow handler: mark one event at a time for a while
+            self._size_page(None)
             return
         n = page.started + 1
         if n <= 0 or self.start_ahead <= 0:
             return
         pace = max(0.0, time.monotonic() - page.first_start - page.claim_seconds) / n
         self._pace = pace if self._pace is None else 0.5 * self._pace + 0.5 * pace
+        self._size_page(max(pace, self._pace))
+
+    def _size_page(self, pace: float | None) -> None:
+        """The adaptive page (``max_messages`` None): ``PAGE_SECONDS`` of handler starts at
+        ``pace`` (None: a slow handler, back to ``PAGE_MIN``), at most four times the last page."""
+        if self.max_messages is not None:
+            return
+        if pace is None:
+            self.page_size = PAGE_MIN
+            return
+        want = int(PAGE_SECONDS / pace) if pace > 0 else PAGE_MAX
+        self.page_size = max(PAGE_MIN, min(PAGE_MAX, want, self.page_size * 4))
 
     def _handle(self, batch: Batch) -> None:
         assert batch.id is not None
@@ -713,7 +755,7 @@ class Consumer:
             else:
                 deliveries = self._deliveries(batch, page, None)
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
-                outcomes = self._runner.run([self._thunk(u) for u in units], page.abandon)
+                outcomes = self._runner.run(_Calls(self, units, None), page.abandon)
                 if self._dropped(page, outcomes):
                     self._give_back(page)
                     return
@@ -723,13 +765,16 @@ class Consumer:
             self._page = None
             self._paced(page)
             _trace.settle(page.deliveries, acked)
+            # the page and its deliveries point at each other: break the cycle, so that they are
+            # freed now (by reference counting) rather than by the cyclic garbage collector
+            page.deliveries = []
 
     def _handle_in_transaction(self, batch: Batch, page: _Page) -> bool:
         try:
             with self.client.connection() as conn, conn.transaction():
                 deliveries = self._deliveries(batch, page, conn)
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
-                outcomes = self._runner.run([self._thunk(u, conn) for u in units], page.abandon)
+                outcomes = self._runner.run(_Calls(self, units, conn), page.abandon)
                 if self._runner.left_behind:
                     # abandoned while a handler still holds the page's connection (a thread cannot
                     # be stopped): cancel its statement and close the connection under its lock,
@@ -745,9 +790,7 @@ class Consumer:
         return True
 
     def _deliveries(self, batch: Batch, page: _Page, conn: AnyConn | None) -> list[Delivery]:
-        deliveries = [Delivery(m, page, self, conn) for m in batch]
-        for i, d in enumerate(deliveries):
-            d.index = i
+        deliveries = [Delivery(m, page, self, conn, i) for i, m in enumerate(batch.messages)]
         page.deliveries = deliveries
         return deliveries
 
@@ -848,10 +891,10 @@ class Consumer:
                     return  # cancelled after it was received: acknowledged with the page, never run
                 if len(live) < len(unit.items):
                     todo = Unit(unit.route, live, unit.error)
-            started = datetime.now(timezone.utc)
+            wall = time.time()
             t0 = time.monotonic()
             for d in todo.items:
-                d.started_at, d._t0, d.running = started, t0, True
+                d._wall, d._t0, d.running = wall, t0, True
             try:
                 if todo.error is not None:
                     raise UndecodableEvent(todo.error)
@@ -896,14 +939,15 @@ class Consumer:
         ok = timed_out = 0
         cancelled = 0
         for unit, outcome in zip(units, outcomes, strict=True):
-            skipped = sum(1 for d in unit.items if d.skipped)
-            cancelled += skipped
             if outcome[0] == OK:
-                ok += len(unit.items) - skipped
                 for d in unit.items:
-                    if not d.skipped:
+                    if d.skipped:
+                        cancelled += 1
+                    else:
+                        ok += 1
                         d._verdict = "ack"
                 continue
+            cancelled += sum(1 for d in unit.items if d.skipped)
             exc = outcome[1]
             after: Any = None
             if outcome[0] == TIMEOUT:
@@ -924,17 +968,14 @@ class Consumer:
             failures.extend((d, reason, after, policy) for d in unit.items if not d.skipped)
         page.finishing = True
         verdicts: list[str] = []
+        last = page.deliveries[-1].message if page.deliveries else None
         try:
-            with self.client.connection(conn) as c, c.transaction():
-                for d, reason, after, policy in failures:
-                    delay = after
-                    if delay is None and policy is not None:
-                        delay = policy.delay(d.retry_count)
-                    d._verdict = self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
-                    d._failure = reason
-                    verdicts.append(d._verdict)
-                last = page.deliveries[-1].message if page.deliveries else None
-                self.client.ack(page.batch_id, last=last, conn=c)
+            if not failures and conn is None:
+                # nothing to nack: the ack alone, one statement and one round trip (BEGIN and
+                # COMMIT around it would be two more)
+                self.client.ack(page.batch_id, last=last)
+            else:
+                self._nack_and_ack(page, failures, verdicts, last, conn)
         except StaleBatch:
             page.finishing = False
             page.mark_lost("ack refused")
@@ -949,6 +990,25 @@ class Consumer:
         stats.retried += verdicts.count("retry")
         stats.dead += verdicts.count("dead")
         return True
+
+    def _nack_and_ack(
+        self,
+        page: _Page,
+        failures: list[tuple[Delivery, str, Any, RetryPolicy | None]],
+        verdicts: list[str],
+        last: Message | None,
+        conn: AnyConn | None,
+    ) -> None:
+        """Nack the failures and ack the page in one transaction (``conn``'s when given)."""
+        with self.client.connection(conn) as c, c.transaction():
+            for d, reason, after, policy in failures:
+                delay = after
+                if delay is None and policy is not None:
+                    delay = policy.delay(d.retry_count)
+                d._verdict = self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
+                d._failure = reason
+                verdicts.append(d._verdict)
+            self.client.ack(page.batch_id, last=last, conn=c)
 
     # -- heartbeat ------------------------------------------------------------------------
 
@@ -984,6 +1044,35 @@ class Consumer:
                 not d._reported and now - d._t0 >= self.heartbeat_interval
             ):
                 d._flush()
+
+
+class _Calls(Sequence[_concurrency.Thunk]):
+    """The handler calls of a page for the runner, each made when the runner reaches it: a
+    page's worth of closures alive at once would be work for the cyclic garbage collector
+    (about half of a no-op drain's time)."""
+
+    def __init__(self, consumer: Consumer, units: list[Unit[Delivery]], conn: AnyConn | None) -> None:
+        self._consumer = consumer
+        self._units = units
+        self._conn = conn
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+    @overload
+    def __getitem__(self, i: int) -> _concurrency.Thunk: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[_concurrency.Thunk]: ...
+
+    def __getitem__(self, i: int | slice) -> _concurrency.Thunk | list[_concurrency.Thunk]:
+        if isinstance(i, slice):
+            return [self._consumer._thunk(u, self._conn) for u in self._units[i]]
+        return self._consumer._thunk(self._units[i], self._conn)
+
+    def __iter__(self) -> Iterator[_concurrency.Thunk]:
+        thunk, conn = self._consumer._thunk, self._conn
+        return (thunk(u, conn) for u in self._units)
 
 
 def _type_of(d: Delivery) -> str | None:

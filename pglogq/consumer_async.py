@@ -28,9 +28,9 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import psycopg
 from psycopg import sql
@@ -65,6 +65,16 @@ AnyConn = psycopg.AsyncConnection[Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _NOTIFY: LiteralString = "SELECT pg_catalog.pg_notify(%s, '')"
+
+PAGE_MIN = 100
+"""The adaptive page (``max_messages=None``, the default): the first page, and the smallest."""
+
+PAGE_MAX = 10_000
+"""The adaptive page's largest size: beyond it a no-op drain gains nothing measurable (one receive
+and one ack per 10,000 events) while the page's memory grows (about 15 MB at 10,000 small events)."""
+
+PAGE_SECONDS = 0.1
+"""The adaptive page holds about this many seconds of handler starts at the measured pace."""
 
 _RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolTimeout)
 """Errors the run loop survives (it waits and tries again): the database is away for a while."""
@@ -125,23 +135,32 @@ class AsyncDelivery:
     will commit in when the consumer is ``transactional`` (else None).
     """
 
-    def __init__(self, message: Message, page: _Page, consumer: AsyncConsumer, conn: AnyConn | None) -> None:
+    # one per event of every page: what most deliveries never change stays a class default
+    _wall: float = 0.0  # time.time() when its handler started (0: not started)
+    _t0 = 0.0  # time.monotonic() then
+    skipped = False
+    running = False
+    _reported = False
+    _last_write = 0.0
+    _last_stage: str | None = None
+    _pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
+    _verdict: str | None = None  # 'ack', 'retry' or 'dead' once the page is finished
+    _failure: str | None = None  # why it was nacked
+    _span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
+
+    def __init__(
+        self, message: Message, page: _Page, consumer: AsyncConsumer, conn: AnyConn | None, index: int = 0
+    ) -> None:
         self.message = message
         self.conn = conn
-        self.started_at: datetime | None = None
         self._page = page
         self._consumer = consumer
-        self._t0 = 0.0
-        self.index = 0
-        self.skipped = False
-        self.running = False
-        self._reported = False
-        self._last_write = 0.0
-        self._last_stage: str | None = None
-        self._pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
-        self._verdict: str | None = None  # 'ack', 'retry' or 'dead' once the page is finished
-        self._failure: str | None = None  # why it was nacked
-        self._span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
+        self.index = index
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When its handler started (None: not yet)."""
+        return datetime.fromtimestamp(self._wall, timezone.utc) if self._wall else None
 
     # -- the message ----------------------------------------------------------------------
 
@@ -404,7 +423,14 @@ class AsyncConsumer:
     as one of several cooperating workers of the subscription, each taking different batches, a
     silent worker's batch being taken over after the queue's ``dead_interval``.
 
-    ``max_messages`` page size of receive; ``concurrency`` handler calls at once;
+    ``max_messages`` page size of receive; None (the default) adapts it to the handlers' pace: the
+    first page holds ``PAGE_MIN`` (100) events, then each page holds about ``PAGE_SECONDS`` (0.1 s)
+    of handler starts at the pace measured so far, from 100 up to ``PAGE_MAX`` (10,000), growing
+    at most fourfold from one page to the next and falling back at once when handlers slow down.
+    Quick handlers thus drain in large pages (one receive and one ack per page, the cost that
+    bounds a drain) and slow ones keep pages of 100, so that ``stop()``, which finishes the page
+    first, and a takeover wait no longer than with a fixed page of 100; a number fixes the page;
+    ``concurrency`` handler calls at once;
     ``retry_policy`` the ``retry_after`` of nacks (a handler's own ``retry_policy`` wins; None: the
     server's rule, the type's ``set_type_config`` else the queue's ``retry_delay``);
     ``message_timeout`` seconds a handler call may take (then it is nacked);
@@ -431,7 +457,7 @@ class AsyncConsumer:
         consumer_name: str,
         *,
         worker: str | None = None,
-        max_messages: int = 100,
+        max_messages: int | None = None,
         concurrency: int = 1,
         retry_policy: RetryPolicy | None = None,
         message_timeout: float | None = None,
@@ -445,11 +471,12 @@ class AsyncConsumer:
         pooled: bool = False,
         listen_probe_timeout: float = 2.0,
     ) -> None:
-        for what, number in (("max_messages", max_messages), ("concurrency", concurrency),
-                             ("notify_miss_limit", notify_miss_limit)):
+        for what, number in (("max_messages", PAGE_MIN if max_messages is None else max_messages),
+                             ("concurrency", concurrency), ("notify_miss_limit", notify_miss_limit)):
             if isinstance(number, bool) or not isinstance(number, int):
-                raise TypeError(f"{what} must be an int, got {number!r}")
-        if not 1 <= max_messages <= 100000:
+                raise TypeError(f"{what} must be an int or None, got {number!r}" if what == "max_messages"
+                                else f"{what} must be an int, got {number!r}")
+        if max_messages is not None and not 1 <= max_messages <= 100000:
             raise ValueError(f"max_messages must be within 1..100000, got {max_messages}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -493,6 +520,8 @@ class AsyncConsumer:
         self.consumer_name = consumer_name
         self.worker_name = worker
         self.max_messages = max_messages
+        self.page_size = PAGE_MIN if max_messages is None else max_messages
+        """The page size of the next receive (``max_messages``, or where the adaptive default is)."""
         self.concurrency = concurrency
         self.retry_policy = retry_policy
         self.message_timeout = message_timeout
@@ -640,7 +669,7 @@ class AsyncConsumer:
                     break
                 try:
                     batch = await self.client.receive(
-                        self.queue, self.consumer_name, max_messages=self.max_messages, worker=self.worker_name,
+                        self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
                         start_first=self._ahead(),
                     )
                     if batch:
@@ -685,18 +714,31 @@ class AsyncConsumer:
         if self._pace is None:
             return self.concurrency
         n = int(self.start_ahead / 2 / max(self._pace, 1e-7))
-        return max(self.concurrency, min(n, self.max_messages))
+        return max(self.concurrency, min(n, self.page_size))
 
     def _paced(self, page: _Page) -> None:
-        """Learn the pace of handler starts from a finished page."""
+        """Learn the pace of handler starts from a finished page (and size the next page)."""
         if page.released:
             self._pace = self.start_ahead  # a slow handler: mark one event at a time for a while
+            self._size_page(None)
             return
         n = page.started + 1
         if n <= 0 or self.start_ahead <= 0:
             return
         pace = max(0.0, time.monotonic() - page.first_start - page.claim_seconds) / n
         self._pace = pace if self._pace is None else 0.5 * self._pace + 0.5 * pace
+        self._size_page(max(pace, self._pace))
+
+    def _size_page(self, pace: float | None) -> None:
+        """The adaptive page (``max_messages`` None): ``PAGE_SECONDS`` of handler starts at
+        ``pace`` (None: a slow handler, back to ``PAGE_MIN``), at most four times the last page."""
+        if self.max_messages is not None:
+            return
+        if pace is None:
+            self.page_size = PAGE_MIN
+            return
+        want = int(PAGE_SECONDS / pace) if pace > 0 else PAGE_MAX
+        self.page_size = max(PAGE_MIN, min(PAGE_MAX, want, self.page_size * 4))
 
     async def _handle(self, batch: AsyncBatch) -> None:
         assert batch.id is not None
@@ -711,7 +753,7 @@ class AsyncConsumer:
             else:
                 deliveries = self._deliveries(batch, page, None)
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
-                outcomes = await self._runner.run([self._thunk(u) for u in units], page.abandon)
+                outcomes = await self._runner.run(_Calls(self, units, None), page.abandon)
                 if self._dropped(page, outcomes):
                     await self._give_back(page)
                     return
@@ -721,13 +763,16 @@ class AsyncConsumer:
             self._page = None
             self._paced(page)
             _trace.settle(page.deliveries, acked)
+            # the page and its deliveries point at each other: break the cycle, so that they are
+            # freed now (by reference counting) rather than by the cyclic garbage collector
+            page.deliveries = []
 
     async def _handle_in_transaction(self, batch: AsyncBatch, page: _Page) -> bool:
         try:
             async with self.client.connection() as conn, conn.transaction():
                 deliveries = self._deliveries(batch, page, conn)
                 units = group_units(deliveries, _type_of, self._routes, _error_of)
-                outcomes = await self._runner.run([self._thunk(u, conn) for u in units], page.abandon)
+                outcomes = await self._runner.run(_Calls(self, units, conn), page.abandon)
                 if self._runner.left_behind:
                     # abandoned while a handler still holds the page's connection (a thread cannot
                     # be stopped): cancel its statement and close the connection under its lock,
@@ -743,9 +788,7 @@ class AsyncConsumer:
         return True
 
     def _deliveries(self, batch: AsyncBatch, page: _Page, conn: AnyConn | None) -> list[AsyncDelivery]:
-        deliveries = [AsyncDelivery(m, page, self, conn) for m in batch]
-        for i, d in enumerate(deliveries):
-            d.index = i
+        deliveries = [AsyncDelivery(m, page, self, conn, i) for i, m in enumerate(batch.messages)]
         page.deliveries = deliveries
         return deliveries
 
@@ -846,10 +889,10 @@ class AsyncConsumer:
                     return  # cancelled after it was received: acknowledged with the page, never run
                 if len(live) < len(unit.items):
                     todo = Unit(unit.route, live, unit.error)
-            started = datetime.now(timezone.utc)
+            wall = time.time()
             t0 = time.monotonic()
             for d in todo.items:
-                d.started_at, d._t0, d.running = started, t0, True
+                d._wall, d._t0, d.running = wall, t0, True
             try:
                 if todo.error is not None:
                     raise UndecodableEvent(todo.error)
@@ -894,14 +937,15 @@ class AsyncConsumer:
         ok = timed_out = 0
         cancelled = 0
         for unit, outcome in zip(units, outcomes, strict=True):
-            skipped = sum(1 for d in unit.items if d.skipped)
-            cancelled += skipped
             if outcome[0] == OK:
-                ok += len(unit.items) - skipped
                 for d in unit.items:
-                    if not d.skipped:
+                    if d.skipped:
+                        cancelled += 1
+                    else:
+                        ok += 1
                         d._verdict = "ack"
                 continue
+            cancelled += sum(1 for d in unit.items if d.skipped)
             exc = outcome[1]
             after: Any = None
             if outcome[0] == TIMEOUT:
@@ -922,17 +966,14 @@ class AsyncConsumer:
             failures.extend((d, reason, after, policy) for d in unit.items if not d.skipped)
         page.finishing = True
         verdicts: list[str] = []
+        last = page.deliveries[-1].message if page.deliveries else None
         try:
-            async with self.client.connection(conn) as c, c.transaction():
-                for d, reason, after, policy in failures:
-                    delay = after
-                    if delay is None and policy is not None:
-                        delay = policy.delay(d.retry_count)
-                    d._verdict = await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
-                    d._failure = reason
-                    verdicts.append(d._verdict)
-                last = page.deliveries[-1].message if page.deliveries else None
-                await self.client.ack(page.batch_id, last=last, conn=c)
+            if not failures and conn is None:
+                # nothing to nack: the ack alone, one statement and one round trip (BEGIN and
+                # COMMIT around it would be two more)
+                await self.client.ack(page.batch_id, last=last)
+            else:
+                await self._nack_and_ack(page, failures, verdicts, last, conn)
         except StaleBatch:
             page.finishing = False
             page.mark_lost("ack refused")
@@ -947,6 +988,25 @@ class AsyncConsumer:
         stats.retried += verdicts.count("retry")
         stats.dead += verdicts.count("dead")
         return True
+
+    async def _nack_and_ack(
+        self,
+        page: _Page,
+        failures: list[tuple[AsyncDelivery, str, Any, RetryPolicy | None]],
+        verdicts: list[str],
+        last: Message | None,
+        conn: AnyConn | None,
+    ) -> None:
+        """Nack the failures and ack the page in one transaction (``conn``'s when given)."""
+        async with self.client.connection(conn) as c, c.transaction():
+            for d, reason, after, policy in failures:
+                delay = after
+                if delay is None and policy is not None:
+                    delay = policy.delay(d.retry_count)
+                d._verdict = await self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
+                d._failure = reason
+                verdicts.append(d._verdict)
+            await self.client.ack(page.batch_id, last=last, conn=c)
 
     # -- heartbeat ------------------------------------------------------------------------
 
@@ -982,6 +1042,35 @@ class AsyncConsumer:
                 not d._reported and now - d._t0 >= self.heartbeat_interval
             ):
                 await d._flush()
+
+
+class _Calls(Sequence[_concurrency_async.Thunk]):
+    """The handler calls of a page for the runner, each made when the runner reaches it: a
+    page's worth of closures alive at once would be work for the cyclic garbage collector
+    (about half of a no-op drain's time)."""
+
+    def __init__(self, consumer: AsyncConsumer, units: list[Unit[AsyncDelivery]], conn: AnyConn | None) -> None:
+        self._consumer = consumer
+        self._units = units
+        self._conn = conn
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+    @overload
+    def __getitem__(self, i: int) -> _concurrency_async.Thunk: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[_concurrency_async.Thunk]: ...
+
+    def __getitem__(self, i: int | slice) -> _concurrency_async.Thunk | list[_concurrency_async.Thunk]:
+        if isinstance(i, slice):
+            return [self._consumer._thunk(u, self._conn) for u in self._units[i]]
+        return self._consumer._thunk(self._units[i], self._conn)
+
+    def __iter__(self) -> Iterator[_concurrency_async.Thunk]:
+        thunk, conn = self._consumer._thunk, self._conn
+        return (thunk(u, conn) for u in self._units)
 
 
 def _type_of(d: AsyncDelivery) -> str | None:

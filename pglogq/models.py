@@ -22,9 +22,15 @@ class Undecodable:
         return f"<Undecodable {len(self.text)} chars: {self.error}>"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Message:
-    """One event as a consumer receives it."""
+    """One event as a consumer receives it.
+
+    A plain record with slots, not a frozen dataclass: a consumer builds one per event, and a
+    frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) cost more than
+    everything else the client does per event.  Treat it as read-only: ``ack`` and ``nack``
+    identify the event by the fields ``receive`` returned (and its hash, as before, is that of
+    its fields: hashable when its payload and headers are)."""
 
     batch_id: int
     msg_id: int

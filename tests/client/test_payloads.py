@@ -149,3 +149,27 @@ def test_consumer_dead_letters_an_undecodable_event_and_goes_on(mode: str, clien
     [dead] = client.dlq_inspect("q")  # and it can still be inspected from Python
     assert dead.msg_id == deep and isinstance(dead.payload, Undecodable) and dead.decode_error is not None
     assert seen == [{"n": 1}, {"n": 3}]
+
+
+def test_a_long_number_anywhere_in_a_page_keeps_every_event_exact(api: Any, dsn: str) -> None:
+    """The client checks once per page that orjson decodes it exactly (no digit run of 17 or
+    more); a page holding one such number decodes each event by the exact rule, the same values
+    as alone, and the headers are part of the check."""
+    setup(api)
+    plain = [{"n": i, "amount": 99.95} for i in range(5)]
+    api.send_batch("q", plain)
+    sql_send(dsn, "'{\"long\": 0.12345678901234567890123}'::jsonb")
+    api.send("q", {"n": 9}, headers={"big": 2**70 + 1})
+    api.send("q", {"sum": 0.1 + 0.2})
+    api.tick("q", force=True)
+    msgs = list(api.receive("q", "c"))
+    assert [m.payload for m in msgs[:5]] == plain
+    assert msgs[5].payload == {"long": Decimal("0.12345678901234567890123")}
+    assert msgs[6].headers == {"big": 2**70 + 1} and type(msgs[6].headers["big"]) is int
+    assert msgs[7].payload == {"sum": 0.1 + 0.2}
+    assert all(m.decode_error is None for m in msgs)
+    only_plain = sql_send(dsn, "'{\"x\": 1234567890123456}'::jsonb")  # 16 digits: orjson is exact
+    assert api.receive("q", "c").ack() is True
+    api.tick("q", force=True)
+    [msg] = list(api.receive("q", "c"))
+    assert msg.msg_id == only_plain and msg.payload == {"x": 1234567890123456}

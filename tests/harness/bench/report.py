@@ -262,7 +262,7 @@ def write_plots(out: Path, results: Results) -> list[Path]:
         fig.savefig(p, dpi=110)
         plt.close(fig)
         paths.append(p)
-    for scenario in ("latency", "fanout", "held_xmin", "held_xmin_dead"):
+    for scenario in ("latency", "fanout", "held_xmin", "held_xmin_meta", "held_xmin_dead"):
         series = [s for s in results.series if s.scenario == scenario]
         if not series:
             continue
@@ -274,7 +274,7 @@ def write_plots(out: Path, results: Results) -> list[Path]:
         if scenario == "latency":
             ax.set_yscale("log")
         ax.legend(fontsize=7)
-        ax.set_title(TITLES.get(scenario, TITLES["held_xmin"] + ": dead tuples"))
+        ax.set_title(TITLES.get(scenario, TITLES["held_xmin"] + ": " + series[0].y_label))
         ax.grid(alpha=0.3)
         fig.tight_layout()
         p = out / f"{scenario}.png"

@@ -26,6 +26,9 @@ class Settings:
     held_rate: int  # offered load of the held-xmin scenario, events/s
     held_rotation_seconds: int  # rotation_period during that scenario
     held_bucket_seconds: float  # throughput-over-time resolution
+    held_warmup_seconds: float  # load before the measured window of each held-xmin phase
+    held_sample_seconds: float  # every table's size and dead tuples are read this often
+    held_producers: int  # producer processes sharing the held-xmin offered load
     large_batch_events: int
     bystander_events: int  # events stored in another queue for the second latency run
 
@@ -50,8 +53,11 @@ FULL = Settings(
     fanout_events=100_000,
     held_seconds=300.0,
     held_rate=2_000,
-    held_rotation_seconds=30,
+    held_rotation_seconds=60,
     held_bucket_seconds=10.0,
+    held_warmup_seconds=20.0,
+    held_sample_seconds=5.0,
+    held_producers=2,
     large_batch_events=1_000_000,
     bystander_events=1_000_000,
 )
@@ -71,10 +77,13 @@ QUICK = Settings(
     peer_latency_rates=(1_000,),
     fanout_subscribers=(1, 3, 10),
     fanout_events=2_000,
-    held_seconds=2.0,
+    held_seconds=3.0,
     held_rate=1_000,
-    held_rotation_seconds=1,
+    held_rotation_seconds=2,
     held_bucket_seconds=0.5,
+    held_warmup_seconds=1.0,
+    held_sample_seconds=0.5,
+    held_producers=2,
     large_batch_events=60_000,
     bystander_events=100_000,
 )
