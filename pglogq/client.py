@@ -241,17 +241,9 @@ class Client:
                     cur.execute(sql, params, prepare=None if hot and not self.pooled else False,
                                       binary=binary)
                     return cur.fetchall()
-            # one autocommit statement: getconn/putconn (putconn rolls back a connection left in
-            # a transaction) instead of pool.connection(), whose commit-on-exit and usage
-            # accounting cost more than the client's own work in send
-            pool = self._get_pool()
-            c: AnyConn = pool.getconn()
-            try:
-                with c.cursor(row_factory=tuple_row) as cur:
-                    cur.execute(sql, params, binary=binary)
-                    return cur.fetchall()
-            finally:
-                pool.putconn(c)
+            with self.connection() as c, c.cursor(row_factory=tuple_row) as cur:
+                cur.execute(sql, params, binary=binary)
+                return cur.fetchall()
         except psycopg.Error as exc:
             raise translate(exc) from exc
 

@@ -239,17 +239,9 @@ class AsyncClient:
                     await cur.execute(sql, params, prepare=None if hot and not self.pooled else False,
                                       binary=binary)
                     return await cur.fetchall()
-            # one autocommit statement: getconn/putconn (putconn rolls back a connection left in
-            # a transaction) instead of pool.connection(), whose commit-on-exit and usage
-            # accounting cost more than the client's own work in send
-            pool = await self._get_pool()
-            c: AnyConn = await pool.getconn()
-            try:
-                async with c.cursor(row_factory=tuple_row) as cur:
-                    await cur.execute(sql, params, binary=binary)
-                    return await cur.fetchall()
-            finally:
-                await pool.putconn(c)
+            async with self.connection() as c, c.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(sql, params, binary=binary)
+                return await cur.fetchall()
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
