@@ -12,3 +12,14 @@ BEGIN
     END IF;
 END
 $triggers$;
+
+-- the view pglogq.subscription: an UPDATE of its state columns goes to pglogq.sub_state
+DO $triggers$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+                    WHERE tgrelid = 'pglogq.subscription'::regclass AND tgname = 'subscription_update') THEN
+        CREATE TRIGGER subscription_update INSTEAD OF UPDATE ON pglogq.subscription
+            FOR EACH ROW EXECUTE FUNCTION pglogq._subscription_update();
+    END IF;
+END
+$triggers$;

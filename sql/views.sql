@@ -2,6 +2,32 @@
 -- functions, before the grants), so each view is CREATE OR REPLACE; a view whose columns change
 -- must be dropped first here.  Grants are in roles.sql (applied after this file).
 
+-- pglogq.subscription: one row per consumer or worker, its identity (pglogq.subscriber) and its
+-- state (pglogq.sub_state), with the columns of the table it replaced (migration 0018).  The
+-- functions read it and lock through it; they update pglogq.sub_state.  Outside READ COMMITTED
+-- every query on it first checks (pglogq._state_check, once per query) that the transaction's
+-- snapshot does not predate a move of the state rows, and fails with 40001 if it does.
+-- Replaced only when it is not this version yet: a re-install then takes no lock on it (receive
+-- and ack read it all the time; a replace would wait for every open transaction that did).
+DO $views$
+BEGIN
+    IF pg_catalog.pg_get_viewdef('pglogq.subscription'::regclass) !~ '_state_check' THEN
+        EXECUTE $view$
+CREATE OR REPLACE VIEW pglogq.subscription AS
+SELECT s.sub_id, s.queue_id, s.consumer_name, s.parent_id, s.worker_name, s.created_at,
+       st.last_tick, st.last_seen, st.heartbeat_at, st.batch_id, st.batch_prev_tick, st.batch_cur_tick,
+       st.batch_big, st.batch_started_at, st.page_prio, st.page_txid, st.page_id, st.page_end_prio,
+       st.page_end_txid, st.page_end_id, st.page_more, st.skipped_events, st.skipped_at, st.handed_from,
+       st.page_marks, st.started_prio, st.started_txid, st.started_id, st.suspect_prio, st.suspect_txid,
+       st.suspect_id, st.released_at
+  FROM pglogq.subscriber s
+  JOIN pglogq.sub_state st ON st.sub_id = s.sub_id
+ WHERE (pg_catalog.current_setting('transaction_isolation') = 'read committed' OR pglogq._state_check())
+$view$;
+    END IF;
+END
+$views$;
+
 -- pglogq.in_flight: one row per event being handled right now that its worker has reported
 -- (the consumer runtime reports every event running longer than one heartbeat interval, and
 -- every call of msg.progress()).  Rows disappear when the batch is acknowledged or taken over.

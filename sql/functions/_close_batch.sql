@@ -4,7 +4,7 @@
 --             true when the holder itself closes it (ack, receive), false when another party
 --             does (takeover, seek, retention)
 -- Returns:    the id of the batch closed, NULL when the holder had none open.
--- Tables:     subscription (update of the holder), progress, attempt (its rows deleted).
+-- Tables:     sub_state (update of the holder's row), progress, attempt (its rows deleted).
 -- Clears the batch and its page state; the consumer's cursor already stands past the batch (it
 -- moved when the batch was taken), so what was not acknowledged is dropped for this consumer
 -- unless the caller moves the cursor back (seek).  Every path that ends a batch goes through
@@ -20,7 +20,7 @@ BEGIN
     IF closed IS NULL THEN
         RETURN NULL;
     END IF;
-    UPDATE pglogq.subscription s
+    UPDATE pglogq.sub_state s
        SET batch_id = NULL, batch_prev_tick = NULL, batch_cur_tick = NULL, batch_big = NULL,
            batch_started_at = NULL, page_prio = NULL, page_txid = NULL, page_id = NULL,
            page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,

@@ -3,7 +3,7 @@
 -- Parameters: sub_id  the consumer (parent_id NULL); target_tick  where its cursor goes
 -- Returns:    nothing.
 -- Raises:     nothing.
--- Tables:     subscription (update of handed_from), handed_run (insert; delete of runs whose
+-- Tables:     sub_state (update of handed_from), handed_run (insert; delete of runs whose
 --             events are all gone), tick, event (read).
 -- The run of receiving that ends here (from handed_from to the cursor tick, an open batch
 -- counted whole) is kept in handed_run; the next run starts at target_tick.  See
@@ -29,7 +29,7 @@ BEGIN
         INSERT INTO pglogq.handed_run (sub_id, from_snap, to_snap)
         VALUES (c.sub_id, c.handed_from, cur_snap);
     END IF;
-    UPDATE pglogq.subscription s SET handed_from = coalesce(target_snap, cur_snap, s.handed_from)
+    UPDATE pglogq.sub_state s SET handed_from = coalesce(target_snap, cur_snap, s.handed_from)
      WHERE s.sub_id = c.sub_id;
     -- runs whose events have all been truncated are of no use any more
     SELECT min(e.ev_txid) INTO oldest FROM pglogq.event e WHERE e.ev_queue = c.queue_id;

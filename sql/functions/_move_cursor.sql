@@ -5,7 +5,7 @@
 --             (the retention limit), false: go to target_tick wherever it is (seek)
 -- Returns:    true when the cursor moved.
 -- Raises:     nothing.
--- Tables:     subscription (update of last_tick; handed_from through _cursor_jump), handed_run.
+-- Tables:     sub_state (update of last_tick; handed_from through _cursor_jump), handed_run.
 -- The jump is recorded first (pglogq._cursor_jump: what had been handed, for cancel), even when
 -- the cursor then stays where it is.  Open batches are the caller's: close them with
 -- pglogq._close_batch before or after, it reads neither last_tick nor handed_from.
@@ -14,7 +14,7 @@ RETURNS boolean LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pglogq._cursor_jump(_move_cursor.sub_id, _move_cursor.target_tick);
-    UPDATE pglogq.subscription s SET last_tick = _move_cursor.target_tick
+    UPDATE pglogq.sub_state s SET last_tick = _move_cursor.target_tick
      WHERE s.sub_id = _move_cursor.sub_id
        AND (NOT forward_only OR s.last_tick < _move_cursor.target_tick);
     RETURN FOUND;

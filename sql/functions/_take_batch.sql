@@ -102,7 +102,7 @@ BEGIN
     END IF;
     SELECT t.tick_event_total INTO cur_total FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = cur_id;
     IF h.parent_id IS NOT NULL THEN
-        UPDATE pglogq.subscription s SET last_tick = cur_id, last_seen = clock_timestamp()
+        UPDATE pglogq.sub_state s SET last_tick = cur_id, last_seen = clock_timestamp()
          WHERE s.sub_id = c.sub_id;
     ELSE
         h.last_tick := cur_id;

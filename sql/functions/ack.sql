@@ -11,7 +11,7 @@
 --             nothing of this batch yet, or that page was acknowledged already.
 -- Raises:     PQ008 unknown batch; PQ009 not the current batch of its consumer/worker, or the
 --             page named by last_msg_id / last_txid is not the current unacknowledged page.
--- Tables:     subscription (update), progress (rows of the batch removed), attempt (rows of the
+-- Tables:     subscription (lock), sub_state (update), progress (rows of the batch removed), attempt (rows of the
 --             page's events removed).
 -- When the acknowledged page was the last of the batch, the batch is closed (_close_batch) and
 -- the next receive starts the next one; otherwise the next receive returns the next page.
@@ -40,7 +40,7 @@ BEGIN
                          'do two processes use the same consumer or worker name?';
     END IF;
     IF h.page_more THEN
-        UPDATE pglogq.subscription s
+        UPDATE pglogq.sub_state s
            SET page_prio = h.page_end_prio, page_txid = h.page_end_txid, page_id = h.page_end_id,
                page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,
                started_prio = NULL, started_txid = NULL, started_id = NULL, released_at = NULL,

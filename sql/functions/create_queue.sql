@@ -2,7 +2,8 @@
 -- Parameters: queue_name  ASCII name, letters/digits/_.-, at most 48 bytes
 -- Returns:    true if created, false if it already existed (nothing changed).
 -- Raises:     PQ004 invalid name.
--- Tables:     queue, tick, event partitions (created), a per-queue id sequence.
+-- Tables:     queue, tick and event partitions (created: tick_<id> with its 3 rotated slots,
+--             event_<id> with its ntables children), a per-queue id sequence.
 -- Concurrency: racing creators of one name serialise on an advisory lock; one wins.  Locks in
 -- drop_queue's order: the name's advisory lock, the registry lock, then the event table.
 CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text)
@@ -31,6 +32,18 @@ BEGIN
                        ' WITH (autovacuum_vacuum_insert_threshold = -1)',
                        qtab || '_' || n, qtab, n);
     END LOOP;
+    -- the tick partition is made apart and then attached: ATTACH locks the parent tick table in
+    -- SHARE UPDATE EXCLUSIVE mode, which lets receivers and tickers of other queues go on (a
+    -- CREATE ... PARTITION OF would lock it exclusively, after the event table's lock above:
+    -- receive reads the ticks before the events, so that would risk a deadlock)
+    EXECUTE format('CREATE TABLE pglogq.%I (LIKE pglogq.tick INCLUDING DEFAULTS) PARTITION BY LIST (tick_slot)',
+                   'tick_' || q.queue_id);
+    FOR n IN 0 .. 2 LOOP
+        EXECUTE format('CREATE TABLE pglogq.%I PARTITION OF pglogq.%I FOR VALUES IN (%s)',
+                       'tick_' || q.queue_id || '_' || n, 'tick_' || q.queue_id, n);
+    END LOOP;
+    EXECUTE format('ALTER TABLE pglogq.tick ATTACH PARTITION pglogq.%I FOR VALUES IN (%s)',
+                   'tick_' || q.queue_id, q.queue_id);
     UPDATE pglogq.queue SET event_seq = format('pglogq.%I', qtab || '_seq')::regclass,
                             switch_step1 = pg_current_xact_id(), switch_step2 = pg_current_xact_id()
      WHERE queue_id = q.queue_id;

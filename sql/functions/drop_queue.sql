@@ -8,7 +8,10 @@
 --             or events in the log committed after the last tick and not cancelled.  Events
 --             already ticked are not counted: with no consumer left, nobody is waiting for them
 --             (a new consumer starts after them).
--- Tables:     queue and everything referencing it (cascade), event partitions (dropped).
+-- Tables:     queue and everything referencing it (cascade: its tick rows too), event partitions
+--             (dropped).  Its empty tick partitions are dropped later by maint_rotate_meta (a
+--             DROP here would lock the parent tick table, which receive of any queue reads
+--             before the event table: a deadlock with the event table's lock taken here).
 -- Locks, in this order (the order every other call takes them in): the queue name's advisory
 -- lock, exclusive (waits for every open transaction that has called a function of this queue;
 -- calls made meanwhile wait, then get PQ001), the registry advisory lock, then the event table

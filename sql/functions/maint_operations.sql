@@ -1,7 +1,7 @@
 -- pglogq.maint_operations(): the maintenance steps due now, for a ticker daemon to run.
 -- Parameters: none.
--- Returns:    rows (op, queue_name): op is one of pump, retention, rotate_step1, rotate_step2, prune,
---             release;
+-- Returns:    rows (op, queue_name): op is one of pump, meta (queue_name NULL), retention,
+--             rotate_step1, rotate_step2, prune, release;
 --             run each with pglogq.maint_run(op, queue_name), each in its own transaction.
 -- Tables:     queue, retry, delayed, subscription (read).
 -- The policy lives here, with the schema, so the daemon (or pg_cron) stays dumb.
@@ -11,6 +11,10 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT 'pump', NULL::text
      WHERE EXISTS (SELECT 1 FROM pglogq.retry r WHERE r.due_at <= (SELECT clock_timestamp()))
         OR EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.deliver_at <= (SELECT clock_timestamp()))
+    UNION ALL
+    SELECT 'meta', NULL::text
+     WHERE extract(epoch FROM clock_timestamp())
+           - coalesce(pg_sequence_last_value('pglogq.meta_epoch_time'), 0) >= 10
     UNION ALL
     SELECT 'retention', q.queue_name FROM pglogq.queue q WHERE q.max_consumer_lag > interval '0'
     UNION ALL

@@ -2,20 +2,17 @@
 -- Parameters: queue_name
 -- Returns:    the number of rows removed.
 -- Raises:     PQ001 unknown queue.
--- Tables:     tick, idempotency_key, cancelled, stop_request, progress, subscription (delete).
--- Keeps every tick from the slowest consumer on, and before it one tick a minute back to the
--- oldest tick whose events are all still stored (retain_tick), so consumers can seek there.
--- Never deletes a tick that a cursor or an open batch points to.  Does nothing (returns 0)
--- while a seek or subscribe of the queue is in progress (the cursor it sets is not visible
--- yet) or another prune or rotation of the queue runs; deletes no tick and no cancel marker
--- in a transaction above READ COMMITTED (its snapshot could miss a cursor moved back since).
+-- Tables:     idempotency_key, cancelled, stop_request, progress, subscriber (delete of
+--             silent workers, cascades to sub_state).
+-- Deletes no tick: ticks are emptied with their rotated slot by maint_rotate_meta (issue 20).
+-- Does nothing (returns 0) while a seek or subscribe of the queue is in progress or another
+-- prune or rotation of the queue runs; deletes no cancel marker in a transaction above READ
+-- COMMITTED (its snapshot could miss a row written since).
 CREATE OR REPLACE FUNCTION pglogq.maint_prune(queue_name text)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     q pglogq.queue;
-    slow bigint;
-    keep_from bigint;
     fresh boolean;
     n integer;
     total integer := 0;
@@ -33,31 +30,8 @@ BEGIN
     END IF;
     fresh := current_setting('transaction_isolation') = 'read committed';
     IF NOT fresh THEN
-        RAISE WARNING 'prune of queue "%" deletes no tick: it must run in a READ COMMITTED transaction, not %',
+        RAISE WARNING 'prune of queue "%" deletes no cancel marker: it must run in a READ COMMITTED transaction, not %',
             q.queue_name, upper(current_setting('transaction_isolation'));
-    END IF;
-    slow := pglogq._slowest_tick(q.queue_id);
-    SELECT max(t.tick_id) INTO keep_from FROM pglogq.tick t WHERE t.queue_id = q.queue_id;
-    slow := coalesce(slow, keep_from);
-    keep_from := least(coalesce(q.retain_tick, slow), slow);
-    IF fresh THEN
-        DELETE FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_id < keep_from
-           AND NOT EXISTS (SELECT 1 FROM pglogq.subscription s
-                            WHERE s.queue_id = q.queue_id
-                              AND t.tick_id IN (s.last_tick, s.batch_prev_tick, s.batch_cur_tick));
-        GET DIAGNOSTICS n = ROW_COUNT;
-        total := total + n;
-        DELETE FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_id > keep_from AND t.tick_id < slow
-           AND t.tick_id NOT IN (SELECT min(x.tick_id) FROM pglogq.tick x
-                                  WHERE x.queue_id = q.queue_id AND x.tick_id > keep_from AND x.tick_id < slow
-                                  GROUP BY date_trunc('minute', x.tick_time))
-           AND NOT EXISTS (SELECT 1 FROM pglogq.subscription s
-                            WHERE s.queue_id = q.queue_id
-                              AND t.tick_id IN (s.last_tick, s.batch_prev_tick, s.batch_cur_tick));
-        GET DIAGNOSTICS n = ROW_COUNT;
-        total := total + n;
     END IF;
     DELETE FROM pglogq.idempotency_key k
      WHERE k.queue_id = q.queue_id AND k.created_at < now() - q.idempotency_window;
@@ -83,9 +57,10 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;
     -- workers gone for a day, with no batch
-    DELETE FROM pglogq.subscription s
-     WHERE s.queue_id = q.queue_id AND s.parent_id IS NOT NULL AND s.batch_id IS NULL
-       AND s.last_seen < now() - interval '1 day';
+    DELETE FROM pglogq.subscriber w
+     WHERE w.sub_id IN (SELECT s.sub_id FROM pglogq.subscription s
+                         WHERE s.queue_id = q.queue_id AND s.parent_id IS NOT NULL AND s.batch_id IS NULL
+                           AND s.last_seen < now() - interval '1 day');
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN total + n;
 END $$;

@@ -2,7 +2,7 @@
 -- Parameters: queue_name
 -- Returns:    the number of batches released.
 -- Raises:     PQ001 unknown queue.
--- Tables:     subscription (released_at of the silent worker's row), NOTIFY "pglogq.<queue>".
+-- Tables:     sub_state (released_at of the silent worker's row), NOTIFY "pglogq.<queue>".
 -- A cooperating worker silent for longer than the queue's dead_interval (no heartbeat, progress
 -- or receive) while it holds a batch is taken for dead: its batch is marked released and the
 -- queue's channel is notified, so that idle workers ask at once and the first receive of any
@@ -19,7 +19,7 @@ DECLARE
     n integer;
 BEGIN
     q := pglogq._queue(queue_name);
-    UPDATE pglogq.subscription s SET released_at = clock_timestamp()
+    UPDATE pglogq.sub_state s SET released_at = clock_timestamp()
      WHERE s.sub_id IN (SELECT x.sub_id FROM pglogq.subscription x
                          WHERE x.queue_id = q.queue_id AND x.parent_id IS NOT NULL AND x.batch_id IS NOT NULL
                            AND x.released_at IS NULL AND x.heartbeat_at < clock_timestamp() - q.dead_interval

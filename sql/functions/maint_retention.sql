@@ -78,7 +78,7 @@ BEGIN
             moved := true;
         END IF;
         CONTINUE WHEN NOT moved;
-        UPDATE pglogq.subscription c
+        UPDATE pglogq.sub_state c
            SET skipped_events = c.skipped_events + greatest(target.tick_event_total - pos.tick_event_total, 0),
                skipped_at = clock_timestamp()
          WHERE c.sub_id = s.sub_id;

@@ -11,7 +11,7 @@
 --             longer its holder's (acknowledged, or taken over): stop handling it.
 -- Raises:     PQ008 unknown batch id; PQ010 msg_id is not in the page receive returned last;
 --             PQ061 back names an event after the frontier (nothing was marked that far).
--- Tables:     subscription (update of the holder: started_*, heartbeat), event, cancelled (read).
+-- Tables:     sub_state (update of the holder: started_*, heartbeat), event, cancelled (read).
 -- A race with cancel() has exactly one winner: both lock the holder's row (cancel FOR SHARE,
 -- here FOR NO KEY UPDATE), and each looks at the other's committed result after its lock: a
 -- cancellation committed first is returned here, a frontier committed first makes cancel
@@ -45,7 +45,7 @@ BEGIN
         RETURN '{}';  -- received with start_first NULL: all of the page counts as started
     END IF;
     IF back AND msg_id IS NULL THEN
-        UPDATE pglogq.subscription s
+        UPDATE pglogq.sub_state s
            SET started_prio = NULL, started_txid = NULL, started_id = NULL,
                heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(), released_at = NULL
          WHERE s.sub_id = h.sub_id;
@@ -97,7 +97,7 @@ BEGIN
                AND pglogq._page_position(h2, x.ev_priority, x.ev_txid, x.ev_id, true) = 0
              ORDER BY c.msg_id);
     END IF;
-    UPDATE pglogq.subscription s
+    UPDATE pglogq.sub_state s
        SET started_prio = e.ev_priority, started_txid = e.ev_txid, started_id = e.ev_id,
            heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(), released_at = NULL
      WHERE s.sub_id = h.sub_id;

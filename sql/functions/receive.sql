@@ -16,7 +16,7 @@
 --             queue dropped, while the call waits); PQ004 invalid worker name;
 --             PQ017 a tick of the cursor or of the open batch is gone; PQ019 max_messages out of range;
 --             PQ060 start_first out of range.
--- Tables:     subscription (lock and one update; a batch found empty is closed through
+-- Tables:     subscription (lock), sub_state (one update; a batch found empty is closed through
 --             _close_batch), progress (rows of such a batch deleted), tick (read), event (read),
 --             attempt, dead_letter (through _crashed_page, after a crash).
 -- Until ack(batch_id), calling receive again returns the same page (a crash before ack
@@ -47,6 +47,7 @@ DECLARE
     k integer;
     h2 pglogq.subscription;
     first_row pglogq.message;
+    new_id integer;
 BEGIN
     IF start_first IS NOT NULL AND (start_first < 0 OR start_first > 100000) THEN
         RAISE EXCEPTION 'invalid start_first %: use 0..100000, or NULL', start_first
@@ -80,9 +81,14 @@ BEGIN
                 RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
                     USING ERRCODE = 'PQ002';
             END IF;
-            INSERT INTO pglogq.subscription (queue_id, consumer_name, parent_id, worker_name, heartbeat_at, last_seen)
-            VALUES (q.queue_id, c.consumer_name, c.sub_id, receive.worker_name, clock_timestamp(), clock_timestamp())
-            ON CONFLICT DO NOTHING;
+            INSERT INTO pglogq.subscriber (queue_id, consumer_name, parent_id, worker_name)
+            VALUES (q.queue_id, c.consumer_name, c.sub_id, receive.worker_name)
+            ON CONFLICT DO NOTHING
+            RETURNING sub_id INTO new_id;
+            IF new_id IS NOT NULL THEN
+                INSERT INTO pglogq.sub_state (sub_id, heartbeat_at, last_seen)
+                VALUES (new_id, clock_timestamp(), clock_timestamp());
+            END IF;
             SELECT * INTO h FROM pglogq.subscription s
              WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
         END IF;
@@ -97,7 +103,7 @@ BEGIN
                 -- persist a cursor moved past empty batches; note the visit at most once a second
                 IF h.last_seen IS NULL OR h.last_seen < clock_timestamp() - interval '1 second'
                    OR (h.parent_id IS NULL AND h.last_tick IS DISTINCT FROM c.last_tick) THEN
-                    UPDATE pglogq.subscription s
+                    UPDATE pglogq.sub_state s
                        SET last_seen = clock_timestamp(), heartbeat_at = clock_timestamp(),
                            last_tick = h.last_tick
                      WHERE s.sub_id = h.sub_id;
@@ -185,7 +191,7 @@ BEGIN
         h.page_marks := true;
         first_row := page[least(start_first, n, lim)];  -- NULL when start_first is 0
     END IF;
-    UPDATE pglogq.subscription s
+    UPDATE pglogq.sub_state s
        SET last_tick = h.last_tick, batch_id = h.batch_id, batch_prev_tick = h.batch_prev_tick,
            batch_cur_tick = h.batch_cur_tick, batch_big = h.batch_big,
            batch_started_at = h.batch_started_at,

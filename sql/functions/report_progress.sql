@@ -9,7 +9,7 @@
 --             stop handling it.
 -- Raises:     PQ008 unknown batch id (NULL, below 1, or never issued); PQ010 msg_id is not in the page of the batch;
 --             PQ025 invalid percent, stage, counters or worker.
--- Tables:     progress (insert or update one row), subscription (heartbeat), event (read, on the
+-- Tables:     progress (insert or update one row), sub_state (heartbeat), event (read, on the
 --             first report of an event only).
 -- One row per running event; ack deletes the rows of its batch and a takeover those of the
 -- silent worker, so the table holds at most the events in flight.  Read it through the view
@@ -80,7 +80,7 @@ BEGIN
                heartbeat_at = EXCLUDED.heartbeat_at, percent = EXCLUDED.percent, stage = EXCLUDED.stage,
                counters = EXCLUDED.counters;
     END IF;
-    UPDATE pglogq.subscription s SET heartbeat_at = now_ts, last_seen = now_ts, released_at = NULL
+    UPDATE pglogq.sub_state s SET heartbeat_at = now_ts, last_seen = now_ts, released_at = NULL
      WHERE s.sub_id = h.sub_id;
     RETURN true;
 END $$;

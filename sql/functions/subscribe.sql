@@ -2,7 +2,7 @@
 -- Parameters: queue_name; consumer_name  ASCII name, at most 63 bytes
 -- Returns:    true if subscribed, false if it already was (nothing changed).
 -- Raises:     PQ001 unknown queue; PQ004 invalid name.
--- Tables:     subscription (insert), tick (read).
+-- Tables:     subscriber and sub_state (insert), tick (read).
 -- Locks: the queue name's advisory lock (shared, see _queue), then the registry lock.
 -- Concurrency: racing subscribers of one name serialise on an advisory lock; one wins.
 CREATE OR REPLACE FUNCTION pglogq.subscribe(queue_name text, consumer_name text)
@@ -12,6 +12,7 @@ DECLARE
     q pglogq.queue;
     last bigint;
     snap pg_snapshot;
+    new_id integer;
 BEGIN
     PERFORM pglogq._check_name(consumer_name, 'consumer', 63);
     q := pglogq._queue(queue_name);
@@ -26,7 +27,10 @@ BEGIN
     SELECT t.tick_id, t.tick_snapshot INTO last, snap FROM pglogq.tick t
      WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
     -- handed_from: the events already ticked were never handed to it (see pglogq.cancel)
-    INSERT INTO pglogq.subscription (queue_id, consumer_name, last_tick, last_seen, handed_from)
-    VALUES (q.queue_id, subscribe.consumer_name, last, now(), snap);
+    INSERT INTO pglogq.subscriber (queue_id, consumer_name)
+    VALUES (q.queue_id, subscribe.consumer_name)
+    RETURNING sub_id INTO new_id;
+    INSERT INTO pglogq.sub_state (sub_id, last_tick, last_seen, handed_from)
+    VALUES (new_id, last, now(), snap);
     RETURN true;
 END $$;

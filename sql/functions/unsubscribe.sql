@@ -2,7 +2,7 @@
 -- Parameters: queue_name; consumer_name
 -- Returns:    true if removed, false if it was not subscribed.
 -- Raises:     PQ001 unknown queue; PQ004 invalid name.
--- Tables:     subscription (delete, cascades to retry, dead_letter, progress, handed_run).
+-- Tables:     subscriber (delete, cascades to sub_state, retry, dead_letter, progress, handed_run).
 -- Locks: the consumer's advisory lock exclusively: it waits for open transactions that called a
 -- function of this consumer, and calls racing it wait and then get PQ002.
 CREATE OR REPLACE FUNCTION pglogq.unsubscribe(queue_name text, consumer_name text)
@@ -16,7 +16,7 @@ BEGIN
     -- calls of this consumer (they hold this lock shared) finish first; later ones then get PQ002
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.consumer.' || q.queue_id), hashtext(unsubscribe.consumer_name));
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
-    DELETE FROM pglogq.subscription s
+    DELETE FROM pglogq.subscriber s
      WHERE s.queue_id = q.queue_id AND s.consumer_name = unsubscribe.consumer_name;
     RETURN FOUND;
 END $$;

@@ -105,10 +105,12 @@ def test_a_consumer_alone_acks_and_heartbeats_batches_with_large_ids(
 
 
 def test_batch_ids_are_unique_in_the_table(sql: psycopg.Connection[Any]) -> None:
-    """issue 12 #1: one id, one holder (a unique index finds the holder of a batch)."""
-    idx = one(sql, "SELECT indexdef FROM pg_indexes WHERE schemaname = 'pglogq'"
-                   " AND indexname = 'subscription_batch_uq'")
-    assert "UNIQUE" in idx and "(batch_id)" in idx
+    """issue 12 #1: one id, one holder (a unique index finds the holder of a batch; the holder
+    state lives in the two partitions of pglogq.sub_state, each row in one of them)."""
+    for part in (0, 1):
+        idx = one(sql, "SELECT indexdef FROM pg_indexes WHERE schemaname = 'pglogq'"
+                       f" AND indexname = 'sub_state_{part}_batch_uq'")
+        assert "UNIQUE" in idx and "(batch_id)" in idx
 
 
 def test_no_batch_id_decoding_is_left() -> None:

@@ -239,17 +239,24 @@ def test_maintenance_refuses_bad_input_and_changes_nothing(client: pglogq.Client
 
 
 def test_maintenance_above_read_committed_deletes_nothing_it_cannot_see(client: pglogq.Client, dsn: str) -> None:
-    """A REPEATABLE READ snapshot may predate a seek back: prune then deletes no tick and
-    rotation does not run (each says so in a WARNING)."""
+    """A REPEATABLE READ snapshot may predate a seek back: the metadata rotation (the one owner
+    of tick removal) and the event rotation do not run (each says so in a WARNING)."""
     eight_ticks(client)
     with psycopg.connect(dsn) as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        assert conn.execute("SELECT pglogq.maint_prune('q')").fetchone() == (0,)
+        assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (False,)
         assert conn.execute("SELECT pglogq.maint_rotate_step1('q', true)").fetchone() == (False,)
         conn.rollback()
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT pglogq.maint_prune('q')").fetchone()
-        assert row is not None and row[0] > 0
+        ticks = "SELECT count(*) FROM pglogq.tick"
+        before = conn.execute(ticks).fetchone()
+        for _ in range(3):
+            client.tick("q", force=True)
+            drain(client, "a")
+            drain(client, "b")
+            assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        after = conn.execute(ticks).fetchone()
+        assert before is not None and after is not None and after[0] < before[0]
 
 
 def test_reinstall_between_rotation_steps_keeps_rotating(client: pglogq.Client, dsn: str) -> None:

@@ -423,6 +423,8 @@ TEXT_PARAMETERS = {
 # functions that build SQL dynamically, reviewed: identifiers only through format('%I'), values
 # only through USING, parameter text never concatenated
 DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_config",
+               # issue 20: tick slot and state partition names from format('%I') of numbers
+               "maint_rotate_meta",
                # CREATE/DROP TRIGGER on the caller's table: the table as regclass (%s of a regclass
                # is its quoted name), trigger names %I, trigger arguments and only_if %L
                "capture_table", "uncapture_table"}

@@ -35,7 +35,7 @@ from tests.support import draining
 from tests.support.paths import UPGRADE_DATA
 
 RELEASES = sorted(UPGRADE_DATA.glob("*.sql"))
-PER_QUEUE = r"^event_\d+"  # per-queue partitions and sequences: data, not schema
+PER_QUEUE = r"^(event|tick)_\d+"  # per-queue partitions and sequences: data, not schema
 
 
 def catalog(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
@@ -95,9 +95,10 @@ def catalog(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
 
 def table_rows(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
+    # views too: pglogq.subscription is a view joining two tables since 0018
     for (t,) in conn.execute(
         "SELECT c.oid::regclass::text FROM pg_class c WHERE c.relnamespace = 'pglogq'::regnamespace"
-        " AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> 'schema_version'"
+        " AND c.relkind IN ('r', 'p', 'v') AND NOT c.relispartition AND c.relname <> 'schema_version'"
     ).fetchall():
         out[t] = sorted(r[0] for r in conn.execute(f"SELECT x::text FROM {t} x".encode()))
     return out

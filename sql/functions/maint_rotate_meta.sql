@@ -1,0 +1,138 @@
+-- pglogq.maint_rotate_meta(force): rotate the metadata written on the hot path, so that it never
+-- piles up dead tuples, even under a long transaction (a held xmin).
+-- Parameters: force  rotate now, even if less than 10 seconds passed since the last switch
+-- Returns:    true if the metadata epoch was switched, false if not due (or another session is
+--             switching it, or the call is not in a READ COMMITTED transaction).
+-- Raises:     nothing of its own.
+-- Tables:     sub_state (every row moved into the partition of the new epoch, the other
+--             partition TRUNCATEd), tick (the oldest slot of each queue TRUNCATEd when no one
+--             needs a tick in it; a retain_tick stored there is copied to the current slot
+--             first; the empty tick partitions of dropped queues dropped), subscription (read).
+-- The metadata epoch is the sequence pglogq.meta_epoch (meta_epoch_time: the unix time of the last
+-- switch); a new tick goes to slot epoch % 3 of its queue.  A switch from epoch e to e + 1 first
+-- empties slot (e + 1) % 3 of each queue, the oldest (written two to three epochs ago), so that
+-- it is empty when it becomes current -- only when every consumer cursor, every open batch's two
+-- ticks and the queue's newest tick are newer than the slot's newest tick (a slow consumer keeps
+-- the slot; it is tried again at the next switch), under the slot's ACCESS EXCLUSIVE lock taken
+-- within a short lock_timeout (see below) and under the queue's cursor lock (no seek or
+-- subscribe in progress).  The holder state (pglogq.sub_state, partition epoch % 2) is moved
+-- whole into the new epoch's partition and the other partition TRUNCATEd, under that partition's
+-- ACCESS EXCLUSIVE lock (if it is not granted the rows stay and the next
+-- switch moves them).  Every lock is waited for at most the caller's lock_timeout, capped at
+-- 100 ms (also when none is set): the state partition is held while the tick slots are locked, and
+-- a reader may hold a tick slot while it waits for the state (queue_info reads the ticks first),
+-- so this call must give up before the deadlock detector (deadlock_timeout, 1 s by default) picks
+-- a victim; and it stops locking tick slots after the first refusal or after 300 ms.  What it
+-- gives up is retried at the next switch.  The only owner of tick removal and
+-- of moving the holder state.
+CREATE OR REPLACE FUNCTION pglogq.maint_rotate_meta(force boolean DEFAULT false)
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    e bigint;
+    slot smallint;
+    q pglogq.queue;
+    tab text;
+    top bigint;
+    newest bigint;
+    slow bigint;
+    old_timeout text;
+    new_part smallint;
+    deadline timestamptz;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE WARNING 'metadata rotation skipped: it must run in a READ COMMITTED transaction, not %',
+            upper(current_setting('transaction_isolation'));
+        RETURN false;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtext('pglogq.meta'), 0) THEN
+        RETURN false;
+    END IF;
+    IF NOT coalesce(force, false)
+       AND extract(epoch FROM clock_timestamp()) - coalesce(pg_sequence_last_value('pglogq.meta_epoch_time'), 0) < 10 THEN
+        RETURN false;
+    END IF;
+    e := coalesce(pg_sequence_last_value('pglogq.meta_epoch'), 0);
+    slot := ((e + 1) % 3)::smallint;
+    old_timeout := current_setting('lock_timeout');
+    IF old_timeout::interval = interval '0' OR old_timeout::interval > interval '100 ms' THEN
+        PERFORM set_config('lock_timeout', '100ms', true);
+    END IF;
+    -- the holder state first (before any tick slot is locked: receive reads the state, then the
+    -- ticks): every row into the partition of the new epoch, then the other partition emptied.
+    -- Its ACCESS EXCLUSIVE lock waits for every transaction that has read or written the state
+    -- (their locks cover both partitions) and keeps new ones out until this one commits, so no
+    -- writer races the move; a statement that starts after the commit finds the moved row.
+    new_part := ((e + 1) % 2)::smallint;
+    BEGIN
+        EXECUTE format('LOCK TABLE pglogq.%I IN ACCESS EXCLUSIVE MODE', 'sub_state_' || (1 - new_part));
+        INSERT INTO pglogq.sub_state (sub_id, state_part,
+                last_tick, last_seen, heartbeat_at, batch_id, batch_prev_tick,
+                batch_cur_tick, batch_big, batch_started_at, page_prio, page_txid,
+                page_id, page_end_prio, page_end_txid, page_end_id, page_more,
+                skipped_events, skipped_at, handed_from, page_marks, started_prio,
+                started_txid, started_id, suspect_prio, suspect_txid, suspect_id,
+                released_at)
+        SELECT st.sub_id, new_part,
+               last_tick, last_seen, heartbeat_at, batch_id, batch_prev_tick,
+                batch_cur_tick, batch_big, batch_started_at, page_prio, page_txid,
+                page_id, page_end_prio, page_end_txid, page_end_id, page_more,
+                skipped_events, skipped_at, handed_from, page_marks, started_prio,
+                started_txid, started_id, suspect_prio, suspect_txid, suspect_id,
+                released_at
+          FROM pglogq.sub_state st WHERE st.state_part <> new_part;
+        EXECUTE format('TRUNCATE pglogq.%I', 'sub_state_' || (1 - new_part));
+    EXCEPTION WHEN lock_not_available THEN
+        -- the rows stay where they are (readers find them in either partition): next switch
+        NULL;
+    END;
+    deadline := clock_timestamp() + interval '300 ms';
+    FOR q IN SELECT * FROM pglogq.queue x ORDER BY x.queue_id LOOP
+        -- the state partition stays locked meanwhile: keep that short (queues left are done at
+        -- the next switch)
+        EXIT WHEN clock_timestamp() > deadline;
+        -- a seek or subscribe in progress holds this lock shared: its cursor is not visible yet
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtext('pglogq.cursor'), q.queue_id);
+        tab := format('pglogq.%I', 'tick_' || q.queue_id || '_' || slot);
+        BEGIN
+            EXECUTE 'LOCK TABLE ' || tab || ' IN ACCESS EXCLUSIVE MODE';
+            EXECUTE 'SELECT max(t.tick_id) FROM ' || tab || ' t' INTO top;
+            CONTINUE WHEN top IS NULL;
+            SELECT max(t.tick_id) INTO newest FROM pglogq.tick t WHERE t.queue_id = q.queue_id;
+            CONTINUE WHEN newest <= top;
+            CONTINUE WHEN EXISTS (SELECT 1 FROM pglogq.subscription s
+                                   WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL AND s.last_tick IS NULL);
+            slow := pglogq._slowest_tick(q.queue_id);
+            CONTINUE WHEN slow <= top
+                OR EXISTS (SELECT 1 FROM pglogq.subscription s
+                            WHERE s.queue_id = q.queue_id AND s.batch_cur_tick <= top);
+            SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = q.queue_id;
+            IF q.retain_tick <= top THEN
+                -- keep seek's earliest point: copy its tick into the current slot
+                EXECUTE format('INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot,'
+                               ' tick_event_seq, tick_event_total, tick_slot)'
+                               ' SELECT t.queue_id, t.tick_id, t.tick_time, t.tick_snapshot, t.tick_event_seq,'
+                               ' t.tick_event_total, $2 FROM %s t WHERE t.tick_id = $1', tab)
+                  USING q.retain_tick, (e % 3)::smallint;
+            END IF;
+            EXECUTE 'TRUNCATE ' || tab;
+        EXCEPTION WHEN lock_not_available THEN
+            EXIT;  -- the slot keeps its ticks, and the queues left wait for the next switch
+        END;
+    END LOOP;
+    -- tick partitions of dropped queues (drop_queue leaves them, empty): DROP locks the parent
+    -- tick table, so only when it is free at once; else at a later switch
+    FOR tab IN SELECT c.relname FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
+                WHERE i.inhparent = 'pglogq.tick'::regclass
+                  AND NOT EXISTS (SELECT 1 FROM pglogq.queue x WHERE 'tick_' || x.queue_id = c.relname) LOOP
+        BEGIN
+            EXECUTE format('DROP TABLE pglogq.%I', tab);
+        EXCEPTION WHEN lock_not_available THEN
+            EXIT;
+        END;
+    END LOOP;
+    PERFORM set_config('lock_timeout', old_timeout, true);
+    PERFORM setval('pglogq.meta_epoch', e + 1, true);
+    PERFORM setval('pglogq.meta_epoch_time', extract(epoch FROM clock_timestamp())::bigint, true);
+    RETURN true;
+END $$;

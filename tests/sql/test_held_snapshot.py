@@ -1,0 +1,175 @@
+"""Metadata under a held snapshot (issue 20 req. 1): the per-batch state (cursors, open pages,
+heartbeats) and the ticks live in rotated tables emptied by TRUNCATE, so a long transaction
+cannot make them pile up dead tuples; a snapshot older than a move of the state is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+import pglogq
+
+HOLDERS = (("a", None), ("b", None), ("c", "w1"), ("c", "w2"))  # c: two cooperating workers
+
+METADATA_BYTES = """
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+  FROM pg_class c
+ WHERE c.relnamespace = 'pglogq'::regnamespace AND c.relkind = 'r' AND c.relname !~ '^event_'
+"""
+
+
+def setup(client: pglogq.Client) -> None:
+    client.create_queue("q")
+    for consumer in ("a", "b", "c"):
+        client.subscribe("q", consumer)
+
+
+def traffic(client: pglogq.Client, batches: int) -> int:
+    """`batches` x (send 20, tick, every holder receives and acknowledges pages of 7)."""
+    got = 0
+    for i in range(batches):
+        client.send_batch("q", [{"i": i, "k": k} for k in range(20)])
+        client.tick("q", force=True)
+        for consumer, worker in HOLDERS:
+            while page := client.receive("q", consumer, worker=worker, max_messages=7):
+                got += len(page)
+                page.ack()
+    return got
+
+
+def rotate_metadata(client: pglogq.Client, conn: psycopg.Connection[Any]) -> None:
+    """Three switches of the metadata epoch, each after a tick everyone passed: every tick slot
+    and both state partitions are emptied once."""
+    for _ in range(3):
+        traffic(client, 1)
+        assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+
+
+def metadata_bytes(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(METADATA_BYTES).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_metadata_does_not_grow_with_traffic_under_a_held_snapshot(client: pglogq.Client, dsn: str) -> None:
+    """With a REPEATABLE READ snapshot held open, 20 batches and then 10 times more leave the
+    metadata tables (everything but the event tables) the same size once the metadata rotated:
+    the dead versions of the state rows and the old ticks went with TRUNCATE.  Before issue 20
+    each receive and ack left a dead version of the subscription row that no VACUUM could free
+    while the snapshot was held, and the second figure was hundreds of kB larger."""
+    setup(client)
+    with psycopg.connect(dsn) as held, psycopg.connect(dsn, autocommit=True) as conn:
+        held.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        held.execute("SELECT 1")  # the snapshot: the xmin horizon stays here until rollback
+        xmin = conn.execute("SELECT backend_xmin FROM pg_stat_activity WHERE pid = %s",
+                            (held.info.backend_pid,)).fetchone()
+        assert xmin is not None and xmin[0] is not None
+        assert traffic(client, 20) == 20 * 20 * 3
+        rotate_metadata(client, conn)
+        small = metadata_bytes(conn)
+        assert traffic(client, 200) == 200 * 20 * 3
+        rotate_metadata(client, conn)
+        large = metadata_bytes(conn)
+        # the state rows are back to one live version each, and only the last epochs' ticks are kept
+        states = conn.execute("SELECT count(*) FROM pglogq.sub_state").fetchone()
+        ticks = conn.execute("SELECT count(*) FROM pglogq.tick").fetchone()
+        held.rollback()
+    assert states == (5,)  # a, b, c and its workers w1, w2
+    assert ticks is not None and ticks[0] <= 4  # two epochs' ticks and the copy of retain_tick
+    assert large - small <= 8 * 8192, (small, large)
+
+
+def test_state_and_tick_tables_shrink_when_the_metadata_rotates(client: pglogq.Client, dsn: str) -> None:
+    """Under a held snapshot the current state partition grows with traffic (dead versions) and
+    the ticks pile up; rotating the metadata empties them with TRUNCATE."""
+    setup(client)
+    state = ("SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c"
+             " WHERE c.relnamespace = 'pglogq'::regnamespace AND c.relname ~ '^sub_state_[01]$'")
+    tick = "SELECT count(*) FROM pglogq.tick"
+    with psycopg.connect(dsn) as held, psycopg.connect(dsn, autocommit=True) as conn:
+        held.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        held.execute("SELECT 1")
+        traffic(client, 150)
+        grown = (conn.execute(state).fetchone(), conn.execute(tick).fetchone())
+        rotate_metadata(client, conn)
+        shrunk = (conn.execute(state).fetchone(), conn.execute(tick).fetchone())
+        held.rollback()
+    assert grown[0] is not None and shrunk[0] is not None and shrunk[0][0] < grown[0][0], (grown, shrunk)
+    assert grown[1] is not None and shrunk[1] is not None and shrunk[1][0] < grown[1][0], (grown, shrunk)
+
+
+def test_a_snapshot_older_than_the_state_move_is_refused_with_40001(client: pglogq.Client, dsn: str) -> None:
+    """TRUNCATE is not MVCC-safe: a REPEATABLE READ transaction whose snapshot predates the move
+    of the state rows would see no state at all.  It gets serialization_failure, never "no
+    batch" or "unknown consumer"; a READ COMMITTED transaction open across the move, and a new
+    REPEATABLE READ one, find the moved row."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    sent = client.send("q", {"n": 1})
+    client.tick("q", force=True)
+    with psycopg.connect(dsn) as rr, psycopg.connect(dsn) as rc, psycopg.connect(dsn, autocommit=True) as m:
+        rr.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        rr.execute("SELECT 1")  # the snapshot predates the move
+        rc.execute("SELECT 1")  # a READ COMMITTED transaction open across the move
+        assert m.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        for call in ("SELECT * FROM pglogq.receive('q', 'c')", "SELECT * FROM pglogq.consumer_info('q', 'c')"):
+            with pytest.raises(psycopg.errors.SerializationFailure) as info:
+                rr.execute(call.encode())
+            assert "moved by maintenance" in str(info.value)
+            assert info.value.diag.message_hint is not None and "retry" in info.value.diag.message_hint
+            rr.rollback()
+            rr.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            rr.execute("SELECT 1")
+            assert m.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        rows = rc.execute("SELECT msg_id FROM pglogq.receive('q', 'c')").fetchall()
+        assert rows == [(sent,)]
+        rc.rollback()
+        rr.rollback()
+        rr.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        assert rr.execute("SELECT msg_id FROM pglogq.receive('q', 'c')").fetchall() == [(sent,)]
+        rr.rollback()
+
+
+def test_a_transaction_that_read_the_state_holds_the_move_off(client: pglogq.Client, dsn: str) -> None:
+    """The move waits (within lock_timeout) for every transaction that has read the state: it
+    gives up and leaves the rows where they are, nothing is lost, and the next switch moves them."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    sent = client.send("q", {"n": 1})
+    client.tick("q", force=True)
+    part = "SELECT state_part FROM pglogq.sub_state"
+    with psycopg.connect(dsn) as rr, psycopg.connect(dsn, autocommit=True) as m:
+        rr.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        rr.execute("SELECT * FROM pglogq.consumer_info('q', 'c')")
+        before = m.execute(part).fetchall()
+        m.execute("SET lock_timeout = '50ms'")
+        assert m.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        assert m.execute(part).fetchall() == before  # not moved
+        assert rr.execute("SELECT msg_id FROM pglogq.receive('q', 'c')").fetchall() == [(sent,)]
+        rr.rollback()
+        # the rows are in the partition of the epoch after next: that switch moves nothing, the
+        # one after moves them
+        for _ in range(2):
+            assert m.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        assert m.execute(part).fetchall() != before
+    assert [msg.msg_id for msg in client.receive("q", "c")] == [sent]
+
+
+def test_the_tick_tables_of_a_dropped_queue_go_at_the_next_switch(client: pglogq.Client, dsn: str) -> None:
+    """drop_queue deletes the queue's ticks (cascade) and leaves its empty tick partitions; the
+    next metadata switch drops them (a DROP in drop_queue would lock the parent tick table)."""
+    client.create_queue("q")
+    client.create_queue("keep")
+    client.tick("q", force=True)
+    tables = ("SELECT count(*) FROM pg_class c WHERE c.relnamespace = 'pglogq'::regnamespace"
+              " AND c.relkind IN ('r', 'p') AND c.relname ~ '^tick_[0-9]+'")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute(tables).fetchone() == (8,)  # two queues: a partition and 3 slots each
+        assert client.drop_queue("q", force=True)
+        assert conn.execute("SELECT count(*) FROM pglogq.tick t JOIN pglogq.queue q USING (queue_id)"
+                            " WHERE q.queue_name = 'q'").fetchone() == (0,)
+        assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        assert conn.execute(tables).fetchone() == (4,)
+    client.tick("keep", force=True)
