@@ -10,8 +10,8 @@ import inspect
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from pglogq._runtime import ABANDONED_OUTCOME, ERROR, OK_OUTCOME, TIMEOUT, Outcome
 
@@ -21,7 +21,15 @@ CAN_CANCEL = False
 Result = Any
 """What a handler returns: anything here, an awaitable for asyncio."""
 
-Thunk = Callable[[], None]
+
+class Calls(Protocol):
+    """A page's handler calls for :meth:`Runner.run`: ``calls(i)`` makes call ``i`` (no closure
+    per call: a page's worth of them is work for the allocator and the garbage collector)."""
+
+    def __len__(self) -> int: ...
+
+    def __call__(self, i: int) -> None: ...
+
 
 Event = threading.Event
 
@@ -118,54 +126,49 @@ class Runner:
             threading.Thread(target=_serve, args=(self._jobs,), name="pglogq-handler", daemon=True).start()
         self._jobs.put(job)
 
-    def run(self, thunks: Sequence[Thunk], abandon: threading.Event) -> list[Outcome]:
-        n = len(thunks)
+    def run(self, calls: Calls, abandon: threading.Event) -> list[Outcome]:
+        n = len(calls)
         out: list[Outcome | None] = [None] * n
         self.left_behind = False
         if abandon.is_set():
             return [ABANDONED_OUTCOME] * n
         if self.concurrency == 1 and self.timeout is None:
-            lock = threading.Lock()
             done = threading.Event()
-            gone = False
 
             def sequential() -> None:
+                # no lock per call: once abandoned, run() returns a copy of ``out`` and this loop
+                # stops before its next call (``abandon`` is never cleared)
                 try:
-                    for i, thunk in enumerate(thunks):
+                    for i in range(n):
                         if abandon.is_set():
                             return
                         try:
-                            thunk()
-                            res: Outcome = OK_OUTCOME
+                            calls(i)
+                            out[i] = OK_OUTCOME
                         except Exception as exc:
-                            res = (ERROR, exc)
-                        with lock:
-                            if gone:
-                                return
-                            out[i] = res
+                            out[i] = (ERROR, exc)
                 finally:
                     done.set()
 
             self._submit(sequential)
             while not done.wait(0.05):
                 if abandon.is_set():
-                    with lock:
-                        gone = not done.is_set()
-                        result = list(out)
+                    gone = not done.is_set()  # first: a call finishing now counts as left behind
+                    result = list(out)
                     if gone:
                         self.left_behind = True
                         self.close()  # the next page gets a fresh handler thread
-                        return [o if o is not None else ABANDONED_OUTCOME for o in result]
+                    return [o if o is not None else ABANDONED_OUTCOME for o in result]
             return [o if o is not None else ABANDONED_OUTCOME for o in out]
 
         cond = threading.Condition()
         free = self.concurrency
         deadlines: dict[int, float] = {}
 
-        def work(i: int, thunk: Thunk) -> None:
+        def work(i: int) -> None:
             nonlocal free
             try:
-                thunk()
+                calls(i)
                 res: Outcome = OK_OUTCOME
             except Exception as exc:
                 res = (ERROR, exc)
@@ -187,7 +190,7 @@ class Runner:
                     started += 1
                     free -= 1
                     deadlines[i] = time.monotonic() + self.timeout if self.timeout is not None else float("inf")
-                    threading.Thread(target=work, args=(i, thunks[i]), name="pglogq-handler", daemon=True).start()
+                    threading.Thread(target=work, args=(i,), name="pglogq-handler", daemon=True).start()
                 now = time.monotonic()
                 for i, deadline in list(deadlines.items()):
                     if now >= deadline:

@@ -11,7 +11,7 @@ import contextlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pglogq._runtime import ABANDONED_OUTCOME, ERROR, OK_OUTCOME, TIMEOUT, Outcome
 
@@ -21,7 +21,15 @@ CAN_CANCEL = True
 Result = Awaitable[Any]
 """What a handler returns: an awaitable here, anything for threads."""
 
-Thunk = Callable[[], Awaitable[None]]
+
+class Calls(Protocol):
+    """A page's handler calls for :meth:`Runner.run`: ``calls(i)`` makes call ``i`` (no closure
+    per call: a page's worth of them is work for the allocator and the garbage collector)."""
+
+    def __len__(self) -> int: ...
+
+    def __call__(self, i: int) -> Awaitable[None]: ...
+
 
 Event = asyncio.Event
 
@@ -83,8 +91,8 @@ class Background:
         await self._task
 
 
-async def _one(thunk: Thunk, timeout: float | None) -> Outcome:
-    task = asyncio.ensure_future(thunk())
+async def _one(calls: Calls, i: int, timeout: float | None) -> Outcome:
+    task = asyncio.ensure_future(calls(i))
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
     except asyncio.CancelledError:
@@ -122,19 +130,20 @@ class Runner:
     def close(self) -> None:
         """Nothing to release here (the thread side stops its handler thread)."""
 
-    async def run(self, thunks: Sequence[Thunk], abandon: asyncio.Event) -> list[Outcome]:
-        out: list[Outcome | None] = [None] * len(thunks)
+    async def run(self, calls: Calls, abandon: asyncio.Event) -> list[Outcome]:
+        n = len(calls)
+        out: list[Outcome | None] = [None] * n
         if abandon.is_set():
-            return [ABANDONED_OUTCOME] * len(thunks)
+            return [ABANDONED_OUTCOME] * n
         if self.concurrency == 1 and self.timeout is None:
 
             async def sequential() -> None:
                 yielded = time.monotonic()
-                for i, thunk in enumerate(thunks):
+                for i in range(n):
                     if abandon.is_set():
                         return
                     try:
-                        await thunk()
+                        await calls(i)
                         out[i] = OK_OUTCOME
                     except Exception as exc:
                         out[i] = (ERROR, exc)
@@ -148,14 +157,14 @@ class Runner:
             return [o if o is not None else ABANDONED_OUTCOME for o in out]
         sem = asyncio.Semaphore(self.concurrency)
 
-        async def slot(i: int, thunk: Thunk) -> None:
+        async def slot(i: int) -> None:
             async with sem:
                 if abandon.is_set():
                     out[i] = ABANDONED_OUTCOME
                     return
-                out[i] = await _one(thunk, self.timeout)
+                out[i] = await _one(calls, i, self.timeout)
 
-        tasks = [asyncio.ensure_future(slot(i, t)) for i, t in enumerate(thunks)]
+        tasks = [asyncio.ensure_future(slot(i)) for i in range(n)]
         await _race(tasks, abandon)
         return [o if o is not None else ABANDONED_OUTCOME for o in out]
 

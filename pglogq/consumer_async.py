@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import secrets
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -39,8 +40,9 @@ from typing_extensions import LiteralString
 
 from pglogq import _concurrency_async, _trace
 from pglogq._runtime import (
-    ABANDONED,
+    ABANDONED_OUTCOME,
     OK,
+    OK_OUTCOME,
     TIMEOUT,
     WORKER_NAME_RE,
     Nack,
@@ -792,11 +794,11 @@ class AsyncConsumer:
         page.deliveries = deliveries
         return deliveries
 
-    def _starting(self, page: _Page, unit: Unit[AsyncDelivery]) -> int:
-        """Note that the unit's events start now; the index to mark up to (-1: marked already).
+    def _starting(self, page: _Page, items: list[AsyncDelivery]) -> int:
+        """Note that the unit's events (``items``) start now; the index to mark up to (-1:
+        marked already).
 
         No I/O: the common case (marked already, in a group) costs no await at all."""
-        items = unit.items
         top = items[-1].index if len(items) == 1 else max(d.index for d in items)
         if top > page.started:
             page.started = top  # first: a release (heartbeat side) never moves the frontier below it
@@ -865,62 +867,60 @@ class AsyncConsumer:
         if page.lost:
             self.stats.lost_pages += 1
             return True
-        if any(kind == ABANDONED for kind, _ in outcomes):
+        if ABANDONED_OUTCOME in outcomes:  # the runners give that one tuple for every abandoned call
             self.stats.abandoned_pages += 1
             log.warning("%r: page of batch %d abandoned unacknowledged (it comes back)", self, page.batch_id)
             return True
         return False
 
-    def _thunk(self, unit: Unit[AsyncDelivery], conn: AnyConn | None = None) -> _concurrency_async.Thunk:
-        async def call() -> None:
-            page = unit.items[0]._page
-            if time.monotonic() - page.last_beat >= self.heartbeat_interval:
-                # never start a message on a batch whose lease was not confirmed lately
-                await self._beat(page, force=True)
-            if page.lost:
-                raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
-            top = self._starting(page, unit)
-            if top >= 0:
-                await self._claim(page, top)
-            todo = unit
-            if page.cancelled:
-                live = self._live(page, unit.items)
-                if not live:
-                    return  # cancelled after it was received: acknowledged with the page, never run
-                if len(live) < len(unit.items):
-                    todo = Unit(unit.route, live, unit.error)
-            wall = time.time()
+    async def _run_unit(self, unit: Unit[AsyncDelivery], conn: AnyConn | None) -> None:
+        """One handler call of a page (``conn``: the page's transaction, if transactional)."""
+        items = unit.items  # a unit of one makes its list on each read: read it once
+        page = items[0]._page
+        t0 = time.monotonic()
+        if t0 - page.last_beat >= self.heartbeat_interval:
+            # never start a message on a batch whose lease was not confirmed lately
+            await self._beat(page, force=True)
             t0 = time.monotonic()
-            for d in todo.items:
-                d._wall, d._t0, d.running = wall, t0, True
-            try:
-                if todo.error is not None:
-                    raise UndecodableEvent(todo.error)
-                if todo.route is None:
-                    raise LookupError(f"no handler for event type {todo.items[0].type!r}")
-                if conn is not None:
-                    async with conn.transaction():
-                        await self._call(todo)
-                        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                            # leaving the block with an error rolls back to the handler's savepoint
-                            raise HandlerLeftTransactionFailed(
-                                "the handler returned with its transaction in error (it caught an SQL "
-                                "error without rolling back to a savepoint): its work was rolled back"
-                            )
-                else:
+        if page.lost:
+            raise BatchLost(f"batch {page.batch_id} was taken over by another worker")
+        top = self._starting(page, items)
+        if top >= 0:
+            await self._claim(page, top)
+            t0 = time.monotonic()
+        todo = unit
+        if page.cancelled:
+            live = self._live(page, items)
+            if not live:
+                return  # cancelled after it was received: acknowledged with the page, never run
+            if len(live) < len(items):
+                todo = Unit(unit.route, live, unit.error)
+                items = live
+        wall = time.time()
+        for d in items:
+            d._wall, d._t0, d.running = wall, t0, True
+        try:
+            if todo.error is not None:
+                raise UndecodableEvent(todo.error)
+            route = todo.route
+            if route is None:
+                raise LookupError(f"no handler for event type {items[0].type!r}")
+            if conn is not None:
+                async with conn.transaction():
                     await self._call(todo)
-            finally:
-                for d in todo.items:
-                    d.running = False
-
-        if _trace.tracer is None:
-            return call
-
-        async def traced() -> None:  # the handler call in its span (pglogq.contrib.otel)
-            with _trace.processing(self, unit.items, unit.route is not None and unit.route.kind == "batch"):
-                await call()
-
-        return traced
+                    if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                        # leaving the block with an error rolls back to the handler's savepoint
+                        raise HandlerLeftTransactionFailed(
+                            "the handler returned with its transaction in error (it caught an SQL "
+                            "error without rolling back to a savepoint): its work was rolled back"
+                        )
+            elif route.kind == "batch":
+                await route.fn(items)
+            else:
+                await route.fn(items[0])
+        finally:
+            for d in items:
+                d.running = False
 
     async def _call(self, unit: Unit[AsyncDelivery]) -> None:
         assert unit.route is not None
@@ -936,7 +936,16 @@ class AsyncConsumer:
         failures: list[tuple[AsyncDelivery, str, Any, RetryPolicy | None]] = []
         ok = timed_out = 0
         cancelled = 0
-        for unit, outcome in zip(units, outcomes, strict=True):
+        calls = zip(units, outcomes, strict=True)
+        if not page.cancelled and outcomes.count(OK_OUTCOME) == len(outcomes) == len(units):
+            # the common page: every call returned and nothing was cancelled, so every delivery
+            # is acknowledged; counted without going through them (only a tracer reads verdicts)
+            ok = len(page.deliveries)
+            if _trace.tracer is not None:
+                for d in page.deliveries:
+                    d._verdict = "ack"
+            calls = zip((), (), strict=True)
+        for unit, outcome in calls:
             if outcome[0] == OK:
                 for d in unit.items:
                     if d.skipped:
@@ -1044,10 +1053,12 @@ class AsyncConsumer:
                 await d._flush()
 
 
-class _Calls(Sequence[_concurrency_async.Thunk]):
-    """The handler calls of a page for the runner, each made when the runner reaches it: a
-    page's worth of closures alive at once would be work for the cyclic garbage collector
-    (about half of a no-op drain's time)."""
+class _Calls:
+    """The handler calls of a page for the runner: ``calls(i)`` makes call ``i`` when the runner
+    reaches it (no closure per call: a page's worth of them would be work for the allocator and
+    the cyclic garbage collector)."""
+
+    __slots__ = ("_conn", "_consumer", "_units")
 
     def __init__(self, consumer: AsyncConsumer, units: list[Unit[AsyncDelivery]], conn: AnyConn | None) -> None:
         self._consumer = consumer
@@ -1057,25 +1068,20 @@ class _Calls(Sequence[_concurrency_async.Thunk]):
     def __len__(self) -> int:
         return len(self._units)
 
-    @overload
-    def __getitem__(self, i: int) -> _concurrency_async.Thunk: ...
+    def __call__(self, i: int) -> _concurrency_async.Result:
+        unit = self._units[i]
+        if _trace.tracer is None:
+            return self._consumer._run_unit(unit, self._conn)
+        return self._traced(unit)
 
-    @overload
-    def __getitem__(self, i: slice) -> list[_concurrency_async.Thunk]: ...
-
-    def __getitem__(self, i: int | slice) -> _concurrency_async.Thunk | list[_concurrency_async.Thunk]:
-        if isinstance(i, slice):
-            return [self._consumer._thunk(u, self._conn) for u in self._units[i]]
-        return self._consumer._thunk(self._units[i], self._conn)
-
-    def __iter__(self) -> Iterator[_concurrency_async.Thunk]:
-        thunk, conn = self._consumer._thunk, self._conn
-        return (thunk(u, conn) for u in self._units)
+    async def _traced(self, unit: Unit[AsyncDelivery]) -> None:
+        # the handler call in its span (pglogq.contrib.otel)
+        with _trace.processing(self._consumer, unit.items, unit.route is not None and unit.route.kind == "batch"):
+            await self._consumer._run_unit(unit, self._conn)
 
 
-def _type_of(d: AsyncDelivery) -> str | None:
-    return d.type
+_type_of: Callable[[AsyncDelivery], str | None] = operator.attrgetter("message.type")
+"""A delivery's event type (one C call per event, not a function and a property)."""
 
-
-def _error_of(d: AsyncDelivery) -> str | None:
-    return d.message.decode_error
+_error_of: Callable[[AsyncDelivery], str | None] = operator.attrgetter("message.decode_error")
+"""Why a delivery's event could not be decoded (None: it was)."""
