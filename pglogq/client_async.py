@@ -752,6 +752,12 @@ class AsyncClient:
     async def consumer_info(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
     ) -> list[ConsumerInfo]:
+        """One row per consumer (of ``queue``, or named ``consumer``; None: all), for monitoring.
+
+        Raises :class:`~pglogq.errors.UnknownQueue` for a queue that does not exist and
+        :class:`~pglogq.errors.UnknownConsumer` for a consumer that does not exist (on ``queue``,
+        or on any queue when ``queue`` is None): a typo is an error, not an empty list.
+        """
         params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
         return [cv.info(ConsumerInfo, r) for r in await self._rows(q.CONSUMER_INFO, params, conn)]
 
