@@ -127,10 +127,14 @@ def _plain_float(m: re.Match[str]) -> str:
     return m.group(0) if number is None else format(Decimal(number), "f") + ".0"
 
 
+_ENCODER = json.JSONEncoder(allow_nan=False, default=_default, ensure_ascii=False, separators=(",", ":"))
+"""What ``json.dumps`` with these options would build on every call (it keeps no state between calls)."""
+
+
 def dumps(value: Any, what: str = "payload") -> str:
     """JSON text of ``value``; raises :class:`InvalidPayload` for what JSON cannot hold."""
     try:
-        text = json.dumps(value, allow_nan=False, default=_default, ensure_ascii=False, separators=(",", ":"))
+        text = _ENCODER.encode(value)
     except (ValueError, TypeError, RecursionError) as exc:
         raise InvalidPayload(f"invalid {what}: {type(exc).__name__}: {exc}") from exc
     if "e+" in text:

@@ -18,6 +18,8 @@ SEND: LiteralString = (
     "SELECT pglogq.send(%s, %s, type => %s, headers => %s, priority => %s,"
     " idempotency_key => %s, deliver_at => %s, delay => %s)"
 )
+SEND_PLAIN: LiteralString = "SELECT pglogq.send(%s, %s)"
+SEND_TYPED: LiteralString = "SELECT pglogq.send(%s, %s, %s)"
 SEND_BATCH: LiteralString = (
     "SELECT pglogq.send_batch_json(%s, %s, type => %s, headers => %s, priority => %s,"
     " idempotency_keys => %s, deliver_at => %s, delay => %s)"

@@ -58,6 +58,8 @@ from pglogq.models import (
 from pglogq.retry import RetryPolicy
 
 AnyConn = psycopg.AsyncConnection[Any]
+_DEFAULT_OPTIONS = (None, 100, None, None)
+"""send's headers, priority, deliver_at and delay when not given."""
 
 
 @dataclass
@@ -113,6 +115,10 @@ class AsyncClient:
     the client's connections never prepare statements (psycopg would after five runs, and the
     pooler may run the next one on a server connection that never saw it).  The client keeps no
     other session state, so nothing else changes.
+
+    On a caller's connection (``conn=``) the client prepares nothing, except ``send`` and
+    ``send_batch``, which follow that connection's ``prepare_threshold`` (psycopg's default:
+    after five runs) unless the client is ``pooled=True``.
     """
 
     def __init__(
@@ -216,13 +222,26 @@ class AsyncClient:
         async with pool.connection() as c:
             yield c
 
-    async def _rows(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> list[TupleRow]:
+    async def _rows(
+        self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None, *, hot: bool = False,
+        binary: bool = False,
+    ) -> list[TupleRow]:
         # an own cursor with tuple rows: the caller's row factory, loaders and prepare threshold
         # must not change what the client reads (prepare=False: a caller's prepared statements
-        # would outlive a schema re-install)
+        # would outlive a schema re-install).  ``hot``: send and send_batch, the calls an
+        # application makes on every request, follow the caller's prepare threshold instead
+        # unless the client is ``pooled`` (a prepared SELECT pglogq.send(...) is re-planned by the
+        # server after a re-install and returns the same type; parsing and planning it again on
+        # every call cost ~15 us of the server's time).  ``binary``: results in binary (an int8[]
+        # of a thousand ids is read twice as fast).
         try:
-            async with self.connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
-                await cur.execute(sql, params, prepare=False if conn is not None else None)
+            if conn is not None:
+                async with conn.cursor(row_factory=tuple_row) as cur:
+                    await cur.execute(sql, params, prepare=None if hot and not self.pooled else False,
+                                      binary=binary)
+                    return await cur.fetchall()
+            async with self.connection() as c, c.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(sql, params, binary=binary)
                 return await cur.fetchall()
         except psycopg.Error as exc:
             raise translate(exc) from exc
@@ -339,7 +358,11 @@ class AsyncClient:
                 *cv.event_options(type, span.headers, priority, deliver_at, delay),
             )
             key = v.text(idempotency_key, "idempotency key")
-            msg_id = int(await self._value(q.SEND, (*params[:5], key, *params[5:]), conn))
+            if params[3:] == _DEFAULT_OPTIONS and key is None:  # the short statement: fewer parameters
+                sql, args = (q.SEND_PLAIN, params[:2]) if params[2] is None else (q.SEND_TYPED, params[:3])
+            else:
+                sql, args = q.SEND, (*params[:5], key, *params[5:])
+            msg_id = int((await self._rows(sql, args, conn, hot=True))[0][0])
             span.sent((msg_id,))
             return msg_id
 
@@ -368,7 +391,8 @@ class AsyncClient:
                 v.name(queue, "queue"), v.jsonb(events),
                 *cv.event_options(type, span.headers, priority, deliver_at, delay),
             )
-            ids = [int(i) for i in await self._value(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn) or []]
+            rows = await self._rows(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn, hot=True, binary=True)
+            ids = list(map(int, rows[0][0] or ()))
             span.sent(ids)
             return ids
 

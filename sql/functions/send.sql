@@ -37,10 +37,13 @@ BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         PERFORM pglogq._queue(queue_name);  -- an older snapshot may show a dropped queue: 40001
     END IF;
-    -- the helpers run only when there is something to check (they raise the errors): each call
-    -- of a function with its own search_path costs more than the whole plain send
-    IF payload IS NULL OR type IS NOT NULL OR headers IS NOT NULL OR priority IS NULL
-       OR priority < 0 OR priority > 32767 OR pg_column_size(payload) > maxbytes THEN
+    -- _check_event runs only when one of its checks fails (it raises the error): each call of a
+    -- function with its own search_path costs more than the whole plain send, so a valid type
+    -- or headers must not call it
+    IF payload IS NULL OR priority IS NULL OR priority < 0 OR priority > 32767
+       OR (type IS NOT NULL AND (type = '' OR octet_length(type) > 255))
+       OR (headers IS NOT NULL AND jsonb_typeof(headers) <> 'object')
+       OR pg_column_size(payload) + coalesce(pg_column_size(headers), 0) > maxbytes THEN
         PERFORM pglogq._check_event(payload, type, headers, priority, maxbytes, NULL);
     END IF;
     IF deliver_at IS NOT NULL OR delay IS NOT NULL THEN

@@ -107,6 +107,49 @@ def test_async_calls_with_the_callers_connection_ignore_its_settings(dsn: str, s
     asyncio.run(main())
 
 
+def _prepared(conn: Any) -> list[str]:
+    rows = conn.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE 'SELECT pglogq.%%'",
+                        prepare=False).fetchall()
+    return sorted(r[0].split("(")[0] for r in rows)
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_send_follows_the_callers_prepare_threshold_unless_pooled(dsn: str, pooled: bool) -> None:
+    """issue 20 #3: parsing and planning SELECT pglogq.send(...) on every call of send(conn=)
+    cost the server ~15 us; the other calls still prepare nothing on a caller's connection."""
+    _setup(dsn)
+    client = pglogq.Client(dsn, pooled=pooled)
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=0) as conn:
+        client.send("q", 1, conn=conn)
+        client.send_batch("q", [1, 2], conn=conn)
+        client.queue_info("q", conn=conn)
+        client.create_queue("q3", conn=conn)
+        expected = [] if pooled else ["SELECT pglogq.send", "SELECT pglogq.send_batch_json"]
+        assert _prepared(conn) == expected
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+        client.send("q", 1, conn=conn)
+        assert _prepared(conn) == []
+    client.close()
+
+
+def test_a_prepared_send_survives_a_schema_reinstall(dsn: str) -> None:
+    _setup(dsn)
+    client = pglogq.Client(dsn)
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=0) as conn:
+        first = client.send("q", 1, conn=conn)
+        ids = client.send_batch("q", [1, 2], conn=conn)
+        assert len(_prepared(conn)) == 2
+        conn.execute("DROP SCHEMA pglogq CASCADE")
+        client.install_schema(conn=conn)
+        client.create_queue("q", conn=conn)
+        again = client.send("q", 2, conn=conn)  # the server re-plans the prepared statement
+        assert isinstance(first, int) and len(ids) == 2
+        assert [again, *client.send_batch("q", [3, 4], conn=conn)] == [1, 2, 3]  # the new schema's ids
+        row = conn.execute("SELECT count(*) FROM pglogq.event", prepare=False).fetchone()
+        assert row == (3,)
+    client.close()
+
+
 def test_install_schema_on_a_dict_row_connection(dsn: str) -> None:
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
         assert pglogq.Client(dsn).install_schema(conn=conn) == []
