@@ -93,11 +93,12 @@ class AsyncBatch:
         *,
         retry_after: timedelta | None = None,
         reason: str | None = None,
+        dead: bool = False,
         conn: AnyConn | None = None,
     ) -> str:
         """Fail one message: it comes back to this consumer after ``retry_after`` ('retry'),
-        or goes to the dead-letter queue after too many tries ('dead')."""
-        return await self.client.nack(msg, retry_after=retry_after, reason=reason, conn=conn)
+        or goes to the dead-letter queue after too many tries, or at once with ``dead=True`` ('dead')."""
+        return await self.client.nack(msg, retry_after=retry_after, reason=reason, dead=dead, conn=conn)
 
 
 class AsyncClient:
@@ -602,9 +603,13 @@ class AsyncClient:
         *,
         retry_after: timedelta | None = None,
         reason: str | None = None,
+        dead: bool = False,
         conn: AnyConn | None = None,
     ) -> str:
-        """Fail one received message: 'retry' (it comes back to this consumer) or 'dead'."""
+        """Fail one received message: 'retry' (it comes back to this consumer) or 'dead'.
+
+        ``dead=True``: to the dead-letter queue at once, whatever retries are left (a failure no
+        retry can mend, such as a payload that cannot be decoded)."""
         if not isinstance(msg, Message):
             raise InvalidArgument(f"nack takes a received Message, got {type(msg).__name__}")
         params = (
@@ -614,6 +619,7 @@ class AsyncClient:
             v.interval(retry_after, "retry_after", InvalidDelay),
             v.text(reason, "reason"),
             v.text(msg.txid, "txid"),
+            cv.flag(dead, "dead"),
         )
         return str(await self._value(q.NACK, params, conn))
 
@@ -776,6 +782,12 @@ class AsyncClient:
     async def consumer_info(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
     ) -> list[ConsumerInfo]:
+        """One row per consumer (of ``queue``, or named ``consumer``; None: all), for monitoring.
+
+        Raises :class:`~pglogq.errors.UnknownQueue` for a queue that does not exist and
+        :class:`~pglogq.errors.UnknownConsumer` for a consumer that does not exist (on ``queue``,
+        or on any queue when ``queue`` is None): a typo is an error, not an empty list.
+        """
         params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
         return [cv.info(ConsumerInfo, r) for r in await self._rows(q.CONSUMER_INFO, params, conn)]
 

@@ -1014,7 +1014,11 @@ class Consumer:
                 delay = after
                 if delay is None and policy is not None:
                     delay = policy.delay(d.retry_count)
-                d._verdict = self.client.nack(d.message, retry_after=delay, reason=reason, conn=c)
+                # a payload or headers Python cannot decode fail the same way on every try:
+                # straight to the dead-letter queue, not max_retries retries first
+                undecodable = d.message.decode_error is not None
+                d._verdict = self.client.nack(d.message, retry_after=delay, reason=reason,
+                                                    dead=undecodable, conn=c)
                 d._failure = reason
                 verdicts.append(d._verdict)
             self.client.ack(page.batch_id, last=last, conn=c)

@@ -8,8 +8,8 @@ from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.confirm import confirm, yes_option
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import ago, duration, emit_json, fmt, print_table
-from pglogq.cli.params import Int8
-from pglogq.errors import BatchOpen
+from pglogq.cli.params import Int8, seek_position_callback
+from pglogq.errors import BatchOpen, UnknownConsumer
 from pglogq.models import SeekPlan
 
 
@@ -50,7 +50,10 @@ def unsubscribe(app: App, queue: str, name: str, yes: bool) -> None:
 
     JSON: {"queue": str, "consumer": str, "unsubscribed": bool}
     """
-    infos = app.client.consumer_info(queue, name, conn=app.conn)
+    try:
+        infos = app.client.consumer_info(queue, name, conn=app.conn)
+    except UnknownConsumer:  # not subscribed: unsubscribe says so (an unknown queue stays an error)
+        infos = []
     if infos:
         i = infos[0]
         confirm(f"Unsubscribe {name!r} from {queue!r} ({i.lag_events or 0} unread event(s), "
@@ -75,9 +78,7 @@ def list_(app: App, queue: str | None) -> None:
     "pending_events", "last_seen", "batch_id", "batch_open_since", "workers", "open_batches",
     "retry_depth", "dead_letters"}]
     """
-    if queue is not None:
-        app.client.queue_info(queue, conn=app.conn)  # unknown queue → not found (3), not an empty list
-    rows = app.client.consumer_info(queue, conn=app.conn)
+    rows = app.client.consumer_info(queue, conn=app.conn)  # unknown queue → not found (3), not an empty list
     if app.json:
         emit_json(rows)
         return
@@ -116,7 +117,7 @@ def describe_plan(queue: str, name: str, plan: SeekPlan) -> list[str]:
 @consumer.command()
 @click.argument("queue")
 @click.argument("name")
-@click.option("--to", "to", metavar="POSITION",
+@click.option("--to", "to", metavar="POSITION", callback=seek_position_callback,
               help="earliest | latest | a tick id | a timestamp ('2026-05-01 12:00+00', '15 minutes ago').")
 @click.option("--by", "by", type=Int8("count"), metavar="[-+]N",
               help="Move by about N events: -N replays, +N skips.")

@@ -141,6 +141,7 @@ def _schema_missing(exc: BaseException) -> bool:
 CLI_HINTS: list[tuple[str, str]] = [
     ("pglogq.queue_info() lists the queues", "`pglogq queue list` lists the queues"),
     ("pglogq.consumer_info(queue) lists its consumers", "`pglogq consumer list QUEUE` lists its consumers"),
+    ("pglogq.consumer_info() lists the consumers", "`pglogq consumer list` lists the consumers"),
     ("to_position => 'earliest' or 'latest'", "--to earliest or --to latest"),
     ("to_position => 'earliest'", "--to earliest"),
     ("pglogq.seek(..., force => true)", "`pglogq consumer seek QUEUE CONSUMER --to ... --force --execute`"),

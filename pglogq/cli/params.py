@@ -59,6 +59,16 @@ def duration_callback(_ctx: click.Context, param: click.Parameter, value: Any) -
         raise click.BadParameter(str(exc), param=param) from exc
 
 
+def seek_position_callback(_ctx: click.Context, param: click.Parameter, value: Any) -> str | None:
+    """Click callback of ``seek --to``: refuse a time that is not finite (``infinity``,
+    ``-infinity``, ``infinity ago``): PostgreSQL parses it as a timestamp, but no tick has it."""
+    if value is not None and "infinity" in str(value).lower():
+        raise click.BadParameter(f"{value!r} is not a finite time: use earliest or latest for the ends "
+                                 "of the queue, a tick id, a timestamp or an age such as '15 minutes ago'",
+                                 param=param)
+    return None if value is None else str(value)
+
+
 def key_values_callback(_ctx: click.Context, param: click.Parameter, values: Any) -> dict[str, str]:
     """Click callback: repeated KEY=VALUE options → dict."""
     out: dict[str, str] = {}

@@ -15,6 +15,11 @@ IN_FLIGHT_EXISTS: LiteralString = "SELECT to_regclass('pglogq.in_flight') IS NOT
 IN_FLIGHT: LiteralString = "SELECT * FROM pglogq.in_flight"
 TICKER_INFO_EXISTS: LiteralString = "SELECT to_regprocedure('pglogq.ticker_info()') IS NOT NULL"
 TICKER_INFO: LiteralString = "SELECT last_run_at FROM pglogq.ticker_info()"
+# schedule_list is for admins: status run by another role shows no schedules section
+SCHEDULES_VISIBLE: LiteralString = (
+    "SELECT to_regprocedure('pglogq.schedule_list(text)') IS NOT NULL"
+    " AND has_function_privilege('pglogq.schedule_list(text)', 'EXECUTE')"
+)
 SERVER_INFO: LiteralString = (
     "SELECT current_database(), current_setting('server_version'), current_user, now()"
 )

@@ -16,7 +16,7 @@ from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import ago, console, duration, emit_json, emit_json_line, jsonable, short, size, table
 from pglogq.cli.params import Seconds, duration_callback
-from pglogq.models import ConsumerInfo, QueueInfo
+from pglogq.models import ConsumerInfo, QueueInfo, Schedule
 
 
 def collect(app: App, queue: str | None, stall_after: timedelta, stale_after: timedelta,
@@ -39,10 +39,15 @@ def collect(app: App, queue: str | None, stall_after: timedelta, stale_after: ti
     if row and row[0]:
         trow = conn.execute(cq.TICKER_INFO).fetchone()
         ticker_last_run = trow[0] if trow else None
+    schedules: list[Schedule] | None = None
+    row = conn.execute(cq.SCHEDULES_VISIBLE).fetchone()
+    if row and row[0]:
+        schedules = client.schedule_list(queue, conn=conn)
     return {
         "queues": queues,
         "consumers": consumers,
         "in_flight": in_flight,
+        "schedules": schedules,
         "ticker_last_run": ticker_last_run,
         "warnings": warnings(queues, consumers, stall_after, stale_after)
                     + silent_workers(in_flight or [], silent_after),
@@ -123,6 +128,16 @@ def render(data: dict[str, Any]) -> Group:
               _progress(r)] for r in data["in_flight"]],
             title="In flight", right=["msg", "running", "silent"], overflow="ellipsis",
         ))
+    if data.get("schedules"):
+        now = datetime.now().astimezone()
+        parts.append(table(
+            ["queue", "schedule", "cron", "next run"],
+            [[r.queue_name, short(r.name, 24), short(r.cron, 24),
+              "not planned yet" if r.next_due is None
+              else ("due now" if r.next_due <= now else "in " + duration(r.next_due - now))]
+             for r in data["schedules"]],
+            title="Schedules", right=["next run"], overflow="ellipsis",
+        ))
     if data["warnings"]:
         for w in data["warnings"]:
             parts.append(Text(("! " if w["kind"] != "paused" else "- ") + w["message"],
@@ -148,6 +163,8 @@ def to_json(data: dict[str, Any]) -> dict[str, Any]:
         "queues": [jsonable(asdict(q)) for q in data["queues"]],
         "consumers": [jsonable(asdict(c)) for c in data["consumers"]],
         "in_flight": jsonable(data["in_flight"]),
+        "schedules": None if data.get("schedules") is None
+                     else [jsonable(asdict(r)) for r in data["schedules"]],
         "ticker_last_run": jsonable(data["ticker_last_run"]),
         "warnings": data["warnings"],
     }
@@ -175,11 +192,13 @@ def status(app: App, queue: str | None, watch: float | None, count: int | None, 
     Queues: event rate, age of the last tick, events not ticked yet, size on disk, dead
     letters.  Consumers: lag (time and events), pending events, last seen, open batches.
     In flight (when the pglogq.in_flight view exists): each running event with its worker
-    and progress.  Warnings: no tick while events wait (is a ticker running?), rotation
+    and progress.  Schedules (when any, for a role that may list them): name, queue, cron and
+    next run.  Warnings: no tick while events wait (is a ticker running?), rotation
     blocked and by what, consumers behind and silent, workers silent with an event in flight.
 
     JSON: {"queues": [queue list objects], "consumers": [consumer list objects],
-    "in_flight": [objects]|null, "ticker_last_run": str|null,
+    "in_flight": [objects]|null, "schedules": [schedule list objects]|null (null: not
+    readable by this role), "ticker_last_run": str|null,
     "warnings": [{"kind", "queue", "consumer", "message"}]}; with --watch one compact
     document per line.  Warning kinds: ticker_stalled, rotation_blocked, consumer_stale,
     worker_silent, paused.

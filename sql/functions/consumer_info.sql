@@ -1,19 +1,37 @@
 -- pglogq.consumer_info(for_queue, for_consumer): one row per consumer for monitoring.
--- Parameters: for_queue, for_consumer  names, NULL for all
+-- Parameters: for_queue  a queue name, NULL for every queue; for_consumer  a consumer name, NULL for
+--             every consumer (with for_queue NULL: that consumer on every queue that has it)
 -- Returns:    queue_name, consumer_name, last_tick, lag (time since the oldest event it has not
 --             passed was ticked; 0 when caught up), lag_events (ticked events its cursor has not
 --             passed, as the ticks counted them: retried events of every consumer included),
 --             pending_events (the same, including the open batches), last_seen, batch_id (of the
 --             consumer itself), batch_open_since, workers, open_batches, retry_depth, dead_letters,
 --             skipped_events / skipped_at (what the retention limit made it skip, see maint_retention).
--- Tables:     subscription, tick, retry, dead_letter (read).
+-- Raises:     PQ001 for_queue names no queue; PQ002 for_consumer names no consumer (of for_queue,
+--             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
+-- Tables:     queue, subscription, tick, retry, dead_letter (read).
 CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
                workers integer, open_batches integer, retry_depth bigint, dead_letters bigint,
                skipped_events bigint, skipped_at timestamptz)
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    qr pglogq.queue;
+BEGIN
+    IF consumer_info.for_queue IS NOT NULL THEN
+        qr := pglogq._queue(consumer_info.for_queue);
+        IF consumer_info.for_consumer IS NOT NULL THEN
+            PERFORM pglogq._consumer(qr.queue_id, qr.queue_name, consumer_info.for_consumer);
+        END IF;
+    ELSIF consumer_info.for_consumer IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM pglogq.subscription x
+                           WHERE x.consumer_name = consumer_info.for_consumer AND x.parent_id IS NULL) THEN
+        RAISE EXCEPTION 'unknown consumer "%" on every queue', left(consumer_info.for_consumer, 80)
+            USING ERRCODE = 'PQ002', HINT = 'pglogq.consumer_info() lists the consumers';
+    END IF;
+    RETURN QUERY
     SELECT q.queue_name, s.consumer_name, s.last_tick,
            CASE WHEN lt.tick_id > pos.tick_id THEN clock_timestamp() - nxt.tick_time ELSE interval '0' END,
            greatest(lt.tick_event_total - cur.tick_event_total, 0),
@@ -41,4 +59,4 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
        AND (consumer_info.for_queue IS NULL OR q.queue_name = consumer_info.for_queue)
        AND (consumer_info.for_consumer IS NULL OR s.consumer_name = consumer_info.for_consumer)
      ORDER BY q.queue_name, s.consumer_name;
-$$;
+END $$;

@@ -1,19 +1,21 @@
--- pglogq.nack(batch_id, msg_id, retry_after, reason, msg_txid): this consumer failed an event.
+-- pglogq.nack(batch_id, msg_id, retry_after, reason, msg_txid, dead): this consumer failed an event.
 -- Parameters: batch_id; msg_id  an event of the page receive returned last;
 --             retry_after  when to deliver it again, 0 .. 366 days (default: the retry policy of
 --             the event's type, set_type_config, else the queue's retry_delay);
 --             reason  free text kept with the event (last 2000 bytes);
---             msg_txid  the message's txid from receive: makes the lookup O(1) (optional)
+--             msg_txid  the message's txid from receive: makes the lookup O(1) (optional);
+--             dead  true: straight to the dead-letter queue, whatever retries are left (a failure
+--             no retry can mend, such as a payload the consumer cannot decode)
 -- Returns:    'retry' (it comes back to this consumer only, with retry_count + 1 and the same
 --             msg_id), or 'dead' (it had failed max_retries times before, by nacks or crashes;
 --             max_retries of the event's type, set_type_config, else of the queue; with 0 its first
---             failure: moved to the dead-letter queue).  Acknowledge the batch afterwards as usual.
+--             failure: moved to the dead-letter queue; always with dead => true).  Acknowledge the batch afterwards as usual.
 -- Raises:     PQ008/PQ009 unknown or stale batch; PQ010 the event is not in the returned page;
 --             PQ011 invalid retry_after.
 -- Tables:     event, attempt, type_config (read), retry or dead_letter (insert, the latter through _bury).  Nacking one event twice in a page is a no-op.
 CREATE OR REPLACE FUNCTION pglogq.nack(
     batch_id bigint, msg_id bigint, retry_after interval DEFAULT NULL, reason text DEFAULT NULL,
-    msg_txid xid8 DEFAULT NULL)
+    msg_txid xid8 DEFAULT NULL, dead boolean DEFAULT false)
 RETURNS text LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -66,7 +68,7 @@ BEGIN
     -- how many the event's type allows, and the wait before the next (_retry_rule owns the rule)
     SELECT r.max_retries, coalesce(retry_after, r.delay) INTO maxr, delay
       FROM pglogq._retry_rule(q, e.ev_type, tries) r;
-    IF tries >= maxr THEN
+    IF tries >= maxr OR nack.dead THEN
         PERFORM pglogq._bury(e, owner, tries, reason);
         RETURN 'dead';
     END IF;

@@ -5,7 +5,8 @@
 --                          a tick id (digits; that tick must still be kept), or a timestamp
 --                          (the last kept tick at or before it: events ticked after it replay)
 --                          such as '2026-05-01 12:00+00' or '15 minutes ago' (before the oldest
---                          kept tick: an error, unless no event was ever sent before that tick);
+--                          kept tick: an error, unless no event was ever sent before that tick;
+--                          'infinity', '-infinity' or any time that is not finite: an error);
 --             by_events    instead of to_position: move by this many events (negative:
 --                          back, to replay; positive: forward, to skip), or to the kept tick
 --                          nearest to that count (ticks are the boundaries a cursor can take).
@@ -19,7 +20,8 @@
 --             open_batches (of the consumer and its workers; seek refuses while > 0 unless forced).
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ017 target outside what the queue
 --             still keeps (rotation truncated it, or the tick was pruned); PQ019 invalid position
---             or not exactly one of to_position / by_events.
+--             (also a time that is not finite, such as 'infinity') or not exactly one of
+--             to_position / by_events.
 -- Tables:     queue, subscription, tick (read).  Changes nothing: see pglogq.seek to apply.
 -- Ticks older than the slowest consumer are thinned to about one a minute by maint_prune, so
 -- a timestamp or by_events target lands on the nearest tick that is still kept.
@@ -120,6 +122,12 @@ BEGIN
                       HINT = 'use earliest, latest, a tick id, a timestamp such as ''2026-05-01 12:00:00+00'''
                              ' or an age such as ''15 minutes ago''';
         END;
+        IF NOT isfinite(at) THEN
+            -- 'infinity' parses as a timestamp (and '-infinity', 'infinity ago'): a time no tick has
+            RAISE EXCEPTION 'invalid seek position "%": not a finite time', left(to_position, 80)
+                USING ERRCODE = 'PQ019',
+                      HINT = 'use earliest or latest for the ends of the queue, or a real timestamp';
+        END IF;
         IF at < lo.tick_time AND lo.tick_event_total > 0 THEN
             RAISE EXCEPTION 'the queue "%" keeps events from % on, not from %', q.queue_name,
                 date_trunc('second', lo.tick_time), at

@@ -174,6 +174,11 @@ def test_consumer_subscribe_list_unsubscribe(dsn: str) -> None:
     assert [c["consumer_name"] for c in js(dsn, "consumer", "list")] == ["billing"]
     human = ok(dsn, "consumer", "list").stdout
     assert "billing" in human and max(len(line) for line in human.splitlines()) <= 80
+    # unknown names: an unknown queue is "not found", an unknown consumer is "not subscribed"
+    fails(dsn, Exit.NOT_FOUND, "consumer", "list", "nope")
+    assert js(dsn, "consumer", "unsubscribe", "orders", "ghost", "--yes")["unsubscribed"] is False
+    assert "is not subscribed" in ok(dsn, "consumer", "unsubscribe", "orders", "ghost", "--yes").stdout
+    fails(dsn, Exit.NOT_FOUND, "consumer", "unsubscribe", "nope", "billing", "--yes")
 
 
 # -- send / receive / tail ------------------------------------------------------------------
@@ -283,7 +288,8 @@ def test_status_json_and_warnings(dsn: str) -> None:
     ok(dsn, "queue", "create", "idle")
     ok(dsn, "consumer", "subscribe", "orders", "billing")
     st = js(dsn, "status")
-    assert set(st) == {"queues", "consumers", "in_flight", "ticker_last_run", "warnings"}
+    assert set(st) == {"queues", "consumers", "in_flight", "schedules", "ticker_last_run", "warnings"}
+    assert st["schedules"] == []
     assert [q["queue_name"] for q in st["queues"]] == ["idle", "orders"]
     assert st["consumers"][0]["consumer_name"] == "billing"
     assert st["warnings"] == []

@@ -51,6 +51,28 @@ def test_schedule_commands(client: pglogq.Client, dsn: str) -> None:
     assert js(dsn, "schedule", "list") == []
 
 
+def test_status_shows_schedules_when_any(client: pglogq.Client, dsn: str) -> None:
+    client.create_queue("q")
+    client.create_queue("r")
+    assert "Schedules" not in ok(dsn, "status").stdout
+    ok(dsn, "schedule", "add", "q", "nightly", "--cron", "30 2 * * *", "--payload", "{}")
+    ok(dsn, "schedule", "add", "r", "often", "--cron", "*/5 * * * *", "--payload", "{}")
+    human = ok(dsn, "status").stdout
+    assert "Schedules" in human and max(len(line) for line in human.splitlines()) <= 80
+    [line] = [x for x in human.splitlines() if "nightly" in x]
+    assert "30 2 * * *" in line and "not planned yet" in line
+    st = js(dsn, "status")
+    assert [(x["queue_name"], x["name"], x["next_due"]) for x in st["schedules"]] == [
+        ("q", "nightly", None), ("r", "often", None)]
+    assert [x["name"] for x in js(dsn, "status", "r")["schedules"]] == ["often"]  # the queue's only
+    ok(dsn, "ticker", "run", "--once")  # the ticker plans the next run
+    [line] = [x for x in ok(dsn, "status", "q").stdout.splitlines() if "nightly" in x]
+    assert " in " in line and "not planned" not in line, line
+    ok(dsn, "schedule", "remove", "q", "nightly")
+    ok(dsn, "schedule", "remove", "r", "often")
+    assert "Schedules" not in ok(dsn, "status").stdout
+
+
 def test_queue_type_config(client: pglogq.Client, dsn: str) -> None:
     client.create_queue("q")
     assert js(dsn, "queue", "type-config", "q", "payment", "max_retries", "0")["value"] == "0"

@@ -123,10 +123,14 @@ def test_deep_payload_is_a_per_event_failure_not_a_stuck_page(api: Any, dsn: str
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_consumer_dead_letters_an_undecodable_event_and_goes_on(mode: str, client: pglogq.Client, dsn: str) -> None:
-    """issue 12 #4: Consumer.run() crashed; now the bad event fails alone with a reason."""
+def test_consumer_dead_letters_an_undecodable_event_at_once_and_goes_on(
+    mode: str, client: pglogq.Client, dsn: str
+) -> None:
+    """issue 12 #4: Consumer.run() crashed; then the bad event was retried max_retries times,
+    although no retry can decode it.  Now it fails alone and goes to the dead-letter queue at
+    once, with the decoding error as the reason; the rest of the page is handled."""
     setup(client)
-    client.set_queue_config("q", "max_retries", 1)
+    client.set_queue_config("q", "max_retries", 5)
     sql_send(dsn, "'{\"n\": 1}'::jsonb")
     deep = sql_send(dsn, "(repeat('[', 5000) || repeat(']', 5000))::jsonb")
     sql_send(dsn, "'{\"n\": 3}'::jsonb")
@@ -136,19 +140,33 @@ def test_consumer_dead_letters_an_undecodable_event_and_goes_on(mode: str, clien
     spec.handler()(lambda msg: seen.append(msg.payload))
     stats = run_once(mode, spec, stop_when_idle=True)
     assert seen == [{"n": 1}, {"n": 3}]
-    assert (stats.handled, stats.failed, stats.retried) == (2, 1, 1)
+    assert (stats.handled, stats.failed, stats.retried, stats.dead) == (2, 1, 0, 1)
     with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT msg_id, reason FROM pglogq.retry").fetchone()
-    assert row is not None and row[0] == deep and "UndecodableEvent" in row[1]
-    for _ in range(10):  # the retry comes back, fails again and is dead-lettered
-        client.maintain()
-        client.tick("q", force=True)
-        run_once(mode, spec, stop_when_idle=True)
-        if client.dlq_inspect("q"):
-            break
+        assert conn.execute("SELECT count(*) FROM pglogq.retry").fetchone() == (0,)
+        row = conn.execute("SELECT msg_id, reason, retry_count FROM pglogq.dead_letter").fetchone()
+    assert row is not None and row[0] == deep and row[2] == 0
+    assert "UndecodableEvent" in row[1] and "payload" in row[1], row[1]
     [dead] = client.dlq_inspect("q")  # and it can still be inspected from Python
     assert dead.msg_id == deep and isinstance(dead.payload, Undecodable) and dead.decode_error is not None
-    assert seen == [{"n": 1}, {"n": 3}]
+
+
+def test_nack_dead_buries_at_once_whatever_retries_are_left(api: Any, dsn: str) -> None:
+    """nack(..., dead => true): to the dead-letter queue on the first failure ('dead'), with the
+    reason; a plain nack of the same queue is still a retry."""
+    setup(api)
+    api.set_queue_config("q", "max_retries", 5)
+    a = api.send("q", {"n": 1})
+    b = api.send("q", {"n": 2})
+    api.tick("q", force=True)
+    page = api.receive("q", "c")
+    ma, mb = list(page)
+    assert page.nack(ma, reason="cannot decode", dead=True) == "dead"
+    assert page.nack(mb, reason="try again") == "retry"
+    assert page.ack() is True
+    [dead] = api.dlq_inspect("q")
+    assert (dead.msg_id, dead.reason) == (a, "cannot decode")
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT msg_id FROM pglogq.retry").fetchall() == [(b,)]
 
 
 def test_a_long_number_anywhere_in_a_page_keeps_every_event_exact(api: Any, dsn: str) -> None:

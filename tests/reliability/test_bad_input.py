@@ -128,6 +128,12 @@ TABLE: list[Bad] = [
         sql("SELECT pglogq.send(NULL, '{}')"), "send"),
     Bad("consumer-unknown", "SQL", "names", "receive for a consumer that does not exist", "PQ002",
         sql("SELECT * FROM pglogq.receive('q', %s)", "ghost"), "receive"),
+    Bad("info-queue-unknown", "SQL", "names", "consumer_info for a queue that does not exist", "PQ001",
+        sql("SELECT * FROM pglogq.consumer_info(%s)", "nope"), "consumer_info"),
+    Bad("info-consumer-unknown", "SQL", "names", "consumer_info for a consumer that does not exist", "PQ002",
+        sql("SELECT * FROM pglogq.consumer_info('q', %s)", "ghost"), "consumer_info"),
+    Bad("info-consumer-nowhere", "SQL", "names", "consumer_info(NULL, consumer) for a consumer of no queue",
+        "PQ002", sql("SELECT * FROM pglogq.consumer_info(NULL, %s)", "ghost"), "consumer_info"),
     Bad("drop-in-use", "SQL", "names", "drop_queue of a queue with consumers, without force", "PQ013",
         sql("SELECT pglogq.drop_queue('q')"), "drop_queue"),
     # -- payloads ------------------------------------------------------------------------------

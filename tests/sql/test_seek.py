@@ -10,7 +10,7 @@ import pytest
 import pglogq
 from pglogq.cli.errors import Exit
 from tests.support import draining
-from tests.support.cli import fails, js, ok
+from tests.support.cli import fails, js, ok, run
 
 
 def drain(client: pglogq.Client, consumer: str = "c", worker: str | None = None) -> list[int]:
@@ -219,9 +219,22 @@ def test_far_timestamps_and_odd_positions_are_refused_clearly(
 ) -> None:
     with pytest.raises(error):
         client.seek("q", "c", to=pos)
-    assert client.seek_plan("q", "c", to="infinity").target_tick == 4  # the latest kept tick
-    for before_everything in ("-infinity", "epoch"):  # nothing was sent before tick 1: tick 1
-        assert client.seek_plan("q", "c", to=before_everything).target_tick == 1
+    # nothing was sent before tick 1: a (finite) time before it is tick 1
+    assert client.seek_plan("q", "c", to="epoch").target_tick == 1
+
+
+@pytest.mark.parametrize("pos", ["infinity", "-infinity", " +Infinity ", "infinity ago", "-infinity ago"])
+def test_a_time_that_is_not_finite_is_refused(client: pglogq.Client, loaded: Any, dsn: str, pos: str) -> None:
+    """'infinity' parses as a timestamp: it was taken as the latest tick ('-infinity' as the
+    earliest), silently; it is PQ019 now, for seek and seek_plan, and the cursor stays."""
+    for call in (client.seek_plan, client.seek):
+        with pytest.raises(pglogq.InvalidArgument) as e:
+            call("q", "c", to=pos)
+        assert e.value.sqlstate == "PQ019"
+    assert client.seek_plan("q", "c", to="latest").current_tick == 4
+    for execute in ((), ("--execute",)):
+        r = run(dsn, "consumer", "seek", "q", "c", "--to", pos, *execute)
+        assert r.exit_code == Exit.USAGE and "is not a finite time" in r.stderr, (r.exit_code, r.stderr)
 
 
 def test_by_zero_moves_no_event(client: pglogq.Client, loaded: Any) -> None:
