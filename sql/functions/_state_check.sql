@@ -2,12 +2,14 @@
 -- Parameters: none.
 -- Returns:    true (the view pglogq.subscription calls it once per query, outside READ COMMITTED).
 -- Raises:     40001 (serialization_failure) when a subscriber has no visible state row: the
---             transaction's snapshot predates a move of the state rows by maint_rotate_meta,
---             whose TRUNCATE of the old partition is not MVCC-safe.
+--             transaction's snapshot predates two switches of maint_rotate_meta, whose TRUNCATE
+--             of the partition the rows were moved out of is not MVCC-safe (a snapshot older than
+--             one move still sees the moved-from versions).
 -- Tables:     subscriber, sub_state (read).
--- In READ COMMITTED each statement takes a new snapshot, so the moved rows are always found and
--- this check is never called.  Once a transaction has read sub_state it holds a lock that keeps
--- the move out until it ends, so a check that passed stays true for the whole transaction.
+-- Not called in READ COMMITTED, where a snapshot is at most one statement old: a statement that
+-- waited for the move's lock reads the moved-from versions, which stay until the next switch.
+-- Once a transaction has read sub_state it holds a lock that keeps the moves out until it ends,
+-- so a check that passed stays true for the whole transaction.
 CREATE OR REPLACE FUNCTION pglogq._state_check()
 RETURNS boolean LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$

@@ -4,10 +4,10 @@
 -- Returns:    true if the metadata epoch was switched, false if not due (or another session is
 --             switching it, or the call is not in a READ COMMITTED transaction).
 -- Raises:     nothing of its own.
--- Tables:     sub_state (every row moved into the partition of the new epoch, the other
---             partition TRUNCATEd), tick (the oldest slot of each queue TRUNCATEd when no one
---             needs a tick in it; a retain_tick stored there is copied to the current slot
---             first; the empty tick partitions of dropped queues dropped), subscription (read).
+-- Tables:     sub_state (the new epoch's partition TRUNCATEd, then every row moved into it),
+--             tick (the oldest slot of each queue TRUNCATEd when no one needs a tick in it; a
+--             retain_tick stored there is copied to the current slot first; the empty tick
+--             partitions of dropped queues dropped), subscription (read).
 -- The metadata epoch is the sequence pglogq.meta_epoch (meta_epoch_time: the unix time of the last
 -- switch); a new tick goes to slot epoch % 3 of its queue.  A switch from epoch e to e + 1 first
 -- empties slot (e + 1) % 3 of each queue, the oldest (written two to three epochs ago), so that
@@ -16,15 +16,16 @@
 -- the slot; it is tried again at the next switch), under the slot's ACCESS EXCLUSIVE lock taken
 -- within a short lock_timeout (see below) and under the queue's cursor lock (no seek or
 -- subscribe in progress).  The holder state (pglogq.sub_state, partition epoch % 2) is moved
--- whole into the new epoch's partition and the other partition TRUNCATEd, under that partition's
--- ACCESS EXCLUSIVE lock (if it is not granted the rows stay and the next
--- switch moves them).  Every lock is waited for at most the caller's lock_timeout, capped at
--- 100 ms (also when none is set): the state partition is held while the tick slots are locked, and
--- a reader may hold a tick slot while it waits for the state (queue_info reads the ticks first),
--- so this call must give up before the deadlock detector (deadlock_timeout, 1 s by default) picks
--- a victim; and it stops locking tick slots after the first refusal or after 300 ms.  What it
--- gives up is retried at the next switch.  The only owner of tick removal and
--- of moving the holder state.
+-- whole into the new epoch's partition, emptied by TRUNCATE first (it holds the versions the
+-- previous switch moved out), under both partitions' ACCESS EXCLUSIVE locks (if they are not
+-- granted the rows stay and the next switch moves them): a dead version lives two epochs at most,
+-- and a snapshot taken before a move still finds the rows it moved until the next switch.  Every
+-- lock is waited for at most the caller's lock_timeout, capped at 100 ms (also when none is
+-- set): the state partitions are held while the tick slots are locked, and a reader may hold a
+-- tick slot while it waits for the state (queue_info reads the ticks first), so this call must
+-- give up before the deadlock detector (deadlock_timeout, 1 s by default) picks a victim; and it
+-- stops locking tick slots after the first refusal or after 300 ms.  What it gives up is retried
+-- at the next switch.  The only owner of tick removal and of moving the holder state.
 CREATE OR REPLACE FUNCTION pglogq.maint_rotate_meta(force boolean DEFAULT false)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -59,29 +60,26 @@ BEGIN
         PERFORM set_config('lock_timeout', '100ms', true);
     END IF;
     -- the holder state first (before any tick slot is locked: receive reads the state, then the
-    -- ticks): every row into the partition of the new epoch, then the other partition emptied.
-    -- Its ACCESS EXCLUSIVE lock waits for every transaction that has read or written the state
-    -- (their locks cover both partitions) and keeps new ones out until this one commits, so no
-    -- writer races the move; a statement that starts after the commit finds the moved row.
+    -- ticks).  The partition of the new epoch holds only the dead versions left by the previous
+    -- switch's move (at least one epoch ago): it is TRUNCATEd; then every row of the other one is
+    -- moved into it (UPDATE of state_part: a delete there, an insert here).  The moved-from
+    -- versions stay until the next switch, so that a statement whose snapshot predates this
+    -- move -- a READ COMMITTED statement that took its snapshot and then waited for this lock
+    -- inside a read-only function, or a REPEATABLE READ transaction -- still finds every row as
+    -- it was; only a snapshot older than the previous switch can find none (pglogq._state_check
+    -- refuses it outside READ COMMITTED).  The ACCESS EXCLUSIVE locks wait for every transaction
+    -- that has read or written the state (their locks cover both partitions) and keep new ones
+    -- out until this one commits, so no writer races the move; a statement that starts after
+    -- the commit finds the moved row, and a writer whose snapshot is older gets 40001.
     new_part := ((e + 1) % 2)::smallint;
     BEGIN
-        EXECUTE format('LOCK TABLE pglogq.%I IN ACCESS EXCLUSIVE MODE', 'sub_state_' || (1 - new_part));
-        INSERT INTO pglogq.sub_state (sub_id, state_part,
-                last_tick, last_seen, heartbeat_at, batch_id, batch_prev_tick,
-                batch_cur_tick, batch_big, batch_started_at, page_prio, page_txid,
-                page_id, page_end_prio, page_end_txid, page_end_id, page_more,
-                skipped_events, skipped_at, handed_from, page_marks, started_prio,
-                started_txid, started_id, suspect_prio, suspect_txid, suspect_id,
-                released_at)
-        SELECT st.sub_id, new_part,
-               last_tick, last_seen, heartbeat_at, batch_id, batch_prev_tick,
-                batch_cur_tick, batch_big, batch_started_at, page_prio, page_txid,
-                page_id, page_end_prio, page_end_txid, page_end_id, page_more,
-                skipped_events, skipped_at, handed_from, page_marks, started_prio,
-                started_txid, started_id, suspect_prio, suspect_txid, suspect_id,
-                released_at
-          FROM pglogq.sub_state st WHERE st.state_part <> new_part;
-        EXECUTE format('TRUNCATE pglogq.%I', 'sub_state_' || (1 - new_part));
+        EXECUTE format('LOCK TABLE pglogq.%I, pglogq.%I IN ACCESS EXCLUSIVE MODE',
+                       'sub_state_' || new_part, 'sub_state_' || (1 - new_part));
+        -- live rows here only if an earlier switch could not move them: then they stay
+        IF NOT EXISTS (SELECT 1 FROM pglogq.sub_state st WHERE st.state_part = new_part) THEN
+            EXECUTE format('TRUNCATE pglogq.%I', 'sub_state_' || new_part);
+        END IF;
+        UPDATE pglogq.sub_state st SET state_part = new_part WHERE st.state_part <> new_part;
     EXCEPTION WHEN lock_not_available THEN
         -- the rows stay where they are (readers find them in either partition): next switch
         NULL;

@@ -4,6 +4,8 @@ cannot make them pile up dead tuples; a snapshot older than a move of the state 
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import psycopg
@@ -101,34 +103,48 @@ def test_state_and_tick_tables_shrink_when_the_metadata_rotates(client: pglogq.C
 
 
 def test_a_snapshot_older_than_the_state_move_is_refused_with_40001(client: pglogq.Client, dsn: str) -> None:
-    """TRUNCATE is not MVCC-safe: a REPEATABLE READ transaction whose snapshot predates the move
-    of the state rows would see no state at all.  It gets serialization_failure, never "no
-    batch" or "unknown consumer"; a READ COMMITTED transaction open across the move, and a new
-    REPEATABLE READ one, find the moved row."""
+    """TRUNCATE is not MVCC-safe.  A REPEATABLE READ transaction whose snapshot predates one move
+    of the state rows still reads them as they were (the moved-from versions stay until the next
+    switch), and a receive there fails with serialization_failure (the row it would update was
+    moved); once a second switch has emptied that partition, every call fails with 40001 and our
+    message -- never "no batch" or "unknown consumer".  A READ COMMITTED transaction open across
+    the moves, and a new REPEATABLE READ one, find the moved row."""
     client.create_queue("q")
     client.subscribe("q", "c")
     sent = client.send("q", {"n": 1})
     client.tick("q", force=True)
-    with psycopg.connect(dsn) as rr, psycopg.connect(dsn) as rc, psycopg.connect(dsn, autocommit=True) as m:
-        rr.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        rr.execute("SELECT 1")  # the snapshot predates the move
-        rc.execute("SELECT 1")  # a READ COMMITTED transaction open across the move
+    receive = "SELECT msg_id FROM pglogq.receive('q', 'c')"
+    info_sql = "SELECT consumer_name, pending_events FROM pglogq.consumer_info('q', 'c')"
+
+    def rotate(m: psycopg.Connection[Any]) -> None:
         assert m.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
-        for call in ("SELECT * FROM pglogq.receive('q', 'c')", "SELECT * FROM pglogq.consumer_info('q', 'c')"):
+
+    def fresh_rr(rr: psycopg.Connection[Any]) -> None:
+        rr.rollback()
+        rr.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        rr.execute("SELECT 1")  # the snapshot predates the next move
+
+    with psycopg.connect(dsn) as rr, psycopg.connect(dsn) as rc, psycopg.connect(dsn, autocommit=True) as m:
+        fresh_rr(rr)
+        rc.execute("SELECT 1")  # a READ COMMITTED transaction open across the moves
+        rotate(m)
+        assert rr.execute(info_sql).fetchall() == [("c", 1)]  # as of its snapshot
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            rr.execute(receive)
+        for call in (receive, info_sql):
+            fresh_rr(rr)
+            rotate(m)
+            rotate(m)
             with pytest.raises(psycopg.errors.SerializationFailure) as info:
                 rr.execute(call.encode())
             assert "moved by maintenance" in str(info.value)
             assert info.value.diag.message_hint is not None and "retry" in info.value.diag.message_hint
-            rr.rollback()
-            rr.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            rr.execute("SELECT 1")
-            assert m.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
-        rows = rc.execute("SELECT msg_id FROM pglogq.receive('q', 'c')").fetchall()
+        rows = rc.execute(receive).fetchall()
         assert rows == [(sent,)]
         rc.rollback()
         rr.rollback()
         rr.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        assert rr.execute("SELECT msg_id FROM pglogq.receive('q', 'c')").fetchall() == [(sent,)]
+        assert rr.execute(receive).fetchall() == [(sent,)]
         rr.rollback()
 
 
@@ -173,3 +189,48 @@ def test_the_tick_tables_of_a_dropped_queue_go_at_the_next_switch(client: pglogq
         assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
         assert conn.execute(tables).fetchone() == (4,)
     client.tick("keep", force=True)
+
+
+STALE_READS = {
+    "lookup": ("SELECT consumer, state FROM pglogq.lookup('q', %s)", [("c", "waiting")]),
+    "consumer_info": ("SELECT consumer_name, pending_events FROM pglogq.consumer_info('q', 'c') WHERE %s > 0",
+                      [("c", 1)]),
+    "jobs": ("SELECT consumer, state, msg_id = %s FROM pglogq.jobs('q')", [("c", "waiting", True)]),
+}
+
+
+@pytest.mark.parametrize("call", sorted(STALE_READS))
+def test_a_read_committed_statement_waiting_for_the_move_finds_the_state(
+        client: pglogq.Client, dsn: str, call: str) -> None:
+    """A READ COMMITTED statement takes its snapshot before the functions it calls lock the
+    state: one that calls a read-only function while the move is in progress waits for the move's
+    lock with a snapshot that does not see the moved rows.  It must still find the state as it
+    was (the moved-from rows stay until the next switch), never an empty answer: CI once saw
+    lookup() return no row at all while the ticker rotated the metadata."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    sent = client.send("q", {"n": 1})
+    client.tick("q", force=True)
+    sql, expected = STALE_READS[call]
+    got: dict[str, Any] = {}
+    with psycopg.connect(dsn) as m, psycopg.connect(dsn, autocommit=True) as r, \
+            psycopg.connect(dsn, autocommit=True) as watch:
+        assert m.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)  # locks held
+
+        def read() -> None:
+            try:
+                got["rows"] = r.execute(sql.encode(), (sent,)).fetchall()
+            except psycopg.Error as exc:  # reported below, not lost in the thread
+                got["error"] = exc
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        waiting = ("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'")
+        deadline = time.monotonic() + 10
+        while watch.execute(waiting, (r.info.backend_pid,)).fetchone() != (1,):
+            assert time.monotonic() < deadline, "the reader never waited for the move's lock"
+            time.sleep(0.01)
+        m.commit()
+        reader.join(10)
+    assert "error" not in got, got
+    assert got["rows"] == expected
