@@ -12,8 +12,8 @@ CREATE OR REPLACE FUNCTION pglogq._bury(e pglogq.event, owner integer, retry_cou
 RETURNS void LANGUAGE sql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
     INSERT INTO pglogq.dead_letter (queue_id, sub_id, msg_id, ev_time, ev_type, ev_payload, ev_headers,
-                                    ev_priority, retry_count, reason, first_failed_at)
+                                    ev_priority, retry_count, reason, first_failed_at, ev_key)
     VALUES (e.ev_queue, owner, e.ev_id, e.ev_time, e.ev_type, e.ev_payload, e.ev_headers,
-            e.ev_priority, retry_count, right(reason, 2000), coalesce(e.ev_failed_at, clock_timestamp()))
+            e.ev_priority, retry_count, right(reason, 2000), coalesce(e.ev_failed_at, clock_timestamp()), e.ev_key)
     ON CONFLICT (sub_id, msg_id) DO NOTHING;
 $$;

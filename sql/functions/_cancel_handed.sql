@@ -1,6 +1,7 @@
--- pglogq._cancel_handed(queue_id, ev_txid, ev_id, ev_priority): has some consumer of the queue
--- been handed this event?
--- Parameters: queue_id; ev_txid, ev_id, ev_priority  the event row (its original, ev_owner NULL)
+-- pglogq._cancel_handed(queue_id, ev_txid, ev_id, ev_priority, ev_partition): has some consumer
+-- of the queue been handed this event?
+-- Parameters: queue_id; ev_txid, ev_id, ev_priority, ev_partition  the event row (its original,
+--             ev_owner NULL)
 -- Returns:    true when the event was handed to a consumer that still exists.
 -- Raises:     nothing.
 -- Tables:     subscription, tick, handed_run, attempt (read).
@@ -12,8 +13,13 @@
 -- subscribe, seek and retention), minus the part of an open batch after the page receive
 -- returned last, or after the start frontier; plus the runs that ended at an earlier jump (handed_run).  A cursor that
 -- jumps past an event (subscribe after it, seek forward, retention) does not hand it.  When a
--- seek or retention drops an open batch, the whole dropped batch counts as handed.
-CREATE OR REPLACE FUNCTION pglogq._cancel_handed(queue_id integer, ev_txid xid8, ev_id bigint, ev_priority integer)
+-- seek or retention drops an open batch, the whole dropped batch counts as handed.  On a
+-- partitioned queue the consumer's cursor stays at or before its slowest stream's, so the
+-- rules above hold for it as they are; the stream of the event's partition, which may be ahead,
+-- hands what its own cursor moved through the same way (minus the part of its open batch after
+-- its start frontier).
+CREATE OR REPLACE FUNCTION pglogq._cancel_handed(
+    queue_id integer, ev_txid xid8, ev_id bigint, ev_priority integer, ev_partition smallint DEFAULT NULL)
 RETURNS boolean LANGUAGE sql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT EXISTS (
@@ -30,6 +36,22 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
                   AND pg_visible_in_snapshot(_cancel_handed.ev_txid, tc.tick_snapshot)
                   AND NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, tp.tick_snapshot)
                   AND pglogq._page_position(h, _cancel_handed.ev_priority, _cancel_handed.ev_txid,
+                                            _cancel_handed.ev_id, true) = 1))
+        OR EXISTS (
+        SELECT 1 FROM pglogq.subscription st
+          JOIN pglogq.subscription c ON c.sub_id = st.parent_id
+          JOIN pglogq.tick t ON t.queue_id = st.queue_id AND t.tick_id = st.last_tick
+         WHERE st.queue_id = _cancel_handed.queue_id AND st.stream = _cancel_handed.ev_partition
+           AND pg_visible_in_snapshot(_cancel_handed.ev_txid, t.tick_snapshot)
+           AND (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, c.handed_from))
+           AND NOT EXISTS (
+               SELECT 1 FROM pglogq.tick tp, pglogq.tick tc
+                WHERE st.batch_id IS NOT NULL
+                  AND tp.queue_id = st.queue_id AND tp.tick_id = st.batch_prev_tick
+                  AND tc.queue_id = st.queue_id AND tc.tick_id = st.batch_cur_tick
+                  AND pg_visible_in_snapshot(_cancel_handed.ev_txid, tc.tick_snapshot)
+                  AND NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, tp.tick_snapshot)
+                  AND pglogq._page_position(st, _cancel_handed.ev_priority, _cancel_handed.ev_txid,
                                             _cancel_handed.ev_id, true) = 1))
         OR EXISTS (
         SELECT 1 FROM pglogq.subscription c

@@ -28,7 +28,7 @@ BEGIN
     SELECT * INTO e FROM pglogq.event x
      WHERE x.ev_queue = NEW.queue_id AND x.ev_txid = NEW.ev_txid AND x.ev_id = NEW.msg_id AND x.ev_owner IS NULL
      LIMIT 1;
-    IF FOUND AND pglogq._cancel_handed(e.ev_queue, e.ev_txid, e.ev_id, e.ev_priority) THEN
+    IF FOUND AND pglogq._cancel_handed(e.ev_queue, e.ev_txid, e.ev_id, e.ev_priority, e.ev_partition) THEN
         RAISE EXCEPTION 'cannot cancel message % on queue "%": a consumer was handed it before the cancelling transaction committed',
             NEW.msg_id, (SELECT x.queue_name FROM pglogq.queue x WHERE x.queue_id = NEW.queue_id)
             USING ERRCODE = 'PQ035',

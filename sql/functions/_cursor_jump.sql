@@ -21,8 +21,12 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    -- a partitioned consumer: its fastest stream's cursor (the run is then counted at most too
+    -- long: cancel refuses an event it cannot prove unhanded)
     SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
-     WHERE t.queue_id = c.queue_id AND t.tick_id = c.last_tick;
+     WHERE t.queue_id = c.queue_id
+       AND t.tick_id = greatest(c.last_tick, (SELECT max(s.last_tick) FROM pglogq.subscription s
+                                               WHERE s.parent_id = c.sub_id AND s.stream IS NOT NULL));
     SELECT t.tick_snapshot INTO target_snap FROM pglogq.tick t
      WHERE t.queue_id = c.queue_id AND t.tick_id = target_tick;
     IF cur_snap IS NOT NULL AND cur_snap::text IS DISTINCT FROM c.handed_from::text THEN

@@ -7,6 +7,7 @@
 --             the sub_id of the consumer or worker whose batch holds the event.
 -- Raises:     nothing.
 -- Tables:     subscription, tick, event (read).
+-- The stream of a partition holds the events of its partition only.
 -- Reads a batch the way _batch_page does: the txids from the prev tick's xmax to the cur tick's
 -- xmax, plus those running at the prev tick and committed at the cur one (never from the prev
 -- tick's xmin, which a long transaction anywhere in the cluster holds far back).  Plain key
@@ -34,14 +35,14 @@ BEGIN
            AND (_open_batch_events.want = 1 OR h.page_end_txid IS NOT NULL)
     ), ev AS (
         SELECT hs.hrow, hs.sub_id, hs.prev_snap, hs.cur_snap, x.ev_id, x.ev_type, x.ev_time, x.ev_retry,
-               x.ev_priority, x.ev_txid, x.ev_owner
+               x.ev_priority, x.ev_txid, x.ev_owner, x.ev_partition
           FROM hs JOIN LATERAL (
               SELECT e.* FROM pglogq.event e
                WHERE e.ev_queue = _open_batch_events.queue_id
                  AND e.ev_txid >= pg_snapshot_xmax(hs.prev_snap) AND e.ev_txid < pg_snapshot_xmax(hs.cur_snap)) x ON true
         UNION ALL
         SELECT hs.hrow, hs.sub_id, hs.prev_snap, hs.cur_snap, x.ev_id, x.ev_type, x.ev_time, x.ev_retry,
-               x.ev_priority, x.ev_txid, x.ev_owner
+               x.ev_priority, x.ev_txid, x.ev_owner, x.ev_partition
           FROM hs JOIN LATERAL (
               SELECT e.* FROM pglogq.event e
                WHERE e.ev_queue = _open_batch_events.queue_id AND e.ev_txid = ANY (hs.xips)) x ON true
@@ -51,6 +52,7 @@ BEGIN
      WHERE pg_visible_in_snapshot(ev.ev_txid, ev.cur_snap)
        AND NOT pg_visible_in_snapshot(ev.ev_txid, ev.prev_snap)
        AND (ev.ev_owner IS NULL OR ev.ev_owner = _open_batch_events.consumer_sub_id)
+       AND ((ev.hrow).stream IS NULL OR ev.ev_partition = (ev.hrow).stream)  -- a partition's stream
        AND CASE WHEN _open_batch_events.want = 0 THEN
                 CASE WHEN (ev.hrow).batch_big
                      THEN ((ev.hrow).page_txid IS NULL

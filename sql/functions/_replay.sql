@@ -14,9 +14,9 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
         DELETE FROM pglogq.dead_letter x WHERE x.dead_id = ANY (dead_ids) RETURNING x.*
     )
     INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers,
-                              ev_priority, ev_retry, ev_owner)
+                              ev_priority, ev_retry, ev_owner, ev_key, ev_partition)
     SELECT d.queue_id, q.cur_table, d.msg_id, d.ev_time, d.ev_type, d.ev_payload, d.ev_headers,
-           d.ev_priority, 0, d.sub_id
+           d.ev_priority, 0, d.sub_id, d.ev_key, pglogq._event_partition(q.partitions, d.ev_key, d.msg_id)
       FROM d JOIN pglogq.queue q ON q.queue_id = d.queue_id
      ORDER BY d.dead_id
     RETURNING ev_id;

@@ -1,6 +1,7 @@
 -- pglogq._take_batch(q, consumer_id, h): give holder h a batch (h must have none).
 -- Parameters: q  the queue row; consumer_id  the consumer's sub_id; h  the holder row (the
---             consumer itself, or one of its cooperating workers), locked by the caller
+--             consumer itself, one of its cooperating workers, or the stream of one partition
+--             of a partitioned queue), locked by the caller
 -- Returns:    h with its batch fields set (not yet written), or h unchanged when no batch is ready.
 -- Tables:     subscription (lock and update of the consumer row; takeover of a silent worker's
 --             batch, closed through _close_batch), progress (the silent worker's rows deleted),
@@ -15,6 +16,10 @@
 -- the open batch holds its place for rotation until it is acknowledged.  Ticks are merged into
 -- one batch up to batch_max_events events (counted by the ticks), but never across a tick that
 -- a producer transaction of the queue was open across (see docs/how-to/priority.md).
+-- The stream of a partition moves its own cursor like a consumer (its batches are streamed in
+-- (txid, id) order, priority aside: per-key order), and keeps the consumer's cursor at or before
+-- the slowest stream's, so that everything reading the consumer's cursor (rotation, retention,
+-- lag) stays on the safe side.
 CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription)
 RETURNS pglogq.subscription LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
@@ -29,8 +34,9 @@ DECLARE
     cur_total bigint;
     tk record;
     xips xid8[];
+    slowest bigint;
 BEGIN
-    IF h.parent_id IS NOT NULL THEN
+    IF h.parent_id IS NOT NULL AND h.stream IS NULL THEN
         SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
         SELECT * INTO d FROM pglogq.subscription s
          WHERE s.parent_id = consumer_id AND s.batch_id IS NOT NULL AND s.sub_id <> h.sub_id
@@ -101,16 +107,26 @@ BEGIN
         END LOOP;
     END IF;
     SELECT t.tick_event_total INTO cur_total FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = cur_id;
-    IF h.parent_id IS NOT NULL THEN
+    IF h.parent_id IS NOT NULL AND h.stream IS NULL THEN
         UPDATE pglogq.sub_state s SET last_tick = cur_id, last_seen = clock_timestamp()
          WHERE s.sub_id = c.sub_id;
     ELSE
+        IF h.stream IS NOT NULL THEN
+            -- the consumer's cursor follows the slowest stream, only ever forward: a stream
+            -- moving at the same time in another transaction is read at its old place, which
+            -- keeps the consumer's cursor behind (never ahead); the next move catches up
+            slowest := least(cur_id, (SELECT min(o.last_tick) FROM pglogq.subscription o
+                                       WHERE o.parent_id = consumer_id AND o.stream IS NOT NULL
+                                         AND o.sub_id <> h.sub_id));
+            UPDATE pglogq.sub_state s SET last_tick = slowest
+             WHERE s.sub_id = consumer_id AND s.last_tick < slowest;
+        END IF;
         h.last_tick := cur_id;
     END IF;
     h.batch_id := nextval('pglogq.batch_seq');
     h.batch_prev_tick := prev.tick_id;
     h.batch_cur_tick := cur_id;
-    h.batch_big := cur_total - prev.tick_event_total > q.big_batch_events;
+    h.batch_big := h.stream IS NOT NULL OR cur_total - prev.tick_event_total > q.big_batch_events;
     h.batch_started_at := clock_timestamp();
     h.page_prio := NULL;
     h.page_txid := NULL;

@@ -14,7 +14,10 @@
 -- Tables:     subscription (lock), sub_state (update), progress (rows of the batch removed), attempt (rows of the
 --             page's events removed).
 -- When the acknowledged page was the last of the batch, the batch is closed (_close_batch) and
--- the next receive starts the next one; otherwise the next receive returns the next page.
+-- the next receive starts the next one; otherwise the next receive returns the next page.  On
+-- the stream of a partition where an event of the page was nacked (strict order, see nack), the
+-- page is acknowledged up to that event only: it and the rest of the page come again, in order,
+-- once the nack's delay has passed.
 CREATE OR REPLACE FUNCTION pglogq.ack(batch_id bigint, last_msg_id bigint DEFAULT NULL, last_txid xid8 DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -39,7 +42,19 @@ BEGIN
                   HINT = 'another process acknowledged it or received another page of the batch meanwhile: '
                          'do two processes use the same consumer or worker name?';
     END IF;
-    IF h.page_more THEN
+    IF h.hold_id IS NOT NULL THEN
+        UPDATE pglogq.sub_state s
+           SET page_prio = NULL, page_txid = h.hold_txid, page_id = h.hold_id - 1,
+               page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,
+               started_prio = NULL, started_txid = NULL, started_id = NULL, released_at = NULL,
+               hold_txid = NULL, hold_id = NULL,
+               heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
+         WHERE s.sub_id = h.sub_id;
+        DELETE FROM pglogq.progress p WHERE p.sub_id = h.sub_id AND p.batch_id = ack.batch_id;
+        DELETE FROM pglogq.attempt a
+         WHERE a.sub_id = h.sub_id AND (a.ev_txid, a.msg_id) < (h.hold_txid, h.hold_id)
+           AND pglogq._page_position(h, a.ev_priority, a.ev_txid, a.msg_id) <= 0;
+    ELSIF h.page_more THEN
         UPDATE pglogq.sub_state s
            SET page_prio = h.page_end_prio, page_txid = h.page_end_txid, page_id = h.page_end_id,
                page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,

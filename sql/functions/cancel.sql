@@ -74,7 +74,7 @@ BEGIN
          ORDER BY s.sub_id FOR SHARE;
         PERFORM 1 FROM pglogq.subscription s WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL
          ORDER BY s.sub_id FOR SHARE;
-        handed := pglogq._cancel_handed(q.queue_id, e.ev_txid, e.ev_id, e.ev_priority);
+        handed := pglogq._cancel_handed(q.queue_id, e.ev_txid, e.ev_id, e.ev_priority, e.ev_partition);
         RAISE EXCEPTION 'release the locks' USING ERRCODE = 'PQ039';
     EXCEPTION WHEN SQLSTATE 'PQ039' THEN
         NULL;

@@ -1,12 +1,18 @@
--- pglogq.create_queue(queue_name): create a queue with its rotated event tables.
--- Parameters: queue_name  ASCII name, letters/digits/_.-, at most 48 bytes
--- Returns:    true if created, false if it already existed (nothing changed).
--- Raises:     PQ004 invalid name.
+-- pglogq.create_queue(queue_name, partitions): create a queue with its rotated event tables.
+-- Parameters: queue_name  ASCII name, letters/digits/_.-, at most 48 bytes;
+--             partitions  1 (default: one ordered log) .. 1024: the events of one key go to one
+--             partition (key_slot(key) % partitions; without a key, msg_id % partitions), each
+--             consumer reads every partition as a stream of its own, and its cooperating workers
+--             share the streams (one worker per stream at a time: per-key order).  Fixed for
+--             the queue's life (drop and create the queue to change it).
+-- Returns:    true if created, false if it already existed (nothing changed, whatever its
+--             partition count; queue_info shows it).
+-- Raises:     PQ004 invalid name; PQ075 invalid partition count.
 -- Tables:     queue, tick and event partitions (created: tick_<id> with its 3 rotated slots,
 --             event_<id> with its ntables children), a per-queue id sequence.
 -- Concurrency: racing creators of one name serialise on an advisory lock; one wins.  Locks in
 -- drop_queue's order: the name's advisory lock, the registry lock, then the event table.
-CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text)
+CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text, partitions integer DEFAULT 1)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -15,6 +21,10 @@ DECLARE
     qtab text;
 BEGIN
     PERFORM pglogq._check_name(queue_name, 'queue', 48);
+    IF partitions IS NULL OR partitions < 1 OR partitions > 1024 THEN
+        RAISE EXCEPTION 'invalid partition count %: use 1..1024', coalesce(partitions::text, 'NULL')
+            USING ERRCODE = 'PQ075';
+    END IF;
     -- the name's lock (as drop_queue), then one registration at a time: no deadlock between
     -- racing creators, droppers and a ticker pass
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.queue'), hashtext(create_queue.queue_name));
@@ -22,7 +32,8 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pglogq.queue x WHERE x.queue_name = create_queue.queue_name) THEN
         RETURN false;
     END IF;
-    INSERT INTO pglogq.queue (queue_name) VALUES (create_queue.queue_name) RETURNING * INTO q;
+    INSERT INTO pglogq.queue (queue_name, partitions) VALUES (create_queue.queue_name, create_queue.partitions)
+    RETURNING * INTO q;
     qtab := 'event_' || q.queue_id;
     EXECUTE format('CREATE SEQUENCE pglogq.%I', qtab || '_seq');
     EXECUTE format('CREATE TABLE pglogq.%I PARTITION OF pglogq.event FOR VALUES IN (%s) PARTITION BY LIST (ev_slot)',

@@ -28,6 +28,7 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT 'release', q.queue_name FROM pglogq.queue q
      WHERE EXISTS (SELECT 1 FROM pglogq.subscription s
                     WHERE s.queue_id = q.queue_id AND s.parent_id IS NOT NULL AND s.batch_id IS NOT NULL
+                      AND (s.stream IS NULL OR s.page_end_txid IS NOT NULL)
                       AND s.released_at IS NULL
                       AND s.heartbeat_at < (SELECT clock_timestamp()) - q.dead_interval);
 $$;

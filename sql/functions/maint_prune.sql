@@ -56,10 +56,11 @@ BEGIN
      WHERE s.sub_id = p.sub_id AND s.queue_id = q.queue_id AND s.batch_id IS DISTINCT FROM p.batch_id;
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;
-    -- workers gone for a day, with no batch
+    -- workers gone for a day, with no batch (never the stream of a partition: it holds a cursor)
     DELETE FROM pglogq.subscriber w
      WHERE w.sub_id IN (SELECT s.sub_id FROM pglogq.subscription s
                          WHERE s.queue_id = q.queue_id AND s.parent_id IS NOT NULL AND s.batch_id IS NULL
+                           AND s.stream IS NULL
                            AND s.last_seen < now() - interval '1 day');
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN total + n;

@@ -28,16 +28,19 @@ BEGIN
         DELETE FROM pglogq.retry r WHERE r.due_at <= now_ts AND r.queue_id = ANY (qids) RETURNING r.*
     )
     INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers,
-                              ev_priority, ev_retry, ev_owner, ev_failed_at)
+                              ev_priority, ev_retry, ev_owner, ev_failed_at, ev_key, ev_partition)
     SELECT d.queue_id, q.cur_table, d.msg_id, d.ev_time, d.ev_type, d.ev_payload, d.ev_headers,
-           d.ev_priority, d.retry_count, d.sub_id, d.first_failed_at
+           d.ev_priority, d.retry_count, d.sub_id, d.first_failed_at, d.ev_key,
+           pglogq._event_partition(q.partitions, d.ev_key, d.msg_id)
       FROM due d JOIN pglogq.queue q ON q.queue_id = d.queue_id;
     GET DIAGNOSTICS n1 = ROW_COUNT;
     WITH due AS (
         DELETE FROM pglogq.delayed r WHERE r.deliver_at <= now_ts AND r.queue_id = ANY (qids) RETURNING r.*
     )
-    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers, ev_priority)
-    SELECT d.queue_id, q.cur_table, d.msg_id, d.ev_time, d.ev_type, d.ev_payload, d.ev_headers, d.ev_priority
+    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers, ev_priority,
+                              ev_key, ev_partition)
+    SELECT d.queue_id, q.cur_table, d.msg_id, d.ev_time, d.ev_type, d.ev_payload, d.ev_headers, d.ev_priority,
+           d.ev_key, pglogq._event_partition(q.partitions, d.ev_key, d.msg_id)
       FROM due d JOIN pglogq.queue q ON q.queue_id = d.queue_id;
     GET DIAGNOSTICS n2 = ROW_COUNT;
     RETURN n1 + n2;

@@ -22,6 +22,7 @@ BEGIN
     UPDATE pglogq.sub_state s SET released_at = clock_timestamp()
      WHERE s.sub_id IN (SELECT x.sub_id FROM pglogq.subscription x
                          WHERE x.queue_id = q.queue_id AND x.parent_id IS NOT NULL AND x.batch_id IS NOT NULL
+                           AND (x.stream IS NULL OR x.page_end_txid IS NOT NULL)
                            AND x.released_at IS NULL AND x.heartbeat_at < clock_timestamp() - q.dead_interval
                            FOR NO KEY UPDATE SKIP LOCKED);
     GET DIAGNOSTICS n = ROW_COUNT;

@@ -12,7 +12,16 @@
 --             failure: moved to the dead-letter queue; always with dead => true).  Acknowledge the batch afterwards as usual.
 -- Raises:     PQ008/PQ009 unknown or stale batch; PQ010 the event is not in the returned page;
 --             PQ011 invalid retry_after.
--- Tables:     event, attempt, type_config (read), retry or dead_letter (insert, the latter through _bury).  Nacking one event twice in a page is a no-op.
+-- Tables:     event, attempt, type_config (read), retry or dead_letter (insert, the latter through
+--             _bury), sub_state (the hold of a partition's stream).  Nacking one event twice in
+--             a page is a no-op.
+-- On the stream of a partition (a partitioned queue) the order of a key is strict: the event
+-- does not go to the retry table (it would come back after the key's later events).  Its failed
+-- attempt is counted (attempt) and the stream is held at it: the ack that follows acknowledges
+-- the page up to it only, and nobody reads the stream again before the delay has passed; then it
+-- comes again with retry_count + 1, followed by the rest of the page.  Only the first event of
+-- the page nacked counts (a later one comes again anyway).  On its last allowed failure it goes
+-- to the dead-letter queue as elsewhere, and the stream goes on past it.
 CREATE OR REPLACE FUNCTION pglogq.nack(
     batch_id bigint, msg_id bigint, retry_after interval DEFAULT NULL, reason text DEFAULT NULL,
     msg_txid xid8 DEFAULT NULL, dead boolean DEFAULT false)
@@ -70,12 +79,25 @@ BEGIN
       FROM pglogq._retry_rule(q, e.ev_type, tries) r;
     IF tries >= maxr OR nack.dead THEN
         PERFORM pglogq._bury(e, owner, tries, reason);
+        DELETE FROM pglogq.attempt a WHERE a.sub_id = h.sub_id AND a.msg_id = e.ev_id;
         RETURN 'dead';
     END IF;
+    IF h.stream IS NOT NULL THEN
+        IF h.hold_id IS NOT NULL AND (h.hold_txid, h.hold_id) <= (e.ev_txid, e.ev_id) THEN
+            RETURN 'retry';  -- an earlier event of the page holds the stream: this one comes again too
+        END IF;
+        INSERT INTO pglogq.attempt AS a (sub_id, msg_id, ev_priority, ev_txid, crashes)
+        VALUES (h.sub_id, e.ev_id, e.ev_priority, e.ev_txid, 1)
+        ON CONFLICT (sub_id, msg_id) DO UPDATE SET crashes = a.crashes + 1, last_at = clock_timestamp();
+        UPDATE pglogq.sub_state s
+           SET hold_txid = e.ev_txid, hold_id = e.ev_id, hold_until = clock_timestamp() + delay
+         WHERE s.sub_id = h.sub_id;
+        RETURN 'retry';
+    END IF;
     INSERT INTO pglogq.retry (queue_id, sub_id, msg_id, due_at, retry_count, ev_time, ev_type, ev_payload,
-                              ev_headers, ev_priority, reason, first_failed_at)
+                              ev_headers, ev_priority, reason, first_failed_at, ev_key)
     VALUES (q.queue_id, owner, e.ev_id, clock_timestamp() + delay, tries + 1, e.ev_time, e.ev_type,
-            e.ev_payload, e.ev_headers, e.ev_priority, reason, coalesce(e.ev_failed_at, clock_timestamp()))
+            e.ev_payload, e.ev_headers, e.ev_priority, reason, coalesce(e.ev_failed_at, clock_timestamp()), e.ev_key)
     ON CONFLICT (sub_id, msg_id) DO NOTHING;
     RETURN 'retry';
 END $$;

@@ -2,13 +2,17 @@
 -- current batch, one page at a time.
 -- Parameters: queue_name; consumer_name; max_messages  page size, 1..100000 (default 100);
 --             worker_name  set it to run as one of several cooperating workers of the consumer
---             (each worker gets different batches; a silent worker's batch is taken over);
+--             (each worker gets different batches; a silent worker's batch is taken over; on a
+--             partitioned queue each worker reads one partition's stream at a time, see
+--             _stream_pick);
 --             start_first  NULL (default): every event of the page counts as started by a
 --             handler when it is returned (cancel refuses them from then on); 0..100000: the
 --             caller marks the starts itself with mark_started(), and the first start_first
 --             events of the page count as started now (cancel still cancels the others, and
 --             a crash counts a failed attempt only for the started ones)
--- Returns:    setof pglogq.message, in delivery order: priority desc, then transaction order.
+-- Returns:    setof pglogq.message, in delivery order: priority desc, then transaction order
+--             (on a partitioned queue: the events of one partition, in transaction order, the
+--             priority aside, so that the events of one key come in the order they were sent).
 --             Empty only when nothing is left to receive up to the last tick: batches with
 --             nothing for this consumer (cancelled events, other consumers' retries) are
 --             closed and passed in the same call.  retry_count counts nacks and crashes.
@@ -48,6 +52,7 @@ DECLARE
     h2 pglogq.subscription;
     first_row pglogq.message;
     new_id integer;
+    tried smallint[];
 BEGIN
     IF start_first IS NOT NULL AND (start_first < 0 OR start_first > 100000) THEN
         RAISE EXCEPTION 'invalid start_first %: use 0..100000, or NULL', start_first
@@ -59,7 +64,23 @@ BEGIN
     END IF;
     q := pglogq._queue(queue_name);
     c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
-    IF worker_name IS NULL THEN
+    IF worker_name IS NOT NULL AND worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
+        RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
+            USING ERRCODE = 'PQ004';
+    END IF;
+    IF q.partitions > 1 THEN
+        -- a partitioned queue: the worker reads one partition's stream (no worker row is made)
+        PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR KEY SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
+                USING ERRCODE = 'PQ002';
+        END IF;
+        tried := '{}';
+        h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
+        IF h.sub_id IS NULL THEN
+            RETURN;
+        END IF;
+    ELSIF worker_name IS NULL THEN
         SELECT * INTO h FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR NO KEY UPDATE;
         IF NOT FOUND THEN
             -- unsubscribed (or its queue dropped) by a transaction that committed while we waited
@@ -67,10 +88,6 @@ BEGIN
                 USING ERRCODE = 'PQ002';
         END IF;
     ELSE
-        IF worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
-            RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
-                USING ERRCODE = 'PQ004';
-        END IF;
         SELECT * INTO h FROM pglogq.subscription s
          WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
         IF NOT FOUND THEN
@@ -102,11 +119,22 @@ BEGIN
             IF h.batch_id IS NULL THEN
                 -- persist a cursor moved past empty batches; note the visit at most once a second
                 IF h.last_seen IS NULL OR h.last_seen < clock_timestamp() - interval '1 second'
-                   OR (h.parent_id IS NULL AND h.last_tick IS DISTINCT FROM c.last_tick) THEN
+                   OR (h.parent_id IS NULL AND h.last_tick IS DISTINCT FROM c.last_tick)
+                   OR h.stream IS NOT NULL THEN
                     UPDATE pglogq.sub_state s
                        SET last_seen = clock_timestamp(), heartbeat_at = clock_timestamp(),
                            last_tick = h.last_tick
                      WHERE s.sub_id = h.sub_id;
+                END IF;
+                IF h.stream IS NOT NULL THEN
+                    -- nothing in this partition up to the last tick: the next free one
+                    tried := tried || h.stream;
+                    h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
+                    IF h.sub_id IS NULL THEN
+                        RETURN;
+                    END IF;
+                    stored := h.batch_id IS NOT NULL;
+                    CONTINUE;
                 END IF;
                 RETURN;
             END IF;
@@ -128,7 +156,7 @@ BEGIN
         page := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
                                                         prev_snap, cur_snap, h.batch_big,
                                                         h.page_prio, h.page_txid, h.page_id,
-                                                        max_messages + 1) m);
+                                                        max_messages + 1, h.stream) m);
         n := cardinality(page);
         EXIT WHEN n > 0;
         -- nothing (left) in this batch for us (all of it cancelled, or others' retries): close
@@ -201,7 +229,8 @@ BEGIN
            started_prio = first_row.priority, started_txid = first_row.txid, started_id = first_row.msg_id,
            suspect_prio = h.suspect_prio, suspect_txid = h.suspect_txid, suspect_id = h.suspect_id,
            released_at = NULL,
-           heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
+           heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(),
+           lease_worker = CASE WHEN h.stream IS NOT NULL THEN coalesce(worker_name, '') END, hold_until = NULL
      WHERE s.sub_id = h.sub_id;
     IF EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
         -- crashed attempts count like nacks

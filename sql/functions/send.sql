@@ -5,15 +5,19 @@
 --             priority  0..32767, higher first when a backlog exists (default 100)
 --             idempotency_key  same key in the same queue within idempotency_window → same id, no new event
 --             deliver_at / delay  deliver no earlier than this (one of them, not both)
+--             key  1 to 255 bytes, or NULL: every event of one key goes to one partition of a
+--             partitioned queue (_event_partition), so each consumer gets them in send order,
+--             one at a time; stored on any queue (an unkeyed event of a partitioned queue is
+--             spread by its id)
 -- Returns:    the message id.
 -- Raises:     PQ001 unknown queue; PQ006 payload + headers too large; PQ007 invalid payload or headers;
---             PQ011 invalid delay; PQ019 invalid argument.
--- Tables:     event (insert into the current child), delayed, idempotency_key.
+--             PQ011 invalid delay; PQ019 invalid argument; PQ076 invalid key.
+-- Tables:     event (insert into the current child), delayed, idempotency_key, queue (read).
 -- Runs in the caller's transaction: the event is delivered only if that transaction commits.
 CREATE OR REPLACE FUNCTION pglogq.send(
     queue_name text, payload jsonb, type text DEFAULT NULL, headers jsonb DEFAULT NULL,
     priority integer DEFAULT 100, idempotency_key text DEFAULT NULL,
-    deliver_at timestamptz DEFAULT NULL, delay interval DEFAULT NULL)
+    deliver_at timestamptz DEFAULT NULL, delay interval DEFAULT NULL, key text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -25,11 +29,12 @@ DECLARE
     mid bigint;
     got bigint;
     due timestamptz;
+    parts integer;
 BEGIN
     -- a drop_queue of this queue runs first or waits for this transaction (see pglogq._queue)
     PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send.queue_name));
-    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window
-      INTO qid, slot, seq, maxbytes, win
+    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window, q.partitions
+      INTO qid, slot, seq, maxbytes, win, parts
       FROM pglogq.queue q WHERE q.queue_name = send.queue_name;
     IF NOT FOUND THEN
         PERFORM pglogq._queue(queue_name);  -- raises PQ001 with a hint
@@ -45,6 +50,9 @@ BEGIN
        OR (headers IS NOT NULL AND jsonb_typeof(headers) <> 'object')
        OR pg_column_size(payload) + coalesce(pg_column_size(headers), 0) > maxbytes THEN
         PERFORM pglogq._check_event(payload, type, headers, priority, maxbytes, NULL);
+    END IF;
+    IF key IS NOT NULL AND (key = '' OR octet_length(key) > 255) THEN
+        RAISE EXCEPTION 'invalid key: % bytes (a key is 1 to 255 bytes)', octet_length(key) USING ERRCODE = 'PQ076';
     END IF;
     IF deliver_at IS NOT NULL OR delay IS NOT NULL THEN
         due := pglogq._due_time(deliver_at, delay);
@@ -66,13 +74,20 @@ BEGIN
         END IF;
     END IF;
     IF due IS NOT NULL THEN
-        INSERT INTO pglogq.delayed (queue_id, msg_id, deliver_at, ev_type, ev_payload, ev_headers, ev_priority)
-        VALUES (qid, coalesce(mid, nextval(seq)), due, type, payload, headers, priority)
+        INSERT INTO pglogq.delayed (queue_id, msg_id, deliver_at, ev_type, ev_payload, ev_headers, ev_priority, ev_key)
+        VALUES (qid, coalesce(mid, nextval(seq)), due, type, payload, headers, priority, key)
         RETURNING msg_id INTO mid;
         RETURN mid;
     END IF;
-    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
-    VALUES (qid, slot, coalesce(mid, nextval(seq)), type, payload, headers, priority)
+    IF parts > 1 THEN
+        mid := coalesce(mid, nextval(seq));
+        INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,
+                                  ev_key, ev_partition)
+        VALUES (qid, slot, mid, type, payload, headers, priority, key, pglogq._event_partition(parts, key, mid));
+        RETURN mid;
+    END IF;
+    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority, ev_key)
+    VALUES (qid, slot, coalesce(mid, nextval(seq)), type, payload, headers, priority, key)
     RETURNING ev_id INTO mid;
     RETURN mid;
 END $$;

@@ -2,15 +2,17 @@
 -- Parameters: queue_name; payloads  jsonb[] (no NULL elements); type, headers, priority  for every event;
 --             idempotency_keys  text[] of the same length, or NULL (elements may be NULL)
 --             deliver_at / delay  as for send
+--             keys  text[] of the same length, one key per event (see send), or NULL
 -- Returns:    the message ids, in the order of payloads.
--- Raises:     as send; the whole batch is refused if one element is invalid.
+-- Raises:     as send; PQ076 keys of another length, with a NULL or an invalid key; the whole
+--             batch is refused if one element is invalid.
 -- Idempotency keys are claimed in one fixed order (by key), so concurrent batches sharing keys
 -- in any order wait for each other and never deadlock; ids follow the order of payloads.
 -- Tables:     event (insert into the current child); with keys or delays, as send.
 CREATE OR REPLACE FUNCTION pglogq.send_batch(
     queue_name text, payloads jsonb[], type text DEFAULT NULL, headers jsonb DEFAULT NULL,
     priority integer DEFAULT 100, idempotency_keys text[] DEFAULT NULL,
-    deliver_at timestamptz DEFAULT NULL, delay interval DEFAULT NULL)
+    deliver_at timestamptz DEFAULT NULL, delay interval DEFAULT NULL, keys text[] DEFAULT NULL)
 RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -25,11 +27,12 @@ DECLARE
     fresh boolean[];
     got bigint;
     bad integer;
+    parts integer;
 BEGIN
     -- a drop_queue of this queue runs first or waits for this transaction (see pglogq._queue)
     PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send_batch.queue_name));
-    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window
-      INTO qid, slot, seq, maxbytes, win
+    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window, q.partitions
+      INTO qid, slot, seq, maxbytes, win, parts
       FROM pglogq.queue q WHERE q.queue_name = send_batch.queue_name;
     IF NOT FOUND THEN
         PERFORM pglogq._queue(queue_name);
@@ -50,6 +53,9 @@ BEGIN
      WHERE p IS NULL OR pg_column_size(p) + coalesce(pg_column_size(headers), 0) > maxbytes;
     IF bad IS NOT NULL THEN
         PERFORM pglogq._check_event(payloads[bad], type, headers, priority, maxbytes, bad);
+    END IF;
+    IF keys IS NOT NULL THEN
+        PERFORM pglogq._check_keys(keys, cardinality(payloads));
     END IF;
     IF idempotency_keys IS NOT NULL OR deliver_at IS NOT NULL OR delay IS NOT NULL THEN
         IF idempotency_keys IS NOT NULL AND cardinality(idempotency_keys) <> cardinality(payloads) THEN
@@ -84,14 +90,29 @@ BEGIN
             END IF;
         END LOOP;
         IF due IS NULL THEN
-            INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
-            SELECT qid, slot, ids[o], type, payloads[o], headers, priority
+            INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,
+                                      ev_key, ev_partition)
+            SELECT qid, slot, ids[o], type, payloads[o], headers, priority,
+                   keys[o], pglogq._event_partition(parts, keys[o], ids[o])
               FROM generate_subscripts(payloads, 1) AS o WHERE fresh[o] ORDER BY o;
         ELSE
-            INSERT INTO pglogq.delayed (queue_id, msg_id, deliver_at, ev_type, ev_payload, ev_headers, ev_priority)
-            SELECT qid, ids[o], due, type, payloads[o], headers, priority
+            INSERT INTO pglogq.delayed (queue_id, msg_id, deliver_at, ev_type, ev_payload, ev_headers, ev_priority,
+                                        ev_key)
+            SELECT qid, ids[o], due, type, payloads[o], headers, priority, keys[o]
               FROM generate_subscripts(payloads, 1) AS o WHERE fresh[o] ORDER BY o;
         END IF;
+        RETURN ids;
+    END IF;
+    IF keys IS NOT NULL OR parts > 1 THEN
+        WITH v AS (
+            SELECT p, o, nextval(seq) AS id FROM unnest(payloads) WITH ORDINALITY AS u(p, o)
+        ), ins AS (
+            INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,
+                                      ev_key, ev_partition)
+            SELECT qid, slot, v.id, type, v.p, headers, priority, keys[v.o],
+                   pglogq._event_partition(parts, keys[v.o], v.id) FROM v
+        )
+        SELECT array_agg(v.id ORDER BY v.o) INTO ids FROM v;
         RETURN ids;
     END IF;
     WITH v AS (

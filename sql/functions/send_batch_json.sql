@@ -10,7 +10,7 @@
 CREATE OR REPLACE FUNCTION pglogq.send_batch_json(
     queue_name text, payloads jsonb, type text DEFAULT NULL, headers jsonb DEFAULT NULL,
     priority integer DEFAULT 100, idempotency_keys text[] DEFAULT NULL,
-    deliver_at timestamptz DEFAULT NULL, delay interval DEFAULT NULL)
+    deliver_at timestamptz DEFAULT NULL, delay interval DEFAULT NULL, keys text[] DEFAULT NULL)
 RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -23,6 +23,7 @@ DECLARE
     hsize integer;
     done bigint;
     ids bigint[];
+    parts integer;
 BEGIN
     IF payloads IS NULL OR jsonb_typeof(payloads) <> 'array' THEN
         RAISE EXCEPTION 'payloads must be a JSON array, got %', coalesce(jsonb_typeof(payloads), 'NULL')
@@ -30,12 +31,12 @@ BEGIN
     END IF;
     IF idempotency_keys IS NOT NULL OR deliver_at IS NOT NULL OR delay IS NOT NULL THEN
         RETURN pglogq.send_batch(queue_name, ARRAY(SELECT jsonb_array_elements(payloads)), type, headers,
-                                 priority, idempotency_keys, deliver_at, delay);
+                                 priority, idempotency_keys, deliver_at, delay, keys);
     END IF;
     -- from here as send_batch without keys and delays, in the same order of checks
     PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send_batch_json.queue_name));
-    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes
-      INTO qid, slot, seq, maxbytes
+    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.partitions
+      INTO qid, slot, seq, maxbytes, parts
       FROM pglogq.queue q WHERE q.queue_name = send_batch_json.queue_name;
     IF NOT FOUND THEN
         PERFORM pglogq._queue(queue_name);
@@ -51,6 +52,9 @@ BEGIN
         RAISE EXCEPTION 'too many events in one batch: % (at most 100000)', n USING ERRCODE = 'PQ019';
     END IF;
     PERFORM pglogq._check_event('{}'::jsonb, type, headers, priority, maxbytes, NULL);
+    IF keys IS NOT NULL THEN
+        PERFORM pglogq._check_keys(keys, n);
+    END IF;
     hsize := coalesce(pg_column_size(headers), 0);
     -- ids taken first, in the order of the array (the delivery order within the batch); no
     -- RETURNING to collect and sort them back
@@ -58,10 +62,19 @@ BEGIN
     -- one pass over the array: an element over the cap (payload plus the headers every event
     -- carries) is left out, and then the error below undoes the whole statement with the
     -- transaction (or the caller's savepoint)
-    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
-    SELECT qid, slot, ids[u.o], type, u.p, headers, priority
-      FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o)
-     WHERE pg_column_size(u.p) + hsize <= maxbytes;
+    IF keys IS NOT NULL OR parts > 1 THEN
+        INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,
+                                  ev_key, ev_partition)
+        SELECT qid, slot, ids[u.o], type, u.p, headers, priority,
+               keys[u.o], pglogq._event_partition(parts, keys[u.o], ids[u.o])
+          FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o)
+         WHERE pg_column_size(u.p) + hsize <= maxbytes;
+    ELSE
+        INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
+        SELECT qid, slot, ids[u.o], type, u.p, headers, priority
+          FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o)
+         WHERE pg_column_size(u.p) + hsize <= maxbytes;
+    END IF;
     GET DIAGNOSTICS done = ROW_COUNT;
     IF done < n THEN
         SELECT min(o) INTO bad FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o)

@@ -3,6 +3,8 @@
 -- Returns:    true if subscribed, false if it already was (nothing changed).
 -- Raises:     PQ001 unknown queue; PQ004 invalid name.
 -- Tables:     subscriber and sub_state (insert), tick (read).
+-- On a partitioned queue the consumer gets one stream per partition too (subscriber rows with
+-- parent_id and stream set), each with a cursor at the same tick: receive reads them.
 -- Locks: the queue name's advisory lock (shared, see _queue), then the registry lock.
 -- Concurrency: racing subscribers of one name serialise on an advisory lock; one wins.
 CREATE OR REPLACE FUNCTION pglogq.subscribe(queue_name text, consumer_name text)
@@ -32,5 +34,15 @@ BEGIN
     RETURNING sub_id INTO new_id;
     INSERT INTO pglogq.sub_state (sub_id, last_tick, last_seen, handed_from)
     VALUES (new_id, last, now(), snap);
+    IF q.partitions > 1 THEN
+        WITH st AS (
+            INSERT INTO pglogq.subscriber (queue_id, consumer_name, parent_id, stream)
+            SELECT q.queue_id, subscribe.consumer_name, new_id, p::smallint
+              FROM generate_series(0, q.partitions - 1) p
+            RETURNING sub_id
+        )
+        INSERT INTO pglogq.sub_state (sub_id, last_tick, handed_from)
+        SELECT st.sub_id, last, snap FROM st;
+    END IF;
     RETURN true;
 END $$;

@@ -1,0 +1,247 @@
+"""Partitions inside a queue (issue 14): keys go to one partition each, every consumer reads each
+partition as a stream of its own, and its cooperating workers share the streams one worker per
+stream at a time, so the events of one key come in send order and never two at once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from typing import Any
+
+import psycopg
+import pytest
+
+import pglogq
+
+Conn = psycopg.Connection[Any]
+
+
+def sql_conn(dsn: str) -> Conn:
+    return psycopg.connect(dsn, autocommit=True)
+
+
+def make_queue(conn: Conn, name: str = "q", partitions: int = 4) -> None:
+    assert conn.execute("SELECT pglogq.create_queue(%s, %s)", (name, partitions)).fetchone() == (True,)
+    conn.execute("SELECT pglogq.subscribe(%s, 'c')", (name,))
+
+
+def send_keyed(conn: Conn, keys: list[str], queue: str = "q") -> list[int]:
+    payloads = [json.dumps({"key": k, "n": i}) for i, k in enumerate(keys)]
+    row = conn.execute("SELECT pglogq.send_batch(%s, %s::jsonb[], keys => %s)", (queue, payloads, keys)).fetchone()
+    assert row is not None
+    return list(row[0])
+
+
+def tick(conn: Conn, queue: str = "q") -> None:
+    conn.execute("SELECT pglogq.force_tick(%s)", (queue,))
+
+
+def receive(conn: Conn, worker: str | None, n: int = 100, queue: str = "q") -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT batch_id, msg_id, payload, retry_count, txid FROM pglogq.receive(%s, 'c', %s, %s)",
+        (queue, n, worker)).fetchall()
+
+
+def ack(conn: Conn, page: list[tuple[Any, ...]]) -> None:
+    last = page[-1]
+    assert conn.execute("SELECT pglogq.ack(%s, %s, %s)", (last[0], last[1], last[4])).fetchone() == (True,)
+
+
+def partition_of(conn: Conn, msg_id: int) -> int:
+    row = conn.execute("SELECT ev_partition FROM pglogq.event WHERE ev_id = %s AND ev_owner IS NULL",
+                       (msg_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_key_hash_is_md5_based_and_the_same_in_python(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        for key in ("order-42", "tenant:Ünïcode", "x" * 255, "a"):
+            expected = int.from_bytes(hashlib.md5(key.encode()).digest()[:4], "big") % 16384
+            assert conn.execute("SELECT pglogq.key_slot(%s)", (key,)).fetchone() == (expected,)
+        assert conn.execute("SELECT pglogq.key_slot(NULL)").fetchone() == (None,)
+
+
+def test_every_event_of_a_key_goes_to_one_partition_and_unkeyed_ones_spread(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=8)
+        keys = [f"k{i % 5}" for i in range(40)]
+        ids = send_keyed(conn, keys)
+        for key, msg_id in zip(keys, ids):
+            slot = conn.execute("SELECT pglogq.key_slot(%s)", (key,)).fetchone()
+            assert slot is not None and partition_of(conn, msg_id) == slot[0] % 8
+        one = conn.execute("SELECT pglogq.send('q', '{}', key => 'k1')").fetchone()
+        assert one is not None and partition_of(conn, one[0]) == partition_of(conn, ids[1])
+        spread = [conn.execute("SELECT pglogq.send('q', '{}')").fetchone() for _ in range(8)]
+        assert {partition_of(conn, r[0]) for r in spread if r} == set(range(8))
+        info = conn.execute("SELECT partitions FROM pglogq.queue_info('q')").fetchone()
+        assert info == (8,)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1025, 2**31 - 1, None])
+def test_an_invalid_partition_count_is_refused_and_creates_nothing(dsn: str, bad: int | None) -> None:
+    with sql_conn(dsn) as conn:
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT pglogq.create_queue('q', %s)", (bad,))
+        assert info.value.sqlstate == "PQ075"
+        assert conn.execute("SELECT count(*) FROM pglogq.queue").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("keys, why", [
+    (["a", None], "NULL"), (["a"], "elements"), (["a", ""], "bytes"), (["a", "x" * 256], "bytes"),
+])
+def test_bad_keys_refuse_the_whole_batch(dsn: str, keys: list[str | None], why: str) -> None:
+    with sql_conn(dsn) as conn:
+        make_queue(conn)
+        for fn in ("send_batch(%s, %s::jsonb[], keys => %s)", "send_batch_json(%s, %s::jsonb, keys => %s)"):
+            payloads: Any = ['{"n": 1}', '{"n": 2}'] if "jsonb[]" in fn else '[{"n": 1}, {"n": 2}]'
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute(f"SELECT pglogq.{fn}", ("q", payloads, keys))
+            assert info.value.sqlstate == "PQ076" and why in str(info.value)
+        for key in ("", "x" * 256):
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute("SELECT pglogq.send('q', '{}', key => %s)", (key,))
+            assert info.value.sqlstate == "PQ076"
+        assert conn.execute("SELECT count(*) FROM pglogq.event").fetchone() == (0,)
+
+
+def test_a_page_holds_one_partition_in_send_order_and_never_goes_to_two_workers(dsn: str) -> None:
+    """Two workers take turns: each page is the events of one partition, in send order (txid,
+    id); while a page is out, the other worker never gets that partition; all events come once."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=4)
+        keys = [f"k{i % 7}" for i in range(70)]
+        ids = send_keyed(conn, keys)
+        send_keyed(conn, keys)  # a second transaction: after the first one in every key
+        tick(conn)
+        seen: dict[str, list[int]] = defaultdict(list)
+        got = 0
+        while True:
+            p1 = receive(conn, "w1", 10)
+            p2 = receive(conn, "w2", 10)
+            if not p1 and not p2:
+                break
+            parts1 = {partition_of(conn, m[1]) for m in p1}
+            parts2 = {partition_of(conn, m[1]) for m in p2}
+            assert len(parts1) <= 1 and len(parts2) <= 1
+            assert not (parts1 & parts2), "one partition handed to two workers at once"
+            for page in (p1, p2):
+                for m in page:
+                    seen[m[2]["key"]].append(m[1])
+                got += len(page)
+            # the same page again until it is acknowledged
+            assert receive(conn, "w1", 10) == p1
+            for page in (p1, p2):
+                if page:
+                    ack(conn, page)
+        assert got == 140
+        for key, msgs in seen.items():
+            assert msgs == sorted(msgs), f"key {key} out of order: {msgs}"
+        assert sorted(m for msgs in seen.values() for m in msgs)[:70] == ids
+
+
+def test_a_nacked_event_holds_its_partition_back_until_it_comes_again(dsn: str) -> None:
+    """Strict order: nack then ack acknowledges the page up to the nacked event; nobody gets
+    that partition before the delay has passed; then the event comes first, with its retry count,
+    followed by the rest of the page; other partitions flow meanwhile."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        conn.execute("SELECT pglogq.set_queue_config('q', 'dead_interval', '1 hour')")
+        # keys of both partitions
+        keys = [f"a{i}" for i in range(40)]
+        parts = [conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys]
+        k0 = next(k for k, p in zip(keys, parts) if p == (0,))
+        k1 = next(k for k, p in zip(keys, parts) if p == (1,))
+        send_keyed(conn, [k0, k0, k0, k1, k1])
+        tick(conn)
+        page = receive(conn, "w1")
+        first_part = partition_of(conn, page[0][1])
+        assert len(page) in (2, 3)
+        row = conn.execute("SELECT pglogq.nack(%s, %s, interval '0.3 s', 'boom')", (page[0][0], page[1][1])).fetchone()
+        assert row == ("retry",)
+        ack(conn, page)
+        other = receive(conn, "w1")
+        assert other and {partition_of(conn, m[1]) for m in other} == {1 - first_part}
+        ack(conn, other)
+        assert receive(conn, "w2") == []  # the held partition is nobody's until the delay
+        conn.execute("SELECT pg_sleep(0.35)")
+        again = receive(conn, "w2")
+        assert [m[1] for m in again] == [m[1] for m in page[1:]]
+        assert again[0][3] == 1 and all(m[3] == 0 for m in again[1:])
+        ack(conn, again)
+        assert receive(conn, "w2") == []
+
+
+def test_the_last_allowed_failure_dead_letters_the_event_and_the_partition_goes_on(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        conn.execute("SELECT pglogq.set_queue_config('q', 'max_retries', '1')")
+        send_keyed(conn, ["same", "same"])
+        tick(conn)
+        page = receive(conn, None, 1)
+        for expected in ("retry", "dead"):
+            row = conn.execute("SELECT pglogq.nack(%s, %s, interval '0')", (page[0][0], page[0][1])).fetchone()
+            assert row == (expected,)
+            ack(conn, page)
+            page = receive(conn, None, 1)
+            if expected == "retry":
+                assert page[0][3] == 1 and page[0][2]["n"] == 0
+        assert [m[2]["n"] for m in page] == [1]
+        assert conn.execute("SELECT count(*) FROM pglogq.dead_letter").fetchone() == (1,)
+
+
+def test_a_silent_workers_partition_is_taken_over_with_a_new_batch_id(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=1 + 1)
+        conn.execute("SELECT pglogq.set_queue_config('q', 'dead_interval', '0.2 s')")
+        send_keyed(conn, ["one"])
+        tick(conn)
+        page = receive(conn, "w1")
+        assert receive(conn, "w2") == []
+        conn.execute("SELECT pg_sleep(0.25)")
+        taken = receive(conn, "w2")
+        assert [m[1] for m in taken] == [page[0][1]] and taken[0][0] != page[0][0]
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT pglogq.ack(%s, %s, %s)", (page[0][0], page[0][1], page[0][4]))
+        assert info.value.sqlstate == "PQ009"
+        ack(conn, taken)
+
+
+def test_the_consumer_cursor_stays_behind_its_slowest_stream(dsn: str) -> None:
+    """Rotation, retention and lag read the consumer's cursor: it never passes a stream."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        for round_ in range(3):
+            send_keyed(conn, [f"r{round_}-{i}" for i in range(20)])
+            tick(conn)
+            page = receive(conn, None, 1000)
+            ack(conn, page)  # one partition's batch only
+            rows = conn.execute(
+                "SELECT s.stream, s.last_tick FROM pglogq.subscription s WHERE s.consumer_name = 'c'"
+                " ORDER BY s.stream NULLS FIRST").fetchall()
+            consumer_tick = rows[0][1]
+            assert consumer_tick <= min(r[1] for r in rows[1:])
+
+
+def test_seek_moves_every_stream(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=3)
+        send_keyed(conn, [f"k{i}" for i in range(30)])
+        tick(conn)
+        while page := receive(conn, None, 1000):
+            ack(conn, page)
+        conn.execute("SELECT * FROM pglogq.seek('q', 'c', 'earliest')")
+        again = 0
+        while page := receive(conn, None, 1000):
+            again += len(page)
+            ack(conn, page)
+        assert again == 30
+
+
+def test_unsubscribe_removes_the_streams(dsn: str, client: pglogq.Client) -> None:
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=5)
+        assert conn.execute("SELECT count(*) FROM pglogq.subscriber WHERE stream IS NOT NULL").fetchone() == (5,)
+        conn.execute("SELECT pglogq.unsubscribe('q', 'c')")
+        assert conn.execute("SELECT count(*) FROM pglogq.subscriber").fetchone() == (0,)
