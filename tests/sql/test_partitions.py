@@ -245,3 +245,58 @@ def test_unsubscribe_removes_the_streams(dsn: str, client: pglogq.Client) -> Non
         assert conn.execute("SELECT count(*) FROM pglogq.subscriber WHERE stream IS NOT NULL").fetchone() == (5,)
         conn.execute("SELECT pglogq.unsubscribe('q', 'c')")
         assert conn.execute("SELECT count(*) FROM pglogq.subscriber").fetchone() == (0,)
+
+
+def states(conn: Conn, msg_id: int) -> str:
+    row = conn.execute("SELECT state FROM pglogq.lookup('q', %s)", (msg_id,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_lookup_and_jobs_follow_the_stream_of_the_events_partition(dsn: str) -> None:
+    """One partition read ahead of the other: its events are done or in flight, the other's
+    waiting -- each judged by its own stream, not by the consumer's (slowest) cursor."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        keys = [f"a{i}" for i in range(40)]
+        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
+        k0 = next(k for k in keys if parts[k] == (0,))
+        k1 = next(k for k in keys if parts[k] == (1,))
+        ids0 = send_keyed(conn, [k0, k0])
+        ids1 = send_keyed(conn, [k1, k1])
+        tick(conn)
+        page = receive(conn, "w1", 1)
+        first, other = (ids0, ids1) if page[0][1] == ids0[0] else (ids1, ids0)
+        assert page[0][1] == first[0]
+        assert [states(conn, m) for m in first] == ["in-flight", "waiting"]
+        ack(conn, page)
+        assert [states(conn, m) for m in first] == ["done", "waiting"]
+        assert [states(conn, m) for m in other] == ["waiting", "waiting"]
+        rows = conn.execute("SELECT state, msg_id FROM pglogq.jobs('q') ORDER BY msg_id").fetchall()
+        assert sorted(rows, key=lambda r: r[1]) == sorted(
+            [("waiting", first[1]), ("waiting", other[0]), ("waiting", other[1])], key=lambda r: r[1])
+
+
+def test_cancel_refuses_what_a_stream_handed_and_cancels_what_it_did_not(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        keys = [f"a{i}" for i in range(40)]
+        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
+        k0 = next(k for k in keys if parts[k] == (0,))
+        k1 = next(k for k in keys if parts[k] == (1,))
+        ids0 = send_keyed(conn, [k0, k0])
+        ids1 = send_keyed(conn, [k1, k1])
+        tick(conn)
+        page = receive(conn, None, 1)
+        handed = page[0][1]
+        same_part = ids0 if handed in ids0 else ids1
+        other_part = ids1 if handed in ids0 else ids0
+        assert conn.execute("SELECT pglogq.cancel('q', %s)", (handed,)).fetchone() == (False,)
+        assert conn.execute("SELECT pglogq.cancel('q', %s)", (same_part[1],)).fetchone() == (True,)
+        assert conn.execute("SELECT pglogq.cancel('q', %s)", (other_part[0],)).fetchone() == (True,)
+        ack(conn, page)
+        got = []
+        while more := receive(conn, None):
+            got += [m[1] for m in more]
+            ack(conn, more)
+        assert got == [other_part[1]]

@@ -31,6 +31,9 @@ class Settings:
     held_producers: int  # producer processes sharing the held-xmin offered load
     large_batch_events: int
     bystander_events: int  # events stored in another queue for the second latency run
+    partition_workers: tuple[int, ...]  # worker counts of the partitions scenario (8 partitions)
+    partition_events: int  # keyed events drained per worker count
+    partition_handler_ms: float  # the handler's sleep per event
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,6 +63,9 @@ FULL = Settings(
     held_producers=2,
     large_batch_events=1_000_000,
     bystander_events=1_000_000,
+    partition_workers=(1, 2, 4, 8),
+    partition_events=4_000,
+    partition_handler_ms=2.0,
 )
 
 QUICK = Settings(
@@ -86,4 +92,7 @@ QUICK = Settings(
     held_producers=2,
     large_batch_events=60_000,
     bystander_events=100_000,
+    partition_workers=(1, 4),
+    partition_events=400,
+    partition_handler_ms=2.0,
 )
