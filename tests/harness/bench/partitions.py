@@ -56,10 +56,11 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
         queue = f"parts_{partitions}"
         consumers = [f"c{w}" for w in ctx.settings.partition_workers]
         setup(ctx, queue, partitions, consumers, n)
-        for workers, consumer in zip(ctx.settings.partition_workers, consumers):
+        for workers, consumer in zip(ctx.settings.partition_workers, consumers, strict=True):
             seconds, tally = drain(ctx.dsn, queue, consumer, workers, n, sleep_s)
             rate = tally.handled / seconds
-            case = f"drain, {workers} worker{'s' if workers > 1 else ''}, handler {ctx.settings.partition_handler_ms:g} ms"
+            plural = "s" if workers > 1 else ""
+            case = f"drain, {workers} worker{plural}, handler {ctx.settings.partition_handler_ms:g} ms"
             ctx.results.add(Measure(SCENARIO, case, label, rate, "events/s", extra={
                 "events": tally.handled, "seconds": round(seconds, 3), "workers": workers,
                 "per_key_order_violations": tally.order_violations, "same_key_overlaps": tally.overlaps,
