@@ -68,7 +68,7 @@ def test_every_event_of_a_key_goes_to_one_partition_and_unkeyed_ones_spread(dsn:
         make_queue(conn, partitions=8)
         keys = [f"k{i % 5}" for i in range(40)]
         ids = send_keyed(conn, keys)
-        for key, msg_id in zip(keys, ids):
+        for key, msg_id in zip(keys, ids, strict=True):
             slot = conn.execute("SELECT pglogq.key_slot(%s)", (key,)).fetchone()
             assert slot is not None and partition_of(conn, msg_id) == slot[0] % 8
         one = conn.execute("SELECT pglogq.send('q', '{}', key => 'k1')").fetchone()
@@ -151,8 +151,8 @@ def test_a_nacked_event_holds_its_partition_back_until_it_comes_again(dsn: str) 
         # keys of both partitions
         keys = [f"a{i}" for i in range(40)]
         parts = [conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys]
-        k0 = next(k for k, p in zip(keys, parts) if p == (0,))
-        k1 = next(k for k, p in zip(keys, parts) if p == (1,))
+        k0 = next(k for k, p in zip(keys, parts, strict=True) if p == (0,))
+        k1 = next(k for k, p in zip(keys, parts, strict=True) if p == (1,))
         send_keyed(conn, [k0, k0, k0, k1, k1])
         tick(conn)
         page = receive(conn, "w1")
