@@ -300,3 +300,64 @@ def test_cancel_refuses_what_a_stream_handed_and_cancels_what_it_did_not(dsn: st
             got += [m[1] for m in more]
             ack(conn, more)
         assert got == [other_part[1]]
+
+
+def test_an_urgent_event_jumps_a_waiting_backlog(dsn: str) -> None:
+    """Urgent lane: 300 ordinary events wait in one batch; an urgent one (priority 150) sent and
+    ticked after the first page is in the consumer's next page; FIFO within the backlog holds."""
+    with sql_conn(dsn) as conn:
+        assert conn.execute("SELECT pglogq.create_queue('q', urgent_lane => true)").fetchone() == (True,)
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        conn.execute("SELECT pglogq.send_batch('q', %s::jsonb[], priority => 30)",
+                     ([json.dumps({"n": i}) for i in range(100)],))
+        conn.execute("SELECT pglogq.send_batch('q', %s::jsonb[])", ([json.dumps({"n": 100 + i}) for i in range(200)],))
+        tick(conn)
+        first = receive(conn, None, 50)
+        assert [m[2]["n"] for m in first] == list(range(100, 150))  # priority 100 before 30
+        vip = conn.execute("SELECT pglogq.send('q', '{\"vip\": true}', priority => 150)").fetchone()
+        assert vip is not None
+        tick(conn)
+        ack(conn, first)
+        nxt = receive(conn, None, 50)
+        assert [m[1] for m in nxt] == [vip[0]]
+        assert states(conn, vip[0]) == "in-flight"
+        ack(conn, nxt)
+        assert states(conn, vip[0]) == "done"
+        rest = []
+        while page := receive(conn, None, 1000):
+            rest += [m[2]["n"] for m in page]
+            ack(conn, page)
+        assert rest == list(range(150, 300)) + list(range(100))
+
+
+def test_ordinary_events_get_a_page_after_waiting_a_second(dsn: str) -> None:
+    """A steady stream of urgent events cannot starve the ordinary ones: once they have waited a
+    second for a page, they get the next one."""
+    with sql_conn(dsn) as conn:
+        conn.execute("SELECT pglogq.create_queue('q', urgent_lane => true)")
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        conn.execute("SELECT pglogq.send('q', '{\"ordinary\": 1}')")
+        tick(conn)
+        # the consumer saw its ordinary events once (last_seen), then only urgent ones come
+        got_ordinary = False
+        deadline = 30
+        for i in range(deadline):
+            conn.execute("SELECT pglogq.send('q', %s, priority => 200)", (json.dumps({"u": i}),))
+            tick(conn)
+            page = receive(conn, None, 1)
+            assert page
+            if "ordinary" in page[0][2]:
+                got_ordinary = True
+                break
+            ack(conn, page)
+            conn.execute("SELECT pg_sleep(0.1)")
+        assert got_ordinary
+
+
+def test_an_urgent_lane_needs_one_partition(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        for args in ("'q', 4, true", "'q', 1, NULL"):
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute(f"SELECT pglogq.create_queue({args})".encode())
+            assert info.value.sqlstate == "PQ077"
+        assert conn.execute("SELECT count(*) FROM pglogq.queue").fetchone() == (0,)
