@@ -15,7 +15,8 @@
 -- Raises:     PQ004 invalid name; PQ075 invalid partition count; PQ077 urgent_lane NULL, or with
 --             more than one partition.
 -- Tables:     queue, tick and event partitions (created: tick_<id> with its 3 rotated slots,
---             event_<id> with its ntables children), a per-queue id sequence.
+--             event_<id> with its ntables children, and its partition or urgent-event index),
+--             a per-queue id sequence.
 -- Concurrency: racing creators of one name serialise on an advisory lock; one wins.  Locks in
 -- drop_queue's order: the name's advisory lock, the registry lock, then the event table.
 CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text, partitions integer DEFAULT 1,
@@ -56,6 +57,15 @@ BEGIN
                        ' WITH (autovacuum_vacuum_insert_threshold = -1)',
                        qtab || '_' || n, qtab, n);
     END LOOP;
+    -- a partition's stream reads its events in order; the urgent lane reads the urgent ones only
+    -- (on this queue's tables only: the other queues do not pay for these indexes)
+    IF q.partitions > 1 THEN
+        EXECUTE format('CREATE INDEX %I ON pglogq.%I (ev_partition, ev_txid, ev_id)', qtab || '_part_idx', qtab);
+    END IF;
+    IF q.urgent_lane THEN
+        EXECUTE format('CREATE INDEX %I ON pglogq.%I (ev_txid, ev_id) WHERE ev_priority > 100',
+                       qtab || '_urgent_idx', qtab);
+    END IF;
     -- the tick partition is made apart and then attached: ATTACH locks the parent tick table in
     -- SHARE UPDATE EXCLUSIVE mode, which lets receivers and tickers of other queues go on (a
     -- CREATE ... PARTITION OF would lock it exclusively, after the event table's lock above:

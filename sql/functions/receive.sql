@@ -76,6 +76,7 @@ BEGIN
             RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
                 USING ERRCODE = 'PQ002';
         END IF;
+        PERFORM pglogq._stream_skip(q, c.sub_id);  -- the partitions with nothing new, at once
         tried := '{}';
         h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
         IF h.sub_id IS NULL THEN
@@ -113,15 +114,18 @@ BEGIN
     END IF;
     -- a queue with an urgent lane: its stream first (the page this worker holds there, or its
     -- urgent events), unless ordinary events have waited for a page for more than a second
-    IF q.urgent_lane AND h.stream IS NULL AND h.page_end_txid IS NULL
-       AND (h.last_seen IS NULL OR h.last_seen > clock_timestamp() - interval '1 second'
-            OR (h.batch_id IS NULL AND coalesce(h.last_tick, c.last_tick)
-                    >= (SELECT max(t.tick_id) FROM pglogq.tick t WHERE t.queue_id = q.queue_id))) THEN
-        tried := '{}';
-        h2 := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
-        IF h2.sub_id IS NOT NULL THEN
-            ordinary := h;
-            h := h2;
+    -- (nested IFs: the tick query is planned only on such a queue)
+    IF q.urgent_lane THEN
+        IF h.stream IS NULL AND h.page_end_txid IS NULL
+           AND (h.last_seen IS NULL OR h.last_seen > clock_timestamp() - interval '1 second'
+                OR (h.batch_id IS NULL AND coalesce(h.last_tick, c.last_tick)
+                        >= (SELECT max(t.tick_id) FROM pglogq.tick t WHERE t.queue_id = q.queue_id))) THEN
+            tried := '{}';
+            h2 := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
+            IF h2.sub_id IS NOT NULL THEN
+                ordinary := h;
+                h := h2;
+            END IF;
         END IF;
     END IF;
     -- the holder's row may hold an open batch (from an earlier call); a batch taken below is
@@ -250,7 +254,8 @@ BEGIN
            suspect_prio = h.suspect_prio, suspect_txid = h.suspect_txid, suspect_id = h.suspect_id,
            released_at = NULL,
            heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(),
-           lease_worker = CASE WHEN h.stream IS NOT NULL THEN coalesce(worker_name, '') END, hold_until = NULL
+           lease_worker = CASE WHEN h.stream IS NOT NULL THEN coalesce(worker_name, '') END,
+           hold_until = CASE WHEN h.hold_id IS NOT NULL THEN s.hold_until END  -- a nack's hold stays until the ack
      WHERE s.sub_id = h.sub_id;
     IF EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
         -- crashed attempts count like nacks

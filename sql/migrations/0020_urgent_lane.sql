@@ -6,6 +6,6 @@
 --                          consumer's, so that an urgent event is handed out at the consumer's
 --                          next receive however long the backlog of ordinary events is.  Set at
 --                          create_queue, on a queue of one partition.
--- The partial index finds the urgent events of a tick range without reading the others.
+-- create_queue gives such a queue's event table a partial index of its urgent events, which
+-- finds them in a tick range without reading the others (no other queue pays for it).
 ALTER TABLE pglogq.queue ADD COLUMN urgent_lane boolean NOT NULL DEFAULT false;
-CREATE INDEX event_urgent_idx ON pglogq.event (ev_txid, ev_id) WHERE ev_priority > 100;
