@@ -431,3 +431,43 @@ def test_every_consumer_reads_every_partition(dsn: str) -> None:
                 got += [r[1] for r in rows]
                 conn.execute("SELECT pglogq.ack(%s, %s, %s)", rows[-1])
             assert sorted(got) == ids
+
+
+def test_a_receive_between_nack_and_ack_keeps_the_hold(dsn: str) -> None:
+    """Found by the docs review: a receive of the same page between the nack and its ack cleared
+    the hold's delay, so another worker got the nacked event at once after the ack."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        conn.execute("SELECT pglogq.set_queue_config('q', 'dead_interval', '1 hour')")
+        send_keyed(conn, ["only"])
+        tick(conn)
+        page = receive(conn, "w1")
+        conn.execute("SELECT pglogq.nack(%s, %s, interval '1 hour')", (page[0][0], page[0][1]))
+        again = receive(conn, "w1")
+        assert [m[1] for m in again] == [page[0][1]]
+        ack(conn, again)
+        assert receive(conn, "w2") == []
+        until = conn.execute("SELECT hold_until > now() + interval '50 minutes' FROM pglogq.subscription"
+                             " WHERE stream IS NOT NULL AND hold_until IS NOT NULL").fetchall()
+        assert until == [(True,)]
+
+
+def test_the_partitions_with_nothing_new_are_passed_in_one_statement(dsn: str) -> None:
+    """After a tick, receive moves every partition with nothing new past it at once; the
+    partitions with events keep their cursors until they are read."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=64)
+        ids = send_keyed(conn, ["a", "b", "c"])
+        tick(conn)
+        parts = {partition_of(conn, m) for m in ids}
+        page = receive(conn, None)
+        behind = conn.execute(
+            "SELECT s.stream FROM pglogq.subscription s WHERE s.stream IS NOT NULL"
+            " AND s.last_tick < (SELECT max(tick_id) FROM pglogq.tick)").fetchall()
+        assert {r[0] for r in behind} <= parts
+        got = [m[1] for m in page]
+        ack(conn, page)
+        while more := receive(conn, None):
+            got += [m[1] for m in more]
+            ack(conn, more)
+        assert sorted(got) == ids
