@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing_extensions import LiteralString
 
-CREATE_QUEUE: LiteralString = "SELECT pglogq.create_queue(%s, %s)"
+CREATE_QUEUE: LiteralString = "SELECT pglogq.create_queue(%s, %s, %s)"
 DROP_QUEUE: LiteralString = "SELECT pglogq.drop_queue(%s, %s)"
 SET_QUEUE_CONFIG: LiteralString = "SELECT pglogq.set_queue_config(%s, %s, %s)"
 SUBSCRIBE: LiteralString = "SELECT pglogq.subscribe(%s, %s)"

@@ -37,6 +37,7 @@ from pglogq.errors import (
     InvalidSchedule,
     InvalidStartCount,
     InvalidTypeConfig,
+    InvalidUrgentLane,
     MessageNotInBatch,
     UnknownDeadLetter,
     UnknownMessage,
@@ -283,15 +284,27 @@ class AsyncClient:
 
     # -- queues and consumers -------------------------------------------------------------
 
-    async def create_queue(self, queue: str, *, partitions: int = 1, conn: AnyConn | None = None) -> bool:
+    async def create_queue(
+        self, queue: str, *, partitions: int = 1, urgent_lane: bool = False, conn: AnyConn | None = None
+    ) -> bool:
         """Create a queue; False if it existed already (nothing changed, whatever its partitions).
 
         ``partitions``: 1 (default) one ordered log; 2..1024 the events are spread over that many
         partitions by their ``key`` (see :func:`pglogq.key_partition`), each consumer reads the
         partitions as streams of their own, in send order per key, and its cooperating workers
         share them (one worker per partition at a time).  Fixed for the queue's life.  Anything
-        but an int within 1..1024 raises :class:`InvalidPartitions`."""
-        params = (v.name(queue, "queue"), _keys.check_partitions(partitions))
+        but an int within 1..1024 raises :class:`InvalidPartitions`.
+
+        ``urgent_lane``: True makes every event sent with a priority above 100 urgent: each
+        consumer gets it at its next receive, ahead of a waiting backlog of ordinary events (which
+        still get a page whenever they have waited a second).  Only with ``partitions=1``; not a
+        bool, or True with partitions, raises :class:`InvalidUrgentLane`."""
+        name = v.name(queue, "queue")
+        parts = _keys.check_partitions(partitions)
+        if not isinstance(urgent_lane, bool) or (urgent_lane and parts != 1):
+            raise InvalidUrgentLane(f"invalid urgent_lane {urgent_lane!r}: True or False, and True only "
+                                    "on a queue of one partition")
+        params = (name, parts, urgent_lane)
         return bool(await self._value(q.CREATE_QUEUE, params, conn))
 
     async def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:

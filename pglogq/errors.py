@@ -30,7 +30,8 @@ Exception tree::
     │   ├── InvalidSchedule         PQ066  (schedules: bad cron expression, name, missed policy)
     │   ├── InvalidJobsQuery        PQ069  (jobs: bad state, max_rows or page cursor)
     │   ├── InvalidPartitions       PQ075  (create_queue: partition count out of 1..1024)
-    │   └── InvalidKey              PQ076  (send, send_batch: empty or too long key, bad keys list)
+    │   ├── InvalidKey              PQ076  (send, send_batch: empty or too long key, bad keys list)
+    │   └── InvalidUrgentLane       PQ077  (create_queue: urgent_lane None, or with partitions)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -317,6 +318,13 @@ class InvalidKey(InvalidInput):
     ``keys`` holds one such key per payload (no None); nothing was sent."""
 
     sqlstate = "PQ076"
+
+
+class InvalidUrgentLane(InvalidInput):
+    """create_queue refused ``urgent_lane``: True or False is expected, and True only on a queue of
+    one partition (a partitioned queue keeps each key's order); nothing was created."""
+
+    sqlstate = "PQ077"
 
 
 class BatchLost(PglogqError):

@@ -9,7 +9,8 @@
 -- and the newest tick would otherwise be visited by receive one at a time (a batch taken, found
 -- empty, closed: several statements per partition, seconds for a thousand partitions after
 -- every tick).  Streams locked by another receive are skipped (SKIP LOCKED); the consumer's
--- cursor then follows its slowest stream, as _take_batch does.
+-- cursor then follows its slowest stream, as _take_batch does, and is put back on it even when
+-- nothing moved here (see below).
 CREATE OR REPLACE FUNCTION pglogq._stream_skip(q pglogq.queue, consumer_id integer)
 RETURNS integer LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -36,13 +37,14 @@ BEGIN
                   AND (e.ev_owner IS NULL OR e.ev_owner = consumer_id))
            FOR NO KEY UPDATE OF st SKIP LOCKED);
     GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        UPDATE pglogq.sub_state s
-           SET last_tick = (SELECT min(o.last_tick) FROM pglogq.subscription o
-                             WHERE o.parent_id = consumer_id AND o.stream >= 0)
-         WHERE s.sub_id = consumer_id
-           AND s.last_tick < (SELECT min(o.last_tick) FROM pglogq.subscription o
-                               WHERE o.parent_id = consumer_id AND o.stream >= 0);
-    END IF;
+    -- also when no stream moved here: two streams that moved in concurrent transactions each
+    -- saw the other at its old place and left the consumer's cursor behind both (_take_batch);
+    -- every receive puts it back on the slowest stream (a no-op, without a lock, when it is)
+    UPDATE pglogq.sub_state s
+       SET last_tick = (SELECT min(o.last_tick) FROM pglogq.subscription o
+                         WHERE o.parent_id = consumer_id AND o.stream >= 0)
+     WHERE s.sub_id = consumer_id
+       AND s.last_tick < (SELECT min(o.last_tick) FROM pglogq.subscription o
+                           WHERE o.parent_id = consumer_id AND o.stream >= 0);
     RETURN n;
 END $$;

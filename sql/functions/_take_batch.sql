@@ -115,7 +115,8 @@ BEGIN
         IF h.stream >= 0 THEN
             -- the consumer's cursor follows the slowest stream, only ever forward: a stream
             -- moving at the same time in another transaction is read at its old place, which
-            -- keeps the consumer's cursor behind (never ahead); the next move catches up
+            -- keeps the consumer's cursor behind (never ahead); the next receive puts it back
+            -- on the slowest stream (_stream_skip)
             slowest := least(cur_id, (SELECT min(o.last_tick) FROM pglogq.subscription o
                                        WHERE o.parent_id = consumer_id AND o.stream >= 0
                                          AND o.sub_id <> h.sub_id));

@@ -128,3 +128,26 @@ def test_key_helpers_refuse_bad_arguments() -> None:
         pglogq.key_slot(None)  # type: ignore[arg-type]
     with pytest.raises(pglogq.InvalidKey):
         pglogq.key_slot("\udc00")
+
+
+def test_an_urgent_lane_queue_hands_urgent_events_first(client: pglogq.Client) -> None:
+    assert client.create_queue("lane", urgent_lane=True)
+    client.subscribe("lane", "c")
+    client.send_batch("lane", [{"n": i} for i in range(50)])
+    client.tick("lane", force=True)
+    first = client.receive("lane", "c", max_messages=10)
+    vip = client.send("lane", {"vip": True}, priority=150)
+    client.tick("lane", force=True)
+    first.ack()
+    assert [m.msg_id for m in client.receive("lane", "c", max_messages=10)] == [vip]
+
+
+@pytest.mark.parametrize("bad", [None, 1, "yes"])
+def test_a_bad_urgent_lane_is_refused_and_creates_nothing(client: pglogq.Client, bad: object) -> None:
+    with pytest.raises(pglogq.InvalidUrgentLane):
+        client.create_queue("lane", urgent_lane=bad)  # type: ignore[arg-type]
+    with pytest.raises(pglogq.InvalidUrgentLane):
+        client.create_queue("lane", partitions=4, urgent_lane=True)
+    with pytest.raises(pglogq.InvalidPartitions):
+        client.create_queue("lane", partitions=0, urgent_lane=True)
+    assert client.queue_info() == []
