@@ -325,7 +325,9 @@ class Harness:
 
     def drain(self, timeout: float) -> bool:
         """Tick until every consumer has everything: no open batch, no pending retry, at the
-        last tick, and no event appended since that tick was taken."""
+        last tick, and no event appended since that tick was taken.  On a partitioned queue
+        every stream must be at the last tick (the consumer's own cursor may stay behind: see
+        :meth:`cursors_behind_streams`)."""
         end = time.monotonic() + timeout
         with psycopg.connect(self.server.dsn, autocommit=True) as conn:
             while time.monotonic() < end:
@@ -341,8 +343,10 @@ class Harness:
                 while time.monotonic() < wait_end:
                     row = conn.execute(
                         "SELECT (SELECT count(*) FROM pglogq.subscription WHERE batch_id IS NOT NULL),"
-                        " (SELECT count(*) FROM pglogq.subscription WHERE parent_id IS NULL"
-                        "   AND last_tick < %s),"
+                        " (SELECT count(*) FROM pglogq.subscription s WHERE s.last_tick < %s"
+                        "   AND (s.stream IS NOT NULL OR (s.parent_id IS NULL AND NOT EXISTS"
+                        "     (SELECT 1 FROM pglogq.subscription x WHERE x.parent_id = s.sub_id"
+                        "       AND x.stream IS NOT NULL)))),"
                         " (SELECT count(*) FROM pglogq.retry) + (SELECT count(*) FROM pglogq.delayed),"
                         " (SELECT count(*) FROM pglogq.event)",
                         (tick[0],),
@@ -357,6 +361,16 @@ class Harness:
                     return True
                 time.sleep(0.3)
         return False
+
+    def cursors_behind_streams(self) -> dict[str, list[int]]:
+        """Consumers of a partitioned queue whose cursor is behind the slowest of their streams
+        once everything is drained: consumer → [its cursor, its slowest stream's]."""
+        with psycopg.connect(self.server.dsn, autocommit=True) as conn:
+            return {str(n): [int(c), int(m)] for n, c, m in conn.execute(
+                "SELECT s.consumer_name, s.last_tick, min(x.last_tick) FROM pglogq.subscription s"
+                " JOIN pglogq.subscription x ON x.parent_id = s.sub_id AND x.stream IS NOT NULL"
+                " WHERE s.parent_id IS NULL GROUP BY s.sub_id, s.consumer_name, s.last_tick"
+                " HAVING s.last_tick < min(x.last_tick) ORDER BY 1").fetchall()}
 
     def dead_letters(self) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
@@ -385,6 +399,7 @@ class Harness:
             self.log(f"drained: {drained}")
             self.sample_cursors()
             dead = self.dead_letters()
+            behind = self.cursors_behind_streams()
             skipped_db = self.skipped_events()
             for p in self.procs:
                 p.terminate(20)
@@ -407,6 +422,7 @@ class Harness:
                 faults=dict(sorted(faults.items())),
                 restarts={p.name: p.restarts for p in self.procs if p.restarts},
                 cursor_regressions=self.regressions,
+                consumer_cursor_behind_streams=behind,
             )
             report["passed"] = drained and not self.regressions and all(
                 s["lost"] == 0 and s["unexpected"] == 0 and s["skipped_within_limit"] == 0
