@@ -206,7 +206,7 @@ def test_checker_counts_one_key_in_flight_at_two_workers(tmp_path: Path) -> None
     been silent for dead_interval (a takeover), the overlap is within one worker (a twin process),
     or the receive was rolled back; a page whose process died stays in flight until that
     process file's next page."""
-    _keyed_sends(tmp_path, [f"p1:{i}" for i in range(1, 10)])
+    _keyed_sends(tmp_path, [f"p1:{i}" for i in range(1, 10)])  # all of one key, k
     a = Recorder(tmp_path / "consumer-c1-a.log")
     b = Recorder(tmp_path / "consumer-c1-b.log")
     twin = Recorder(tmp_path / "consumer-c1-a-twin0.log")
@@ -216,6 +216,7 @@ def test_checker_counts_one_key_in_flight_at_two_workers(tmp_path: Path) -> None
     _page(a, "a.2", "a", 2.0, [("p1:3", 3)], None)      # a dies holding it ...
     _page(b, "b.2", "b", 4.0, [("p1:3", 3)], 4.1)       # ... taken over 2 s later: a violation
     _page(b, "b.3", "b", 5.5, [("p1:3", 3)], 5.6)       # ... 3.5 s later: a takeover
+    _page(b, "b.3x", "b", 5.8, [("p1:3", 3)], 5.9)      # a.2 was taken over: not in flight
     _page(a, "a.3", "a", 6.0, [("p1:4", 4)], 6.1)       # a is back: a.2 ended here
     _page(b, "b.4", "b", 6.5, [("p1:5", 5)], 6.6)
     _page(a, "a.4", "a", 7.0, [("p1:6", 6)], 7.9, committed=0)  # rolled back: never handed out

@@ -155,27 +155,26 @@ def order_violations(deliveries: dict[str, list[KeyedDelivery]], acknowledged: s
 
 
 def keys_in_flight(pages: list[Page], dead_interval: float) -> tuple[list[str], int]:
-    """(pages handed out while another worker's page of one of their keys was in flight,
-    overlaps allowed as takeovers of a silent worker) among ``pages`` of one subscriber."""
-    by_key: dict[str, list[Page]] = defaultdict(list)
-    for page in pages:
-        if page.committed:
-            for key in page.keys:
-                by_key[key].append(page)
+    """(pages handed out while another worker's page of one of their keys was in flight, pages
+    that took a silent worker's page over) among ``pages`` of one subscriber.  A page taken over
+    is in flight no more from then on (its holder is taken for dead)."""
+    entries = sorted(((p.returned, p.uid, key, p) for p in pages if p.committed for key in p.keys),
+                     key=lambda e: (e[0], e[1], e[2]))
+    active: dict[str, list[Page]] = defaultdict(list)
+    taken_at: dict[str, float] = {}  # page → when another worker took it over
     bad: set[str] = set()
     takeovers: set[str] = set()
-    for per_key in by_key.values():
-        active: list[Page] = []
-        for page in sorted(per_key, key=lambda p: p.returned):
-            active = [a for a in active if a.end > page.returned]
-            for a in active:
-                if a.worker == page.worker:
-                    continue  # one worker (or its twin process): the same page again
-                if page.returned - a.called < dead_interval:
-                    bad.add(page.uid)
-                else:
-                    takeovers.add(page.uid)
-            active.append(page)
+    for returned, uid, key, page in entries:
+        active[key] = [a for a in active[key] if min(a.end, taken_at.get(a.uid, math.inf)) > returned]
+        for a in active[key]:
+            if a.worker == page.worker:
+                continue  # one worker (or its twin process): the same page again
+            if returned - a.called < dead_interval:
+                bad.add(uid)
+            else:
+                takeovers.add(uid)
+                taken_at[a.uid] = returned
+        active[key].append(page)
     return sorted(bad), len(takeovers - bad)
 
 
