@@ -174,7 +174,9 @@ BEGIN
                                     WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.subscription st
                                      JOIN pglogq.tick ts ON ts.queue_id = st.queue_id AND ts.tick_id = st.last_tick
-                                    WHERE st.parent_id = c.sub_id AND st.stream = x.ev_partition
+                                    WHERE st.parent_id = c.sub_id
+                                      AND st.stream = CASE WHEN q.urgent_lane AND x.ev_priority > 100 THEN -1
+                                                           ELSE x.ev_partition END
                                       AND pg_visible_in_snapshot(x.ev_txid, ts.tick_snapshot))
                  ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
@@ -196,7 +198,9 @@ BEGIN
                                     WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.subscription st
                                      JOIN pglogq.tick ts ON ts.queue_id = st.queue_id AND ts.tick_id = st.last_tick
-                                    WHERE st.parent_id = c.sub_id AND st.stream = x.ev_partition
+                                    WHERE st.parent_id = c.sub_id
+                                      AND st.stream = CASE WHEN q.urgent_lane AND x.ev_priority > 100 THEN -1
+                                                           ELSE x.ev_partition END
                                       AND pg_visible_in_snapshot(x.ev_txid, ts.tick_snapshot))
                  ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;

@@ -64,6 +64,9 @@ BEGIN
        AND x.ev_txid >= lo AND x.ev_txid <= hi
        AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
        AND (x.ev_owner IS NULL OR x.ev_owner = owner)
+       AND CASE WHEN h.stream IS NULL THEN NOT (q.urgent_lane AND x.ev_priority > 100)
+                WHEN h.stream = -1 THEN x.ev_priority > 100
+                ELSE x.ev_partition = h.stream END
        AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0
      LIMIT 1;
     IF NOT FOUND THEN
@@ -82,7 +85,7 @@ BEGIN
         DELETE FROM pglogq.attempt a WHERE a.sub_id = h.sub_id AND a.msg_id = e.ev_id;
         RETURN 'dead';
     END IF;
-    IF h.stream IS NOT NULL THEN
+    IF h.stream >= 0 THEN
         IF h.hold_id IS NOT NULL AND (h.hold_txid, h.hold_id) <= (e.ev_txid, e.ev_id) THEN
             RETURN 'retry';  -- an earlier event of the page holds the stream: this one comes again too
         END IF;

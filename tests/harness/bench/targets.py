@@ -186,6 +186,8 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
     else:
         out.append(_not_measured("fan-out: stored bytes independent of the number of subscribers"))
     out.extend(_partition_targets(r))
+    out.append(_at_most("urgent lane: VIP mails into a 15,000-event backlog start within 1 s, p99",
+                        r.find("vip", "VIP mail: send to handler start, p99", "pglogq (urgent lane)"), 1000, "ms"))
     if quick:
         for v in out:
             if v.met is not None:
