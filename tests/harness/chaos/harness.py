@@ -344,9 +344,9 @@ class Harness:
                     row = conn.execute(
                         "SELECT (SELECT count(*) FROM pglogq.subscription WHERE batch_id IS NOT NULL),"
                         " (SELECT count(*) FROM pglogq.subscription s WHERE s.last_tick < %s"
-                        "   AND (s.stream IS NOT NULL OR (s.parent_id IS NULL AND NOT EXISTS"
+                        "   AND (s.stream >= 0 OR (s.parent_id IS NULL AND NOT EXISTS"
                         "     (SELECT 1 FROM pglogq.subscription x WHERE x.parent_id = s.sub_id"
-                        "       AND x.stream IS NOT NULL)))),"
+                        "       AND x.stream >= 0)))),"
                         " (SELECT count(*) FROM pglogq.retry) + (SELECT count(*) FROM pglogq.delayed),"
                         " (SELECT count(*) FROM pglogq.event)",
                         (tick[0],),
@@ -368,7 +368,7 @@ class Harness:
         with psycopg.connect(self.server.dsn, autocommit=True) as conn:
             return {str(n): [int(c), int(m)] for n, c, m in conn.execute(
                 "SELECT s.consumer_name, s.last_tick, min(x.last_tick) FROM pglogq.subscription s"
-                " JOIN pglogq.subscription x ON x.parent_id = s.sub_id AND x.stream IS NOT NULL"
+                " JOIN pglogq.subscription x ON x.parent_id = s.sub_id AND x.stream >= 0"
                 " WHERE s.parent_id IS NULL GROUP BY s.sub_id, s.consumer_name, s.last_tick"
                 " HAVING s.last_tick < min(x.last_tick) ORDER BY 1").fetchall()}
 
