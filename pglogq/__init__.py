@@ -25,7 +25,9 @@ from pglogq.errors import (
     InvalidDelay,
     InvalidInput,
     InvalidJobsQuery,
+    InvalidKey,
     InvalidName,
+    InvalidPartitions,
     InvalidPayload,
     InvalidProgress,
     InvalidSchedule,
@@ -55,6 +57,7 @@ from pglogq.errors import (
     UnknownQueue,
     UnknownSchedule,
 )
+from pglogq.keys import key_partition, key_slot
 from pglogq.models import (
     CaptureInfo,
     ConsumerInfo,
@@ -105,7 +108,9 @@ __all__ = [
     "InvalidDelay",
     "InvalidInput",
     "InvalidJobsQuery",
+    "InvalidKey",
     "InvalidName",
+    "InvalidPartitions",
     "InvalidPayload",
     "InvalidProgress",
     "InvalidSchedule",
@@ -146,6 +151,8 @@ __all__ = [
     "UnknownMessage",
     "UnknownQueue",
     "UnknownSchedule",
+    "key_partition",
+    "key_slot",
     "start_async_ticker",
     "start_ticker",
 ]
