@@ -471,3 +471,29 @@ def test_the_partitions_with_nothing_new_are_passed_in_one_statement(dsn: str) -
             got += [m[1] for m in more]
             ack(conn, more)
         assert sorted(got) == ids
+
+
+def test_the_consumer_cursor_catches_up_after_concurrent_takes(dsn: str) -> None:
+    """Found by the keyed chaos run: two workers taking the last batches of two partitions in
+    concurrent transactions each saw the other's partition at its old tick, and the consumer's
+    cursor stayed a tick behind both for good (lag misreported on an idle queue).  The next
+    receive puts it back on the slowest stream."""
+    with sql_conn(dsn) as conn, psycopg.connect(dsn) as a, psycopg.connect(dsn) as b:
+        make_queue(conn, partitions=2)
+        keys = [f"a{i}" for i in range(40)]
+        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
+        k0 = next(k for k in keys if parts[k] == (0,))
+        k1 = next(k for k in keys if parts[k] == (1,))
+        send_keyed(conn, [k0, k1])
+        tick(conn)
+        take = "SELECT batch_id, msg_id, payload, retry_count, txid FROM pglogq.receive('q', 'c', 10, %s)"
+        pa = a.execute(take, ("wa",)).fetchall()
+        pb = b.execute(take, ("wb",)).fetchall()
+        a.commit()
+        b.commit()
+        ack(conn, pa)
+        ack(conn, pb)
+        assert receive(conn, "wa") == []
+        rows = conn.execute("SELECT last_tick, lag_events FROM pglogq.consumer_info('q', 'c')").fetchall()
+        newest = conn.execute("SELECT max(tick_id) FROM pglogq.tick").fetchone()
+        assert newest is not None and rows == [(newest[0], 0)]

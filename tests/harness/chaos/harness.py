@@ -424,7 +424,7 @@ class Harness:
                 cursor_regressions=self.regressions,
                 consumer_cursor_behind_streams=behind,
             )
-            report["passed"] = drained and not self.regressions and all(
+            report["passed"] = drained and not self.regressions and not behind and all(
                 s["lost"] == 0 and s["unexpected"] == 0 and s["skipped_within_limit"] == 0
                 and s["per_key_order_violations"] == 0 and s["same_key_in_flight"] == 0
                 for s in report["subscribers"].values()
