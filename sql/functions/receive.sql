@@ -255,7 +255,9 @@ BEGIN
            released_at = NULL,
            heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(),
            lease_worker = CASE WHEN h.stream IS NOT NULL THEN coalesce(worker_name, '') END,
-           hold_until = CASE WHEN h.hold_id IS NOT NULL THEN s.hold_until END  -- a nack's hold stays until the ack
+           -- a page handed out (again): a nack of its earlier delivery that was not acknowledged
+           -- counted its failure and is void now (the page is a new delivery)
+           hold_txid = NULL, hold_id = NULL, hold_until = NULL
      WHERE s.sub_id = h.sub_id;
     IF EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
         -- crashed attempts count like nacks
