@@ -19,7 +19,8 @@
 --   urgent_lane (boolean)             events above priority 100 jump a waiting backlog (one partition
 --                                     only); only while the queue is new
 -- Returns:    the new value as text.
--- Raises:     PQ001 unknown queue; PQ005 unknown parameter or invalid value; PQ075 and PQ077 (see
+-- Raises:     PQ001 unknown queue; PQ005 unknown parameter or invalid value; PQ075 invalid partition
+--             count; PQ077 invalid urgent lane, or a layout set on a queue that is not new (see
 --             _set_layout).
 -- Tables:     queue (update).
 CREATE OR REPLACE FUNCTION pglogq.set_queue_config(queue_name text, param text, value text)
