@@ -8,7 +8,7 @@
 --             (a consumer or worker of a queue with an urgent lane)
 -- Returns:    setof pglogq.message (batch_id NULL), ordered by priority desc, txid, id
 --             (by txid, id when big).
--- Tables:     event (read), cancelled (read).
+-- Tables:     event (read), cancelled (read), dead_letter (read, a partition's stream only).
 -- The events of a batch are those whose transaction is visible in cur_snap and not in prev_snap.
 -- The scan is bounded to [xmax(prev), xmax(cur)) plus the xids that were running at prev, and
 -- reads every child table of the queue, so a producer that wrote into an older child (an old
@@ -34,6 +34,8 @@ DECLARE
     xip_arr xid8[] := ARRAY(SELECT x FROM pg_snapshot_xip(prev_snap) x
                              WHERE pg_visible_in_snapshot(x, cur_snap));
     any_cancel boolean := EXISTS (SELECT 1 FROM pglogq.cancelled c WHERE c.queue_id = _batch_page.queue_id);
+    -- a partition's stream: events this consumer buried while an earlier event held the stream
+    any_dead boolean := part >= 0 AND EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = owner);
     got bigint := 0;
 BEGIN
     IF part = -1 THEN
@@ -67,6 +69,8 @@ BEGIN
            AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
            AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
            AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+           AND (NOT any_dead OR e.ev_owner IS NOT NULL
+                OR NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = owner AND d.msg_id = e.ev_id))
            AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
                                               WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
          ORDER BY e.ev_partition, e.ev_txid, e.ev_id
