@@ -40,7 +40,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -158,17 +158,21 @@ class PartitionModel(RuleBasedStateMachine):
         assert row is not None
         return int(row[0])
 
-    @rule(key=st.sampled_from((None, *KEYS)))
-    def send(self, key: str | None) -> None:
+    @rule(key=st.sampled_from((None, *KEYS)), then_tick=st.booleans())
+    def send(self, key: str | None, then_tick: bool = False) -> None:
         self.committed([self.send_one(key)], [key])
+        if then_tick:
+            self.tick()
 
-    @rule(keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=6))
-    def send_batch(self, keys: list[str]) -> None:
+    @rule(keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=6), then_tick=st.booleans())
+    def send_batch(self, keys: list[str], then_tick: bool = False) -> None:
         bodies = [json.dumps({"key": k, "n": n}) for n, k in enumerate(keys)]
         row = self.db.execute("SELECT pglogq.send_batch(%s, %s::jsonb[], keys => %s)",
                               (self.q, bodies, keys)).fetchone()
         assert row is not None
         self.committed(list(row[0]), list(keys))
+        if then_tick:
+            self.tick()
 
     @rule(n=st.integers(1, 3))
     def send_batch_unkeyed(self, n: int) -> None:
@@ -247,6 +251,7 @@ class PartitionModel(RuleBasedStateMachine):
             old.rows = rows
             if old.hold is not None and old.hold >= len(rows):
                 old.hold = None  # the held event is past the new page: the ack covers the page
+            event("receive again: " + ("after a crash" if not old.known else "alive"))
             if not old.known:
                 old.known = True
                 old.nacked = {}  # a new delivery of the page: its nacks are new failures
@@ -254,6 +259,7 @@ class PartitionModel(RuleBasedStateMachine):
                 old.nacked = {j: r for j, r in old.nacked.items() if j < len(rows)}
             return old
         if not rows:
+            event("receive: empty" + (" while a partition is out" if self.pages else ""))
             busy = {p.partition for p in self.pages.values()}
             waiting = {p: self.expected_next(p) for p in range(PARTITIONS) if p not in busy}
             assert not any(waiting.values()), f"{w} got nothing while partitions wait: {waiting}"
@@ -295,6 +301,13 @@ class PartitionModel(RuleBasedStateMachine):
         w = data.draw(st.sampled_from(sorted(v for v, p in self.pages.items() if p.known)))
         self.pages[w].known = False
 
+    @precondition(lambda self: any(p.known for p in self.pages.values()))
+    @rule(data=st.data(), size=st.integers(1, 5))
+    def crash_and_come_back(self, data: st.DataObject, size: int) -> None:
+        """The worker dies before its ack and restarts at once: the same page comes again."""
+        self.crash(data)
+        self.receive(data.draw(st.sampled_from(sorted(v for v, p in self.pages.items() if not p.known))), size)
+
     def known_workers(self) -> list[str]:
         return sorted(v for v, p in self.pages.items() if p.known)
 
@@ -327,11 +340,20 @@ class PartitionModel(RuleBasedStateMachine):
             self.nack_some(w, data)
         self.ack_page(w)
 
+    @rule(fail=st.booleans(), data=st.data())
+    def consume_round(self, fail: bool, data: st.DataObject) -> None:
+        """Every worker in turn: receive, maybe nack, ack (a partition comes back round quickly)."""
+        for w in WORKERS:
+            self.consume_one_page(w, 5, fail, data)
+
     def nack_some(self, w: str, data: st.DataObject) -> None:
         """Nack an event of the worker's page (one that no known engine bug makes wrong)."""
         page = self.pages[w]
         allowed = [j for j in range(len(page.rows)) if self.nack_allowed(page, j)]
-        if allowed:
+        retried = [j for j in allowed if self.attempts[page.rows[j].msg_id]]
+        if retried and data.draw(st.booleans()):
+            self.nack_at(w, retried[0])  # failed before: towards the dead-letter queue
+        elif allowed:
             self.nack_at(w, data.draw(st.sampled_from(allowed)))
 
     def nack_allowed(self, page: Page, j: int) -> bool:
@@ -366,6 +388,7 @@ class PartitionModel(RuleBasedStateMachine):
             self.attempts[i] += 1
             page.hold = j
         page.nacked[j] = result
+        event(f"nack: {result}")
         return result
 
     def ack_page(self, w: str) -> None:
