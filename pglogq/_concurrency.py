@@ -10,7 +10,7 @@ import inspect
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pglogq._runtime import ABANDONED_OUTCOME, ERROR, OK_OUTCOME, TIMEOUT, Outcome
@@ -73,6 +73,30 @@ class Background:
 
     def join(self) -> None:
         self._thread.join()
+
+
+def gather(fns: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Run ``fns`` at once (a thread each: a consumer's receive loops) and wait until every one has
+    returned; their results in order, or the first exception raised once all have ended."""
+    results: list[Any] = [None] * len(fns)
+    failures: list[BaseException | None] = [None] * len(fns)
+
+    def call(i: int) -> None:
+        try:
+            results[i] = fns[i]()
+        except BaseException as exc:
+            failures[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,), name=f"pglogq-loop-{i}", daemon=True)
+               for i in range(len(fns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for exc in failures:
+        if exc is not None:
+            raise exc
+    return results
 
 
 def close_busy(conn: Any) -> None:

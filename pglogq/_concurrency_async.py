@@ -91,6 +91,16 @@ class Background:
         await self._task
 
 
+async def gather(fns: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Run ``fns`` at once (a task each: a consumer's receive loops) and wait until every one has
+    returned; their results in order, or the first exception raised once all have ended."""
+    results = await asyncio.gather(*(fn() for fn in fns), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return list(results)
+
+
 async def _one(calls: Calls, i: int, timeout: float | None) -> Outcome:
     task = asyncio.ensure_future(calls(i))
     try:

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from typing_extensions import LiteralString
 
-CREATE_QUEUE: LiteralString = "SELECT pglogq.create_queue(%s)"
+CREATE_QUEUE: LiteralString = "SELECT pglogq.create_queue(%s, %s, %s)"
 DROP_QUEUE: LiteralString = "SELECT pglogq.drop_queue(%s, %s)"
 SET_QUEUE_CONFIG: LiteralString = "SELECT pglogq.set_queue_config(%s, %s, %s)"
 SUBSCRIBE: LiteralString = "SELECT pglogq.subscribe(%s, %s)"
 UNSUBSCRIBE: LiteralString = "SELECT pglogq.unsubscribe(%s, %s)"
 SEND: LiteralString = (
     "SELECT pglogq.send(%s, %s, type => %s, headers => %s, priority => %s,"
-    " idempotency_key => %s, deliver_at => %s, delay => %s)"
+    " idempotency_key => %s, deliver_at => %s, delay => %s, key => %s)"
 )
 SEND_PLAIN: LiteralString = "SELECT pglogq.send(%s, %s)"
 SEND_TYPED: LiteralString = "SELECT pglogq.send(%s, %s, %s)"
 SEND_BATCH: LiteralString = (
     "SELECT pglogq.send_batch_json(%s, %s, type => %s, headers => %s, priority => %s,"
-    " idempotency_keys => %s, deliver_at => %s, delay => %s)"
+    " idempotency_keys => %s, deliver_at => %s, delay => %s, keys => %s)"
 )
 TICKER: LiteralString = "SELECT pglogq.ticker(%s)"
 FORCE_TICK: LiteralString = "SELECT pglogq.force_tick(%s)"

@@ -11,7 +11,7 @@ import re
 import secrets
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
@@ -28,6 +28,11 @@ OK_OUTCOME: Outcome = (OK, None)
 
 ABANDONED_OUTCOME: Outcome = (ABANDONED, None)
 
+NOT_RUN = "not_run"
+NOT_RUN_OUTCOME: Outcome = (NOT_RUN, None)
+"""A call of a partition's page after a failure that ends the page: never made, neither acknowledged
+nor nacked (the engine delivers it again after the failed event)."""
+
 D = TypeVar("D")
 
 
@@ -43,6 +48,22 @@ def auto_worker_name() -> str:
 
 
 WORKER_NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,63}$")
+
+
+def loop_names(worker: str | None, workers: int) -> list[str]:
+    """The worker names of a consumer's ``workers`` receive loops: ``f"{base}-{i}"``, ``base`` being
+    ``worker``, else this process's :func:`host_label` (made a valid worker name, the host part cut
+    so that the names fit in 63 characters).  ValueError when ``worker`` is too long for them."""
+    suffix = f"-{workers - 1}"
+    if worker is None:
+        host, _, pid = host_label().rpartition(":")
+        host = re.sub(r"[^A-Za-z0-9_.@-]", "-", host) or "host"
+        worker = f"{host[: 63 - len(suffix) - len(pid) - 1]}:{pid}"
+    names = [f"{worker}-{i}" for i in range(workers)]
+    if not WORKER_NAME_RE.match(names[-1]):
+        raise ValueError(f"worker name {worker!r} is too long for {workers} workers: the loops are named "
+                         f"{names[-1]!r} and so on, at most 63 characters")
+    return names
 
 
 @dataclass
@@ -114,10 +135,16 @@ def group_units(
     type_of: Callable[[D], str | None],
     routes: Routes,
     error_of: Callable[[D], str | None] | None = None,
+    *,
+    contiguous: bool = False,
 ) -> list[Unit[D]]:
     """Split a page into handler calls, in page order: one per message for message handlers,
     one per batch handler with all its messages (at the position of the first).  A message
-    whose ``error_of`` is set (undecodable) gets a unit of its own that calls no handler."""
+    whose ``error_of`` is set (undecodable) gets a unit of its own that calls no handler.
+
+    ``contiguous`` (a partition's page, handled strictly in order): a batch handler's call holds
+    one run of consecutive messages only, so that calls in page order handle the messages in
+    page order."""
     units: list[Unit[D]] = []
     batch_at: dict[int, int] = {}
     found: dict[str | None, Route | None] = {}  # the route of each type met on this page
@@ -133,7 +160,7 @@ def group_units(
             r = found[t] = routes.route(t)
         if r is not None and r.kind == "batch":
             key = id(r)
-            if key in batch_at:
+            if key in batch_at and (not contiguous or batch_at[key] == len(units) - 1):
                 units[batch_at[key]].items.append(item)
                 continue
             batch_at[key] = len(units)
@@ -193,6 +220,14 @@ class RunStats:
     """Database errors survived by the run loop (it waits and tries again)."""
     cancelled: int = 0
     """Messages cancelled after they were received: never started, acknowledged with the page."""
+
+
+def total(runs: Sequence[RunStats]) -> RunStats:
+    """The sum of several runs' statistics (a consumer's receive loops)."""
+    out = RunStats()
+    for f in fields(RunStats):
+        setattr(out, f.name, sum(getattr(r, f.name) for r in runs))
+    return out
 
 
 class NotifyHealth:

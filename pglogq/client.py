@@ -25,6 +25,7 @@ import pglogq._codec as v
 import pglogq._convert as cv
 from pglogq import _concurrency, _trace, schedules, schema
 from pglogq import _queries as q
+from pglogq import keys as _keys
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
     ClientClosed,
@@ -38,6 +39,7 @@ from pglogq.errors import (
     InvalidSchedule,
     InvalidStartCount,
     InvalidTypeConfig,
+    InvalidUrgentLane,
     MessageNotInBatch,
     UnknownDeadLetter,
     UnknownMessage,
@@ -284,9 +286,28 @@ class Client:
 
     # -- queues and consumers -------------------------------------------------------------
 
-    def create_queue(self, queue: str, *, conn: AnyConn | None = None) -> bool:
-        """Create a queue; False if it existed already."""
-        return bool(self._value(q.CREATE_QUEUE, (v.name(queue, "queue"),), conn))
+    def create_queue(
+        self, queue: str, *, partitions: int = 1, urgent_lane: bool = False, conn: AnyConn | None = None
+    ) -> bool:
+        """Create a queue; False if it existed already (nothing changed, whatever its partitions).
+
+        ``partitions``: 1 (default) one ordered log; 2..1024 the events are spread over that many
+        partitions by their ``key`` (see :func:`pglogq.key_partition`), each consumer reads the
+        partitions as streams of their own, in send order per key, and its cooperating workers
+        share them (one worker per partition at a time).  Fixed for the queue's life.  Anything
+        but an int within 1..1024 raises :class:`InvalidPartitions`.
+
+        ``urgent_lane``: True makes every event sent with a priority above 100 urgent: each
+        consumer gets it at its next receive, ahead of a waiting backlog of ordinary events (which
+        still get a page whenever they have waited a second).  Only with ``partitions=1``; not a
+        bool, or True with partitions, raises :class:`InvalidUrgentLane`."""
+        name = v.name(queue, "queue")
+        parts = _keys.check_partitions(partitions)
+        if not isinstance(urgent_lane, bool) or (urgent_lane and parts != 1):
+            raise InvalidUrgentLane(f"invalid urgent_lane {urgent_lane!r}: True or False, and True only "
+                                    "on a queue of one partition")
+        params = (name, parts, urgent_lane)
+        return bool(self._value(q.CREATE_QUEUE, params, conn))
 
     def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:
         """Drop a queue and all its events; refuses while consumers exist unless ``force``."""
@@ -351,19 +372,25 @@ class Client:
         idempotency_key: str | None = None,
         deliver_at: datetime | None = None,
         delay: timedelta | None = None,
+        key: str | None = None,
         conn: AnyConn | None = None,
     ) -> int:
-        """Append one event; returns its message id.  With ``conn=`` it commits with the caller."""
+        """Append one event; returns its message id.  With ``conn=`` it commits with the caller.
+
+        ``key``: 1 to 255 UTF-8 bytes (else :class:`InvalidKey`), or None.  On a partitioned
+        queue every event of one key goes to one partition, so each consumer handles them one at
+        a time in send order; the key is stored on any queue."""
         with _trace.sending(queue, headers) as span:
             params = (
                 v.name(queue, "queue"), v.jsonb(payload),
                 *cv.event_options(type, span.headers, priority, deliver_at, delay),
             )
-            key = v.text(idempotency_key, "idempotency key")
-            if params[3:] == _DEFAULT_OPTIONS and key is None:  # the short statement: fewer parameters
+            idem = v.text(idempotency_key, "idempotency key")
+            ev_key = None if key is None else _keys.check_key(key)
+            if params[3:] == _DEFAULT_OPTIONS and idem is None and ev_key is None:  # the short statement
                 sql, args = (q.SEND_PLAIN, params[:2]) if params[2] is None else (q.SEND_TYPED, params[:3])
             else:
-                sql, args = q.SEND, (*params[:5], key, *params[5:])
+                sql, args = q.SEND, (*params[:5], idem, *params[5:], ev_key)
             msg_id = int((self._rows(sql, args, conn, hot=True))[0][0])
             span.sent((msg_id,))
             return msg_id
@@ -379,21 +406,27 @@ class Client:
         idempotency_keys: Sequence[str | None] | None = None,
         deliver_at: datetime | None = None,
         delay: timedelta | None = None,
+        keys: Sequence[str] | None = None,
         conn: AnyConn | None = None,
     ) -> list[int]:
-        """Append many events in one statement; returns their ids in order."""
-        keys = None
+        """Append many events in one statement; returns their ids in order.
+
+        ``keys``: one event key per payload (see :meth:`send`'s ``key``; a sequence, not a str,
+        of as many keys as payloads, none of them None; else :class:`InvalidKey`), or None."""
+        idem = None
         if idempotency_keys is not None:
             if isinstance(idempotency_keys, (str, bytes)):
                 raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
-            keys = [v.text(k, "idempotency key") for k in idempotency_keys]
+            idem = [v.text(k, "idempotency key") for k in idempotency_keys]
         events = v.payload_list(payloads)
+        ev_keys = None if keys is None else _keys.check_keys(keys, len(events))
         with _trace.sending(queue, headers, len(events)) as span:
             params = (
                 v.name(queue, "queue"), v.jsonb(events),
                 *cv.event_options(type, span.headers, priority, deliver_at, delay),
             )
-            rows = self._rows(q.SEND_BATCH, (*params[:5], keys, *params[5:]), conn, hot=True, binary=True)
+            rows = self._rows(q.SEND_BATCH, (*params[:5], idem, *params[5:], ev_keys), conn, hot=True,
+                                    binary=True)
             ids = list(map(int, rows[0][0] or ()))
             span.sent(ids)
             return ids

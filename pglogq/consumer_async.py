@@ -25,6 +25,8 @@ round trip); when a marked event has not started ``start_ahead`` seconds after i
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import logging
 import operator
 import secrets
@@ -40,7 +42,9 @@ from typing_extensions import LiteralString
 
 from pglogq import _concurrency_async, _trace
 from pglogq._runtime import (
+    ABANDONED,
     ABANDONED_OUTCOME,
+    NOT_RUN_OUTCOME,
     OK,
     OK_OUTCOME,
     TIMEOUT,
@@ -55,6 +59,8 @@ from pglogq._runtime import (
     failure_reason,
     group_units,
     host_label,
+    loop_names,
+    total,
 )
 from pglogq.client_async import AsyncBatch, AsyncClient
 from pglogq.errors import BatchLost, PglogqError, StaleBatch, UndecodableEvent
@@ -115,6 +121,8 @@ class _Page:
         self.stop_ids: set[int] = set()  # asked to stop (request_stop)
         self.released = False
         self.releasing = False
+        self.strict = False  # a partition's page: calls one at a time, the first failure ends it
+        self.acked = False  # acknowledged already (with the nack that ended a strict page)
 
     def mark_lost(self, how: str) -> None:
         if self.lost or self.finishing:
@@ -443,6 +451,23 @@ class AsyncConsumer:
     handlers are marked started in groups; 0: one round trip before every handler call) - for
     that long ``cancel`` may refuse an event that has not started yet.
 
+    On a partitioned queue (``create_queue(..., partitions=N)``, learnt once when ``run`` starts)
+    a page holds events of one partition, and its handler calls run one at a time in page order
+    whatever ``concurrency`` (the events of one key are never handled at once, nor out of send
+    order); the first failure is nacked (with the retry policy) and ends the page: the events
+    after it are not handled, the page is acknowledged up to the failed event, and the engine
+    delivers that event again after the retry delay, followed by the rest.  A failure that goes
+    to the dead-letter queue does not end the page.  A batch handler then gets runs of
+    consecutive messages.
+
+    ``workers``: this many receive loops in this process (threads for Consumer, tasks for
+    AsyncConsumer), each a cooperating worker named ``f"{base}-{i}"`` (``base``: ``worker``, else
+    the host label ``host:pid``), each handling at most one page at a time: the partitions of a
+    partitioned queue are read in parallel, the batches of an unpartitioned one shared.  Each
+    loop has its own heartbeat and listener connection; ``stop()`` stops them all, ``run``
+    returns their summed :class:`RunStats` (``max_batches`` counts per loop).  ``workers > 1``
+    refuses ``transactional=True`` (one page transaction at a time).
+
     Behind a connection pooler in transaction mode (PgBouncer): give a client made with
     ``pooled=True`` (or ``pooled=True`` here with a DSN) and ``listen_dsn``, a direct DSN to
     PostgreSQL for the one connection that LISTENs for ticks (everything else goes through the
@@ -472,9 +497,11 @@ class AsyncConsumer:
         listen_dsn: str | None = None,
         pooled: bool = False,
         listen_probe_timeout: float = 2.0,
+        workers: int = 1,
     ) -> None:
         for what, number in (("max_messages", PAGE_MIN if max_messages is None else max_messages),
-                             ("concurrency", concurrency), ("notify_miss_limit", notify_miss_limit)):
+                             ("concurrency", concurrency), ("notify_miss_limit", notify_miss_limit),
+                             ("workers", workers)):
             if isinstance(number, bool) or not isinstance(number, int):
                 raise TypeError(f"{what} must be an int or None, got {number!r}" if what == "max_messages"
                                 else f"{what} must be an int, got {number!r}")
@@ -482,6 +509,10 @@ class AsyncConsumer:
             raise ValueError(f"max_messages must be within 1..100000, got {max_messages}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        if not 1 <= workers <= 1024:
+            raise ValueError(f"workers must be within 1..1024, got {workers}")
+        if transactional and workers != 1:
+            raise ValueError("transactional consumers run one page transaction at a time (workers=1)")
         if message_timeout is not None and message_timeout <= 0:
             raise ValueError(f"message_timeout must be positive, got {message_timeout}")
         if listen_dsn is not None and (not isinstance(listen_dsn, str) or not listen_dsn.strip()):
@@ -518,6 +549,10 @@ class AsyncConsumer:
             worker = auto_worker_name()
         if worker is not None and not WORKER_NAME_RE.match(worker):
             raise ValueError(f"invalid worker name {worker!r}: 1 to 63 letters, digits or _.:@-")
+        self.workers = workers
+        self._loop_names = loop_names(worker, workers) if workers > 1 else []
+        self._loops: list[AsyncConsumer] = []  # the receive loops while run() runs them (workers > 1)
+        self._partitioned: bool | None = None  # learnt when the first receive loop starts
         self.queue = queue
         self.consumer_name = consumer_name
         self.worker_name = worker
@@ -550,6 +585,7 @@ class AsyncConsumer:
         self._hb_stop = _concurrency_async.Event()
         self.wakeup: AsyncWakeup | None = None
         self._runner = _concurrency_async.Runner(concurrency, message_timeout)
+        self._strict_runner = _concurrency_async.Runner(1, message_timeout)
 
     def __repr__(self) -> str:
         who = f" worker={self.worker_name!r}" if self.worker_name else ""
@@ -561,7 +597,8 @@ class AsyncConsumer:
     def client(self) -> AsyncClient:
         if self._client is None:
             self._client = AsyncClient(
-                self._dsn, min_size=1, max_size=max(4, self.concurrency + 3), pooled=self.pooled
+                self._dsn, min_size=1, max_size=max(4, self.workers * (self.concurrency + 2) + 1),
+                pooled=self.pooled,
             )
         return self._client
 
@@ -623,6 +660,8 @@ class AsyncConsumer:
             page = self._page
             if page is not None:
                 page.abandon.set()
+        for loop in list(self._loops):
+            loop.stop(abandon=abandon)
 
     async def aclose(self) -> None:
         """Close the client if the consumer made it."""
@@ -659,9 +698,61 @@ class AsyncConsumer:
         self._running = True
         self._stopping = False
         self._stop_event.clear()
+        try:
+            if self.workers > 1:
+                self.stats = await self._run_loops(stop_when_idle, max_batches)
+            else:
+                await self._serve(stop_when_idle, max_batches)
+        finally:
+            self._running = False
+        return self.stats
+
+    async def _run_loops(self, stop_when_idle: bool, max_batches: int | None) -> RunStats:
+        """Run ``workers`` receive loops at once, each a copy of this consumer with a worker name
+        of its own and the same client and handlers; the first loop that fails stops the others."""
+        client = self.client  # made now: the loops share it
+        loops = [self._loop_consumer(name, client) for name in self._loop_names]
+        self._loops = loops
+        if self._stopping:  # stop() came before the loops existed
+            for loop in loops:
+                loop.stop()
+        try:
+            runs = await _concurrency_async.gather(
+                [functools.partial(self._loop_run, loop, stop_when_idle, max_batches) for loop in loops]
+            )
+        finally:
+            self._loops = []
+        return total(runs)
+
+    async def _loop_run(self, loop: AsyncConsumer, stop_when_idle: bool, max_batches: int | None) -> RunStats:
+        try:
+            await loop._serve(stop_when_idle, max_batches)
+        except BaseException:
+            self.stop()
+            raise
+        return loop.stats
+
+    def _loop_consumer(self, name: str, client: AsyncClient) -> AsyncConsumer:
+        """A receive loop of this consumer: a shallow copy with its own worker name and run state."""
+        loop = copy.copy(self)
+        loop.workers = 1
+        loop.worker_name = loop.label = name
+        loop._client, loop._own_client = client, False
+        loop._loops, loop._loop_names = [], []
+        loop._page, loop.wakeup = None, None
+        loop._stopping = False
+        loop._stop_event, loop._hb_stop = _concurrency_async.Event(), _concurrency_async.Event()
+        loop.stats = RunStats()
+        loop.health = NotifyHealth(self.health.limit)
+        loop._pace = None
+        return loop
+
+    async def _serve(self, stop_when_idle: bool, max_batches: int | None) -> None:
+        """The receive loop of ``run`` (one worker): pages until stopped, idle or ``max_batches``."""
         self._hb_stop.clear()
         self.stats = stats = RunStats()
         self._runner = _concurrency_async.Runner(self.concurrency, self.message_timeout)
+        self._strict_runner = _concurrency_async.Runner(1, self.message_timeout)
         wake = self.wakeup = await self._wakeup()
         beat = _concurrency_async.Background(self._heartbeat_loop, name=f"pglogq-heartbeat-{self.label}")
         polled = False
@@ -670,6 +761,8 @@ class AsyncConsumer:
                 if max_batches is not None and stats.pages >= max_batches:
                     break
                 try:
+                    if self._partitioned is None:
+                        self._partitioned = (await self.client.queue_info(self.queue))[0].partitions > 1
                     batch = await self.client.receive(
                         self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
                         start_first=self._ahead(),
@@ -700,11 +793,10 @@ class AsyncConsumer:
                     polled = True
         finally:
             self._runner.close()
+            self._strict_runner.close()
             self._hb_stop.set()
             await beat.join()
             await wake.close()
-            self._running = False
-        return stats
 
     # -- one page -------------------------------------------------------------------------
 
@@ -745,6 +837,7 @@ class AsyncConsumer:
     async def _handle(self, batch: AsyncBatch) -> None:
         assert batch.id is not None
         page = _Page(batch.id, self.queue, self.consumer_name)
+        page.strict = bool(self._partitioned)
         page.claimed = min(self._ahead(), len(batch)) - 1
         page.chunk = max(1, page.claimed + 1)
         self._page = page
@@ -754,8 +847,8 @@ class AsyncConsumer:
                 acked = await self._handle_in_transaction(batch, page)
             else:
                 deliveries = self._deliveries(batch, page, None)
-                units = group_units(deliveries, _type_of, self._routes, _error_of)
-                outcomes = await self._runner.run(_Calls(self, units, None), page.abandon)
+                units = group_units(deliveries, _type_of, self._routes, _error_of, contiguous=page.strict)
+                outcomes = await self._run_units(page, units, None)
                 if self._dropped(page, outcomes):
                     await self._give_back(page)
                     return
@@ -773,9 +866,9 @@ class AsyncConsumer:
         try:
             async with self.client.connection() as conn, conn.transaction():
                 deliveries = self._deliveries(batch, page, conn)
-                units = group_units(deliveries, _type_of, self._routes, _error_of)
-                outcomes = await self._runner.run(_Calls(self, units, conn), page.abandon)
-                if self._runner.left_behind:
+                units = group_units(deliveries, _type_of, self._routes, _error_of, contiguous=page.strict)
+                outcomes = await self._run_units(page, units, conn)
+                if self._runner.left_behind or self._strict_runner.left_behind:
                     # abandoned while a handler still holds the page's connection (a thread cannot
                     # be stopped): cancel its statement and close the connection under its lock,
                     # so the handler cannot write anything more; nothing of the page commits
@@ -788,6 +881,47 @@ class AsyncConsumer:
         except _Dropped:
             return False
         return True
+
+    async def _run_units(self, page: _Page, units: list[Unit[AsyncDelivery]], conn: AnyConn | None) -> list[Outcome]:
+        """Run the handler calls of a page: at most ``concurrency`` at once; on a partition's page
+        (strict) one at a time in page order, the first failure nacked at once and, unless it
+        went to the dead-letter queue, acknowledged with the page, the calls after it not made."""
+        if not page.strict:
+            return await self._runner.run(_Calls(self, units, conn), page.abandon)
+        outcomes = [NOT_RUN_OUTCOME] * len(units)
+        for i, unit in enumerate(units):
+            outcome = outcomes[i] = (await self._strict_runner.run(_Calls(self, [unit], conn), page.abandon))[0]
+            if outcome[0] == OK:
+                continue
+            if outcome[0] == ABANDONED or page.lost:
+                break  # dropped unacknowledged (_dropped)
+            if await self._nack_now(page, unit, outcome, conn) != "dead":
+                break
+        return outcomes
+
+    async def _nack_now(
+        self, page: _Page, unit: Unit[AsyncDelivery], outcome: Outcome, conn: AnyConn | None
+    ) -> str | None:
+        """Nack the first event of a failed call of a strict page now; unless it went to the
+        dead-letter queue, acknowledge the page in the same transaction (the engine acknowledges
+        it up to that event).  The verdict; None when the batch was found lost."""
+        d = next(d for d in unit.items if not d.skipped)
+        reason, after, policy = self._failure(unit, outcome)
+        last = page.deliveries[-1].message
+        try:
+            async with self.client.connection(conn) as c, c.transaction():
+                d._verdict = await self.client.nack(d.message, retry_after=_retry_delay(d, after, policy),
+                                                    reason=reason, dead=d.message.decode_error is not None, conn=c)
+                d._failure = reason
+                if d._verdict != "dead":
+                    page.finishing = True
+                    await self.client.ack(page.batch_id, last=last, conn=c)
+                    page.acked = True
+        except StaleBatch:
+            page.finishing = False
+            page.mark_lost("nack or ack refused")
+            return None
+        return d._verdict
 
     def _deliveries(self, batch: AsyncBatch, page: _Page, conn: AnyConn | None) -> list[AsyncDelivery]:
         deliveries = [AsyncDelivery(m, page, self, conn, i) for i, m in enumerate(batch.messages)]
@@ -946,6 +1080,8 @@ class AsyncConsumer:
                     d._verdict = "ack"
             calls = zip((), (), strict=True)
         for unit, outcome in calls:
+            if outcome is NOT_RUN_OUTCOME:
+                continue  # after the failure that ended a strict page: it comes again
             if outcome[0] == OK:
                 for d in unit.items:
                     if d.skipped:
@@ -955,31 +1091,23 @@ class AsyncConsumer:
                         d._verdict = "ack"
                 continue
             cancelled += sum(1 for d in unit.items if d.skipped)
-            exc = outcome[1]
-            after: Any = None
             if outcome[0] == TIMEOUT:
                 timed_out += len(unit.items)
-            elif isinstance(exc, Nack):
-                # expected: one line; the traceback only for whoever debugs
-                log.warning("%r: nacked %s: %s", self, unit.items, exc.reason)
-                log.debug("%r: where the Nack of %s was raised", self, unit.items, exc_info=exc)
-                after = exc.retry_after
-            elif exc is not None:
-                log.warning("%r: handler failed for %s: %s", self, unit.items, failure_reason(outcome, None),
-                            exc_info=exc)
-            reason = failure_reason(outcome, self.message_timeout)
-            # a Nack's retry_after, else the handler's own policy, else the consumer's (None: the
-            # server's rule for the type)
-            policy = unit.route.retry_policy if unit.route is not None else None
-            policy = policy if policy is not None else self.retry_policy
+            if page.strict:  # nacked already (_nack_now): only its first event
+                failures.extend((d, d._failure or "", None, None) for d in unit.items if d._verdict is not None)
+                continue
+            reason, after, policy = self._failure(unit, outcome)
             failures.extend((d, reason, after, policy) for d in unit.items if not d.skipped)
         page.finishing = True
         verdicts: list[str] = []
         last = page.deliveries[-1].message if page.deliveries else None
         try:
-            if not failures and conn is None:
+            if page.acked:
+                verdicts.extend(d._verdict or "" for d, *_ in failures)
+            elif not any(d._verdict is None for d, *_ in failures) and conn is None:
                 # nothing to nack: the ack alone, one statement and one round trip (BEGIN and
                 # COMMIT around it would be two more)
+                verdicts.extend(d._verdict or "" for d, *_ in failures)
                 await self.client.ack(page.batch_id, last=last)
             else:
                 await self._nack_and_ack(page, failures, verdicts, last, conn)
@@ -1009,17 +1137,32 @@ class AsyncConsumer:
         """Nack the failures and ack the page in one transaction (``conn``'s when given)."""
         async with self.client.connection(conn) as c, c.transaction():
             for d, reason, after, policy in failures:
-                delay = after
-                if delay is None and policy is not None:
-                    delay = policy.delay(d.retry_count)
-                # a payload or headers Python cannot decode fail the same way on every try:
-                # straight to the dead-letter queue, not max_retries retries first
-                undecodable = d.message.decode_error is not None
-                d._verdict = await self.client.nack(d.message, retry_after=delay, reason=reason,
-                                                    dead=undecodable, conn=c)
-                d._failure = reason
+                if d._verdict is None:  # else nacked already (a strict page's failure)
+                    # a payload or headers Python cannot decode fail the same way on every try:
+                    # straight to the dead-letter queue, not max_retries retries first
+                    undecodable = d.message.decode_error is not None
+                    d._verdict = await self.client.nack(d.message, retry_after=_retry_delay(d, after, policy),
+                                                        reason=reason, dead=undecodable, conn=c)
+                    d._failure = reason
                 verdicts.append(d._verdict)
             await self.client.ack(page.batch_id, last=last, conn=c)
+
+    def _failure(self, unit: Unit[AsyncDelivery], outcome: Outcome) -> tuple[str, Any, RetryPolicy | None]:
+        """Log a failed handler call; its nack reason, a Nack's retry_after and the retry policy."""
+        exc = outcome[1]
+        after: Any = None
+        if isinstance(exc, Nack):
+            # expected: one line; the traceback only for whoever debugs
+            log.warning("%r: nacked %s: %s", self, unit.items, exc.reason)
+            log.debug("%r: where the Nack of %s was raised", self, unit.items, exc_info=exc)
+            after = exc.retry_after
+        elif exc is not None and outcome[0] != TIMEOUT:
+            log.warning("%r: handler failed for %s: %s", self, unit.items, failure_reason(outcome, None),
+                        exc_info=exc)
+        # a Nack's retry_after, else the handler's own policy, else the consumer's (None: the
+        # server's rule for the type)
+        policy = unit.route.retry_policy if unit.route is not None else None
+        return failure_reason(outcome, self.message_timeout), after, policy if policy is not None else self.retry_policy
 
     # -- heartbeat ------------------------------------------------------------------------
 
@@ -1082,6 +1225,14 @@ class _Calls:
         # the handler call in its span (pglogq.contrib.otel)
         with _trace.processing(self._consumer, unit.items, unit.route is not None and unit.route.kind == "batch"):
             await self._consumer._run_unit(unit, self._conn)
+
+
+def _retry_delay(d: AsyncDelivery, after: Any, policy: RetryPolicy | None) -> Any:
+    """The retry_after of a nack: a Nack's own, else the policy's for the delivery's retry count
+    (None: the server's rule)."""
+    if after is None and policy is not None:
+        return policy.delay(d.retry_count)
+    return after
 
 
 _type_of: Callable[[AsyncDelivery], str | None] = operator.attrgetter("message.type")

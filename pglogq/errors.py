@@ -28,7 +28,10 @@ Exception tree::
     │   ├── InvalidStartCount       PQ060  (receive: start_first out of 0..100000)
     │   ├── InvalidTypeConfig       PQ065  (set_type_config: unknown parameter, bad value or type)
     │   ├── InvalidSchedule         PQ066  (schedules: bad cron expression, name, missed policy)
-    │   └── InvalidJobsQuery        PQ069  (jobs: bad state, max_rows or page cursor)
+    │   ├── InvalidJobsQuery        PQ069  (jobs: bad state, max_rows or page cursor)
+    │   ├── InvalidPartitions       PQ075  (create_queue: partition count out of 1..1024)
+    │   ├── InvalidKey              PQ076  (send, send_batch: empty or too long key, bad keys list)
+    │   └── InvalidUrgentLane       PQ077  (create_queue: urgent_lane None, or with partitions)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -301,6 +304,27 @@ class InvalidJobsQuery(InvalidInput):
     """jobs() refused its state, max_rows or page cursor."""
 
     sqlstate = "PQ069"
+
+
+class InvalidPartitions(InvalidInput):
+    """create_queue refused a partition count: an int within 1..1024 is expected (nothing was
+    changed)."""
+
+    sqlstate = "PQ075"
+
+
+class InvalidKey(InvalidInput):
+    """send or send_batch refused an event key: a key is a str of 1 to 255 UTF-8 bytes, and
+    ``keys`` holds one such key per payload (no None); nothing was sent."""
+
+    sqlstate = "PQ076"
+
+
+class InvalidUrgentLane(InvalidInput):
+    """create_queue refused ``urgent_lane``: True or False is expected, and True only on a queue of
+    one partition (a partitioned queue keeps each key's order); nothing was created."""
+
+    sqlstate = "PQ077"
 
 
 class BatchLost(PglogqError):

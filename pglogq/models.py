@@ -64,6 +64,8 @@ class QueueInfo:
     rotation_period: timedelta
     last_rotation: datetime
     rotation_blocked_by: str | None
+    partitions: int = 1
+    """1: one ordered log; else the queue's fixed partition count (``create_queue``)."""
 
 
 @dataclass(frozen=True)

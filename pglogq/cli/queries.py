@@ -44,11 +44,12 @@ DLQ_PURGE: LiteralString = "SELECT pglogq.dlq_purge(%(queue)s, %(consumer)s, %(t
 # pglogq send: payloads go as JSON text (cast by the server), so they arrive exactly as typed
 SEND_TEXT: LiteralString = """
 SELECT pglogq.send(%(queue)s, %(payload)s::jsonb, type => %(type)s, headers => %(headers)s::jsonb,
-                   priority => %(priority)s, idempotency_key => %(key)s, delay => %(delay)s)
+                   priority => %(priority)s, idempotency_key => %(key)s, delay => %(delay)s,
+                   key => %(event_key)s)
 """
 SEND_BATCH_TEXT: LiteralString = """
 SELECT pglogq.send_batch_json(%(queue)s, %(payload)s::jsonb, type => %(type)s, headers => %(headers)s::jsonb,
-                              priority => %(priority)s, delay => %(delay)s)
+                              priority => %(priority)s, delay => %(delay)s, keys => %(event_keys)s)
 """
 
 # receive with payload and headers as jsonb (the CLI's connection reads them as raw JSON text)

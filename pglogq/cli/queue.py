@@ -64,11 +64,17 @@ def queue() -> None:
 @click.argument("name")
 @click.option("--set", "settings", multiple=True, metavar="PARAM=VALUE",
               help="A setting to apply after creating (repeatable), e.g. --set ticker_max_lag=100ms.")
+@click.option("--partitions", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="Partitions (1..1024, fixed for the queue's life): events of one --event-key go to "
+                   "one partition, handled in order; each consumer's workers share the partitions.")
+@click.option("--urgent-lane", is_flag=True,
+              help="Events above priority 100 are urgent: consumers get them at their next receive, ahead of "
+                   "a waiting backlog (only with one partition; fixed for the queue's life).")
 @common_options
 @json_option
 @pass_app
-def create(app: App, name: str, settings: tuple[str, ...]) -> None:
-    """Create queue NAME (nothing changes if it exists already).
+def create(app: App, name: str, settings: tuple[str, ...], partitions: int, urgent_lane: bool) -> None:
+    """Create queue NAME (nothing changes if it exists already, whatever its partitions).
 
     The queue and every --set go in one transaction: when a setting is refused, nothing is
     created or changed.
@@ -77,7 +83,7 @@ def create(app: App, name: str, settings: tuple[str, ...]) -> None:
     """
     pairs = [parse_setting(s) for s in settings]
     with app.conn.transaction():  # all or nothing
-        created = app.client.create_queue(name, conn=app.conn)
+        created = app.client.create_queue(name, partitions=partitions, urgent_lane=urgent_lane, conn=app.conn)
         for p, v in pairs:
             app.client.set_queue_config(name, p, v, conn=app.conn)
     cfg = queue_config(app, name) if pairs else {}
@@ -85,7 +91,8 @@ def create(app: App, name: str, settings: tuple[str, ...]) -> None:
     if app.json:
         emit_json({"queue": name, "created": created, "config": applied})
         return
-    click.echo(f"queue {name!r} created" if created else f"queue {name!r} exists already (nothing created)")
+    parts = f" with {partitions} partitions" if partitions > 1 else " with an urgent lane" if urgent_lane else ""
+    click.echo(f"queue {name!r} created{parts}" if created else f"queue {name!r} exists already (nothing created)")
     for p, shown in applied.items():
         click.echo(f"  {p} = {setting_text(p, shown)}")
 
@@ -127,7 +134,7 @@ def list_(app: App) -> None:
     JSON: [{"queue_name", "paused", "last_tick_id", "last_tick_time", "last_tick_age",
     "ticker_lag", "events_per_second", "pending_estimate", "consumers", "retry_depth",
     "dead_letters", "delayed", "size_bytes", "rotation_period", "last_rotation",
-    "rotation_blocked_by"}]
+    "rotation_blocked_by", "partitions"}]
     """
     rows = app.client.queue_info(conn=app.conn)
     if app.json:

@@ -25,6 +25,7 @@ from pglogq.cli.jsontext import check
 from pglogq.cli.output import emit_json
 from pglogq.cli.params import duration_callback, key_values_callback
 from pglogq.errors import PglogqError, translate
+from pglogq.keys import check_key
 
 NOTHING_SENT = "nothing was sent (the lines go in one transaction: all or nothing)"
 
@@ -55,7 +56,10 @@ def _lines() -> Iterator[tuple[int, str]]:
             yield n, line
 
 
-def _send_one(app: App, params: dict[str, Any]) -> list[int]:
+def _send_one(app: App, params: dict[str, Any], count: int = 1) -> list[int]:
+    """Send one payload, or (``params["batch"]``) a JSON array of ``count`` payloads."""
+    event_key = params["event_key"]
+    params = {**params, "event_keys": None if event_key is None else [event_key] * count}
     try:
         row = app.conn.execute(cq.SEND_BATCH_TEXT if params["batch"] else cq.SEND_TEXT, params).fetchone()
     except psycopg.Error as exc:
@@ -72,7 +76,8 @@ def _send_lines(app: App, lines: list[tuple[int, str]], params: dict[str, Any]) 
     """Send ``lines`` in one statement (inside the open transaction); name the line refused."""
     try:
         with app.conn.transaction():  # a savepoint: the lines can be tried one by one after it
-            return _send_one(app, {**params, "batch": True, "payload": "[" + ",".join(t for _, t in lines) + "]"})
+            return _send_one(app, {**params, "batch": True, "payload": "[" + ",".join(t for _, t in lines) + "]"},
+                             len(lines))
     except (psycopg.Error, PglogqError) as exc:
         whole = exc
     for n, text in lines:  # which line? each alone, in its own savepoint
@@ -92,6 +97,9 @@ def _send_lines(app: App, lines: list[tuple[int, str]], params: dict[str, Any]) 
 @click.option("--header", "headers", multiple=True, callback=key_values_callback, metavar="KEY=VALUE",
               help="A header (repeatable); the value is a string.")
 @click.option("--key", metavar="KEY", help="Idempotency key: the same key within the queue's window sends once.")
+@click.option("--event-key", metavar="KEY",
+              help="Event key (1 to 255 bytes; also for every line of stdin): on a partitioned queue the "
+                   "events of one key go to one partition and are handled in send order, one at a time.")
 @click.option("--priority", type=click.IntRange(0, 32767), default=100, show_default=True,
               help="Higher is delivered first when a backlog exists.")
 @click.option("--delay", callback=duration_callback, metavar="DURATION",
@@ -102,7 +110,8 @@ def _send_lines(app: App, lines: list[tuple[int, str]], params: dict[str, Any]) 
 @json_option
 @pass_app
 def send(app: App, queue: str, payload: str | None, type_: str | None, headers: dict[str, str],
-         key: str | None, priority: int, delay: timedelta | None, batch_size: int) -> None:
+         key: str | None, event_key: str | None, priority: int, delay: timedelta | None,
+         batch_size: int) -> None:
     """Append an event to QUEUE.
 
     PAYLOAD is a JSON value ('{"id": 42}'), stored exactly as written (NaN and Infinity are
@@ -114,11 +123,13 @@ def send(app: App, queue: str, payload: str | None, type_: str | None, headers: 
     \b
       pglogq send orders '{"id": 42}' --type order.created
       jq -c '.[]' orders.json | pglogq send orders --type order.created
+      pglogq send orders '{"id": 42}' --event-key customer-7
 
     JSON: {"queue": str, "count": int, "ids": [int]}
     """
     params: dict[str, Any] = {"queue": queue, "type": type_, "headers": json.dumps(headers) if headers else None,
-                              "priority": priority, "key": key, "delay": delay}
+                              "priority": priority, "key": key, "delay": delay,
+                              "event_key": None if event_key is None else check_key(event_key)}
     if payload is not None and payload != "-":
         try:
             text = check(payload)

@@ -17,6 +17,7 @@ from typing import Any
 import pglogq._codec as v
 from pglogq import _trace
 from pglogq.errors import BY_SQLSTATE, InvalidArgument, InvalidDelay, InvalidPayload
+from pglogq.keys import check_key, check_keys
 
 Placeholder = Callable[[str], str]
 """How the driver writes a named parameter: ``lambda n: f"%({n})s"`` or ``lambda n: f":{n}"``."""
@@ -30,7 +31,7 @@ def colon(name: str) -> str:
     return f":{name}"
 
 
-def _sql(function: str, first: str, keys: str, keys_type: str, ph: Placeholder) -> str:
+def _sql(function: str, first: str, keys: str, keys_type: str, ev_key: str, ph: Placeholder) -> str:
     return (
         f"SELECT pglogq.{function}(CAST({ph('queue')} AS pg_catalog.text),"
         f" CAST({ph(first)} AS pg_catalog.jsonb),"
@@ -39,16 +40,17 @@ def _sql(function: str, first: str, keys: str, keys_type: str, ph: Placeholder) 
         f" priority => CAST({ph('priority')} AS pg_catalog.int4),"
         f" {keys} => CAST({ph(keys)} AS {keys_type}),"
         f" deliver_at => CAST({ph('deliver_at')} AS pg_catalog.timestamptz),"
-        f" delay => CAST({ph('delay')} AS pg_catalog.interval))"
+        f" delay => CAST({ph('delay')} AS pg_catalog.interval),"
+        f" {ev_key} => CAST({ph(ev_key)} AS {keys_type}))"
     )
 
 
 def send_sql(ph: Placeholder) -> str:
-    return _sql("send", "payload", "idempotency_key", "pg_catalog.text", ph)
+    return _sql("send", "payload", "idempotency_key", "pg_catalog.text", "key", ph)
 
 
 def send_batch_sql(ph: Placeholder) -> str:
-    return _sql("send_batch_json", "payloads", "idempotency_keys", "pg_catalog.text[]", ph)
+    return _sql("send_batch_json", "payloads", "idempotency_keys", "pg_catalog.text[]", "keys", ph)
 
 
 def _common(queue: Any, type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any) -> dict[str, Any]:
@@ -65,28 +67,30 @@ def _common(queue: Any, type: Any, headers: Any, priority: Any, deliver_at: Any,
 
 def send_params(
     queue: Any, payload: Any, *, type: Any, headers: Any, priority: Any, idempotency_key: Any, deliver_at: Any,
-    delay: Any,
+    delay: Any, key: Any = None,
 ) -> dict[str, Any]:
     """The parameters of :func:`send_sql`, checked as ``Client.send`` checks them."""
     params = _common(queue, type, headers, priority, deliver_at, delay)
     params["payload"] = v.dumps(payload)
     params["idempotency_key"] = v.text(idempotency_key, "idempotency key")
+    params["key"] = None if key is None else check_key(key)
     return params
 
 
 def send_batch_params(
     queue: Any, payloads: list[Any], *, type: Any, headers: Any, priority: Any, idempotency_keys: Any,
-    deliver_at: Any, delay: Any,
+    deliver_at: Any, delay: Any, keys: Any = None,
 ) -> dict[str, Any]:
     """The parameters of :func:`send_batch_sql`, checked as ``Client.send_batch`` checks them."""
-    keys = None
+    idem = None
     if idempotency_keys is not None:
         if isinstance(idempotency_keys, (str, bytes)):
             raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
-        keys = [v.text(k, "idempotency key") for k in idempotency_keys]
+        idem = [v.text(k, "idempotency key") for k in idempotency_keys]
     params = _common(queue, type, headers, priority, deliver_at, delay)
+    params["keys"] = None if keys is None else check_keys(keys, len(payloads))
     params["payloads"] = v.dumps(payloads)
-    params["idempotency_keys"] = keys
+    params["idempotency_keys"] = idem
     return params
 
 

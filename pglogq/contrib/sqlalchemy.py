@@ -45,13 +45,14 @@ def send(
     idempotency_key: str | None = None,
     deliver_at: datetime | None = None,
     delay: timedelta | None = None,
+    key: str | None = None,
 ) -> int:
     """Append one event in ``bind``'s transaction; returns its message id.  Same arguments and
     errors as :meth:`pglogq.Client.send`."""
     with _sqlapi.sending(queue, headers) as span:
         params = _sqlapi.send_params(
             queue, payload, type=type, headers=span.headers, priority=priority,
-            idempotency_key=idempotency_key, deliver_at=deliver_at, delay=delay,
+            idempotency_key=idempotency_key, deliver_at=deliver_at, delay=delay, key=key,
         )
         with _sqlapi.translating(DBAPIError):
             msg_id = int(bind.execute(_SEND, params).scalar_one())
@@ -70,6 +71,7 @@ def send_batch(
     idempotency_keys: Sequence[str | None] | None = None,
     deliver_at: datetime | None = None,
     delay: timedelta | None = None,
+    keys: Sequence[str] | None = None,
 ) -> list[int]:
     """Append many events in one statement in ``bind``'s transaction; returns their ids in order.
     Same arguments and errors as :meth:`pglogq.Client.send_batch`."""
@@ -77,7 +79,7 @@ def send_batch(
     with _sqlapi.sending(queue, headers, len(events)) as span:
         params = _sqlapi.send_batch_params(
             queue, events, type=type, headers=span.headers, priority=priority,
-            idempotency_keys=idempotency_keys, deliver_at=deliver_at, delay=delay,
+            idempotency_keys=idempotency_keys, deliver_at=deliver_at, delay=delay, keys=keys,
         )
         with _sqlapi.translating(DBAPIError):
             ids = _sqlapi.ids(bind.execute(_SEND_BATCH, params).scalar_one())
@@ -96,12 +98,13 @@ async def send_async(
     idempotency_key: str | None = None,
     deliver_at: datetime | None = None,
     delay: timedelta | None = None,
+    key: str | None = None,
 ) -> int:
     """:func:`send` for an ``AsyncSession`` or ``AsyncConnection``."""
     with _sqlapi.sending(queue, headers) as span:
         params = _sqlapi.send_params(
             queue, payload, type=type, headers=span.headers, priority=priority,
-            idempotency_key=idempotency_key, deliver_at=deliver_at, delay=delay,
+            idempotency_key=idempotency_key, deliver_at=deliver_at, delay=delay, key=key,
         )
         with _sqlapi.translating(DBAPIError):
             msg_id = int((await bind.execute(_SEND, params)).scalar_one())
@@ -120,13 +123,14 @@ async def send_batch_async(
     idempotency_keys: Sequence[str | None] | None = None,
     deliver_at: datetime | None = None,
     delay: timedelta | None = None,
+    keys: Sequence[str] | None = None,
 ) -> list[int]:
     """:func:`send_batch` for an ``AsyncSession`` or ``AsyncConnection``."""
     events = _sqlapi.payload_list(payloads)
     with _sqlapi.sending(queue, headers, len(events)) as span:
         params = _sqlapi.send_batch_params(
             queue, events, type=type, headers=span.headers, priority=priority,
-            idempotency_keys=idempotency_keys, deliver_at=deliver_at, delay=delay,
+            idempotency_keys=idempotency_keys, deliver_at=deliver_at, delay=delay, keys=keys,
         )
         with _sqlapi.translating(DBAPIError):
             ids = _sqlapi.ids((await bind.execute(_SEND_BATCH, params)).scalar_one())

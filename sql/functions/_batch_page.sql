@@ -3,7 +3,9 @@
 --             prev_snap, cur_snap  the batch's tick snapshots; big  stream in (txid, id) order;
 --             after_prio, after_txid, after_id  the key of the last acknowledged event (NULL: start);
 --             lim  rows to return at most; part  the partition of a stream (its events only;
---             with big), NULL for all
+--             with big), -1 for the urgent lane's stream (the urgent events only: priority above
+--             100, in priority order), NULL for all; ordinary  true: leave the urgent events out
+--             (a consumer or worker of a queue with an urgent lane)
 -- Returns:    setof pglogq.message (batch_id NULL), ordered by priority desc, txid, id
 --             (by txid, id when big).
 -- Tables:     event (read), cancelled (read).
@@ -20,7 +22,8 @@
 -- would otherwise push that plan's cost past jit_above_cost (JIT costs far more than the query).
 CREATE OR REPLACE FUNCTION pglogq._batch_page(
     queue_id integer, owner integer, prev_snap pg_snapshot, cur_snap pg_snapshot, big boolean,
-    after_prio integer, after_txid xid8, after_id bigint, lim integer, part smallint DEFAULT NULL)
+    after_prio integer, after_txid xid8, after_id bigint, lim integer, part smallint DEFAULT NULL,
+    ordinary boolean DEFAULT false)
 RETURNS SETOF pglogq.message LANGUAGE plpgsql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_sort = off
@@ -33,6 +36,25 @@ DECLARE
     any_cancel boolean := EXISTS (SELECT 1 FROM pglogq.cancelled c WHERE c.queue_id = _batch_page.queue_id);
     got bigint := 0;
 BEGIN
+    IF part = -1 THEN
+        -- the urgent lane: the partial index of urgent events (the literal predicate matches it)
+        RETURN QUERY
+        SELECT NULL::bigint, e.ev_id, e.ev_type, e.ev_payload, e.ev_headers, e.ev_retry, e.ev_time,
+               e.ev_priority, e.ev_txid
+          FROM pglogq.event e
+         WHERE e.ev_queue = _batch_page.queue_id AND e.ev_priority > 100
+           AND ((e.ev_txid >= lo AND e.ev_txid < hi) OR e.ev_txid = ANY (xip_arr))
+           AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
+           AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
+           AND (after_txid IS NULL
+                OR (-e.ev_priority, e.ev_txid, e.ev_id) > (-after_prio, after_txid, after_id))
+           AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+           AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
+                                              WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
+         ORDER BY e.ev_priority DESC, e.ev_txid, e.ev_id
+         LIMIT lim;
+        RETURN;
+    END IF;
     IF part IS NOT NULL THEN
         -- one partition's stream: the (ev_partition, ev_txid, ev_id) index of partitioned queues
         RETURN QUERY
@@ -62,6 +84,7 @@ BEGIN
            AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
            AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
            AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+           AND (NOT ordinary OR e.ev_priority <= 100)
            AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
                                               WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
          ORDER BY e.ev_txid, e.ev_id
@@ -83,6 +106,7 @@ BEGIN
            AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
            AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
            AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+           AND (NOT ordinary OR e.ev_priority <= 100)
            AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
                                               WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
          ORDER BY e.ev_txid, e.ev_id
@@ -102,6 +126,7 @@ BEGIN
        AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
        AND (after_txid IS NULL OR e.ev_priority < after_prio)
        AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+       AND (NOT ordinary OR e.ev_priority <= 100)
        AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
                                           WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
      ORDER BY e.ev_priority DESC, e.ev_txid, e.ev_id

@@ -17,7 +17,8 @@
 -- partitioned queue the consumer's cursor stays at or before its slowest stream's, so the
 -- rules above hold for it as they are; the stream of the event's partition, which may be ahead,
 -- hands what its own cursor moved through the same way (minus the part of its open batch after
--- its start frontier).
+-- its start frontier).  On a queue with an urgent lane, an urgent event is handed by the lane's
+-- stream only, the same way.
 CREATE OR REPLACE FUNCTION pglogq._cancel_handed(
     queue_id integer, ev_txid xid8, ev_id bigint, ev_priority integer, ev_partition smallint DEFAULT NULL)
 RETURNS boolean LANGUAGE sql STABLE
@@ -26,6 +27,8 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
         SELECT 1 FROM pglogq.subscription c
           JOIN pglogq.tick t ON t.queue_id = c.queue_id AND t.tick_id = c.last_tick
          WHERE c.queue_id = _cancel_handed.queue_id AND c.parent_id IS NULL
+           AND NOT (_cancel_handed.ev_priority > 100
+                    AND (SELECT x.urgent_lane FROM pglogq.queue x WHERE x.queue_id = _cancel_handed.queue_id))
            AND pg_visible_in_snapshot(_cancel_handed.ev_txid, t.tick_snapshot)
            AND (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, c.handed_from))
            AND NOT EXISTS (
@@ -41,7 +44,11 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
         SELECT 1 FROM pglogq.subscription st
           JOIN pglogq.subscription c ON c.sub_id = st.parent_id
           JOIN pglogq.tick t ON t.queue_id = st.queue_id AND t.tick_id = st.last_tick
-         WHERE st.queue_id = _cancel_handed.queue_id AND st.stream = _cancel_handed.ev_partition
+         WHERE st.queue_id = _cancel_handed.queue_id
+           AND st.stream = CASE WHEN _cancel_handed.ev_priority > 100
+                                     AND (SELECT x.urgent_lane FROM pglogq.queue x
+                                           WHERE x.queue_id = _cancel_handed.queue_id)
+                                THEN -1 ELSE _cancel_handed.ev_partition END
            AND pg_visible_in_snapshot(_cancel_handed.ev_txid, t.tick_snapshot)
            AND (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, c.handed_from))
            AND NOT EXISTS (

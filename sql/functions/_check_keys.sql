@@ -11,7 +11,11 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     bad bigint;
 BEGIN
-    IF cardinality(keys) <> n OR array_ndims(keys) <> 1 THEN
+    IF array_ndims(keys) <> 1 THEN
+        RAISE EXCEPTION 'keys must be a one-dimensional array, got % dimensions', array_ndims(keys)
+            USING ERRCODE = 'PQ076';
+    END IF;
+    IF cardinality(keys) <> n THEN
         RAISE EXCEPTION 'keys has % elements, payloads has %', cardinality(keys), n USING ERRCODE = 'PQ076';
     END IF;
     SELECT min(o) INTO bad FROM unnest(keys) WITH ORDINALITY AS u(k, o)

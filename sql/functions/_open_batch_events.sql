@@ -7,7 +7,8 @@
 --             the sub_id of the consumer or worker whose batch holds the event.
 -- Raises:     nothing.
 -- Tables:     subscription, tick, event (read).
--- The stream of a partition holds the events of its partition only.
+-- The stream of a partition holds the events of its partition only; on a queue with an urgent
+-- lane, its stream the urgent events only, and the consumer and its workers the others.
 -- Reads a batch the way _batch_page does: the txids from the prev tick's xmax to the cur tick's
 -- xmax, plus those running at the prev tick and committed at the cur one (never from the prev
 -- tick's xmin, which a long transaction anywhere in the cluster holds far back).  Plain key
@@ -19,6 +20,8 @@ RETURNS TABLE (holder integer, ev_id bigint, ev_type text, ev_time timestamptz, 
 LANGUAGE plpgsql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    lanes boolean := (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = _open_batch_events.queue_id);
 BEGIN
     -- plpgsql, not sql: its statements get custom plans (a sql function's generic plan read the
     -- whole queue)
@@ -52,7 +55,9 @@ BEGIN
      WHERE pg_visible_in_snapshot(ev.ev_txid, ev.cur_snap)
        AND NOT pg_visible_in_snapshot(ev.ev_txid, ev.prev_snap)
        AND (ev.ev_owner IS NULL OR ev.ev_owner = _open_batch_events.consumer_sub_id)
-       AND ((ev.hrow).stream IS NULL OR ev.ev_partition = (ev.hrow).stream)  -- a partition's stream
+       AND CASE WHEN (ev.hrow).stream IS NULL THEN NOT (lanes AND ev.ev_priority > 100)
+                WHEN (ev.hrow).stream = -1 THEN ev.ev_priority > 100  -- the urgent lane's stream
+                ELSE ev.ev_partition = (ev.hrow).stream END  -- a partition's stream
        AND CASE WHEN _open_batch_events.want = 0 THEN
                 CASE WHEN (ev.hrow).batch_big
                      THEN ((ev.hrow).page_txid IS NULL

@@ -1,4 +1,5 @@
--- pglogq._slowest_tick(queue_id): the oldest tick any consumer or open batch still reads from.
+-- pglogq._slowest_tick(queue_id): the oldest tick any consumer, stream (of a partition or of the
+-- urgent lane) or open batch still reads from.
 -- Parameters: queue_id
 -- Returns:    tick id, or NULL when the queue has no consumers.
 -- Tables:     subscription (read).
@@ -8,5 +9,5 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT min(least(s.last_tick, s.batch_prev_tick))
       FROM pglogq.subscription s
      WHERE s.queue_id = _slowest_tick.queue_id
-       AND (s.parent_id IS NULL OR s.batch_prev_tick IS NOT NULL);
+       AND (s.parent_id IS NULL OR s.stream IS NOT NULL OR s.batch_prev_tick IS NOT NULL);
 $$;

@@ -19,7 +19,8 @@
 -- The stream of a partition moves its own cursor like a consumer (its batches are streamed in
 -- (txid, id) order, priority aside: per-key order), and keeps the consumer's cursor at or before
 -- the slowest stream's, so that everything reading the consumer's cursor (rotation, retention,
--- lag) stays on the safe side.
+-- lag) stays on the safe side.  The stream of the urgent lane (stream -1) moves its own cursor
+-- too, ahead of the consumer's: only its urgent events are read there.
 CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription)
 RETURNS pglogq.subscription LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
@@ -111,12 +112,13 @@ BEGIN
         UPDATE pglogq.sub_state s SET last_tick = cur_id, last_seen = clock_timestamp()
          WHERE s.sub_id = c.sub_id;
     ELSE
-        IF h.stream IS NOT NULL THEN
+        IF h.stream >= 0 THEN
             -- the consumer's cursor follows the slowest stream, only ever forward: a stream
             -- moving at the same time in another transaction is read at its old place, which
-            -- keeps the consumer's cursor behind (never ahead); the next move catches up
+            -- keeps the consumer's cursor behind (never ahead); the next receive puts it back
+            -- on the slowest stream (_stream_skip)
             slowest := least(cur_id, (SELECT min(o.last_tick) FROM pglogq.subscription o
-                                       WHERE o.parent_id = consumer_id AND o.stream IS NOT NULL
+                                       WHERE o.parent_id = consumer_id AND o.stream >= 0
                                          AND o.sub_id <> h.sub_id));
             UPDATE pglogq.sub_state s SET last_tick = slowest
              WHERE s.sub_id = consumer_id AND s.last_tick < slowest;
@@ -126,7 +128,8 @@ BEGIN
     h.batch_id := nextval('pglogq.batch_seq');
     h.batch_prev_tick := prev.tick_id;
     h.batch_cur_tick := cur_id;
-    h.batch_big := h.stream IS NOT NULL OR cur_total - prev.tick_event_total > q.big_batch_events;
+    h.batch_big := coalesce(h.stream >= 0, false)
+                   OR (h.stream IS NULL AND cur_total - prev.tick_event_total > q.big_batch_events);
     h.batch_started_at := clock_timestamp();
     h.page_prio := NULL;
     h.page_txid := NULL;

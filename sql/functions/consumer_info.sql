@@ -7,6 +7,11 @@
 --             pending_events (the same, including the open batches), last_seen, batch_id (of the
 --             consumer itself), batch_open_since, workers, open_batches, retry_depth, dead_letters,
 --             skipped_events / skipped_at (what the retention limit made it skip, see maint_retention).
+--             On a partitioned queue: last_tick, lag and the counts are those of the consumer's
+--             cursor, which follows its slowest partition (so lag_events and pending_events count
+--             every event after it, also those a faster partition passed: an upper bound);
+--             workers counts the workers holding a partition's page now; open_batches counts the
+--             partitions' open batches.
 -- Raises:     PQ001 for_queue names no queue; PQ002 for_consumer names no consumer (of for_queue,
 --             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
 -- Tables:     queue, subscription, tick, retry, dead_letter (read).
@@ -38,7 +43,10 @@ BEGIN
            greatest(lt.tick_event_total - pos.tick_event_total, 0),
            greatest(s.last_seen, (SELECT max(w.last_seen) FROM pglogq.subscription w WHERE w.parent_id = s.sub_id)),
            s.batch_id, s.batch_started_at,
-           (SELECT count(*)::integer FROM pglogq.subscription w WHERE w.parent_id = s.sub_id),
+           (SELECT (count(*) FILTER (WHERE w.stream IS NULL)
+                    + count(DISTINCT w.lease_worker) FILTER (WHERE w.stream IS NOT NULL
+                                                               AND w.page_end_txid IS NOT NULL))::integer
+              FROM pglogq.subscription w WHERE w.parent_id = s.sub_id),
            (SELECT count(*)::integer FROM pglogq.subscription w
              WHERE (w.parent_id = s.sub_id OR w.sub_id = s.sub_id) AND w.batch_id IS NOT NULL),
            (SELECT count(*) FROM pglogq.retry r WHERE r.sub_id = s.sub_id),

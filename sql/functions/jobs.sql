@@ -147,7 +147,9 @@ BEGIN
                 IF left_rows <= 0 THEN RETURN; END IF;
             END IF;
             -- rank 5: in the log after the consumer's cursor, in delivery order (the cursor tick's
-            -- snapshot; every open batch lies before it)
+            -- snapshot; every open batch lies before it); on a partitioned queue the consumer's
+            -- cursor is its slowest stream's: what the stream of the event's partition passed is not
+            -- waiting
             IF NOT (c.consumer_name = a_cons AND a_rank > 5) THEN
                 k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 5 THEN a_k1 ELSE 0 END;
                 k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 5 THEN a_k2 ELSE 0 END;
@@ -170,6 +172,12 @@ BEGIN
                    AND (only_type IS NULL OR x.ev_type = only_type)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m
                                     WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.subscription st
+                                     JOIN pglogq.tick ts ON ts.queue_id = st.queue_id AND ts.tick_id = st.last_tick
+                                    WHERE st.parent_id = c.sub_id
+                                      AND st.stream = CASE WHEN q.urgent_lane AND x.ev_priority > 100 THEN -1
+                                                           ELSE x.ev_partition END
+                                      AND pg_visible_in_snapshot(x.ev_txid, ts.tick_snapshot))
                  ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 left_rows := left_rows - n;
@@ -188,6 +196,12 @@ BEGIN
                    AND (only_type IS NULL OR x.ev_type = only_type)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m
                                     WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.subscription st
+                                     JOIN pglogq.tick ts ON ts.queue_id = st.queue_id AND ts.tick_id = st.last_tick
+                                    WHERE st.parent_id = c.sub_id
+                                      AND st.stream = CASE WHEN q.urgent_lane AND x.ev_priority > 100 THEN -1
+                                                           ELSE x.ev_partition END
+                                      AND pg_visible_in_snapshot(x.ev_txid, ts.tick_snapshot))
                  ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 left_rows := left_rows - n;

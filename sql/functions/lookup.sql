@@ -141,6 +141,9 @@ BEGIN
                    JOIN pglogq.tick tp ON tp.queue_id = x.queue_id AND tp.tick_id = x.batch_prev_tick
                    JOIN pglogq.tick tc ON tc.queue_id = x.queue_id AND tc.tick_id = x.batch_cur_tick
                   WHERE (x.sub_id = c.sub_id OR x.parent_id = c.sub_id) AND x.batch_id IS NOT NULL
+                    AND CASE WHEN x.stream IS NULL THEN NOT (q.urgent_lane AND r.ev_priority > 100)
+                             WHEN x.stream = -1 THEN r.ev_priority > 100
+                             ELSE x.stream = r.ev_partition END
                     AND pg_visible_in_snapshot(r.ev_txid, tc.tick_snapshot)
                     AND NOT pg_visible_in_snapshot(r.ev_txid, tp.tick_snapshot) LOOP
             pos := pglogq._page_position(h, r.ev_priority, r.ev_txid, r.ev_id);
@@ -158,7 +161,14 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        SELECT t.tick_snapshot INTO snap FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = c.last_tick;
+        -- on a partitioned queue, the cursor of the stream of the event's partition; an urgent
+        -- event of a queue with an urgent lane, the lane's
+        SELECT t.tick_snapshot INTO snap FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id
+           AND t.tick_id = coalesce((SELECT st.last_tick FROM pglogq.subscription st
+                                      WHERE st.parent_id = c.sub_id
+                                        AND st.stream = CASE WHEN q.urgent_lane AND r.ev_priority > 100 THEN -1
+                                                             ELSE r.ev_partition END), c.last_tick);
         IF snap IS NOT NULL AND pg_visible_in_snapshot(r.ev_txid, snap) THEN
             IF (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(r.ev_txid, c.handed_from))
                OR EXISTS (SELECT 1 FROM pglogq.handed_run hr

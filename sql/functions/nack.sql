@@ -20,8 +20,10 @@
 -- attempt is counted (attempt) and the stream is held at it: the ack that follows acknowledges
 -- the page up to it only, and nobody reads the stream again before the delay has passed; then it
 -- comes again with retry_count + 1, followed by the rest of the page.  Only the first event of
--- the page nacked counts (a later one comes again anyway).  On its last allowed failure it goes
--- to the dead-letter queue as elsewhere, and the stream goes on past it.
+-- the page nacked counts: a nack of an event at or after it returns 'retry' and changes nothing
+-- (it comes again anyway).  On its last allowed failure an event goes to the dead-letter queue as
+-- elsewhere, and the stream goes on past it.  When the page is received again before the ack (a
+-- crash), it is a new delivery: the hold is void, and a nack counts a new failure.
 CREATE OR REPLACE FUNCTION pglogq.nack(
     batch_id bigint, msg_id bigint, retry_after interval DEFAULT NULL, reason text DEFAULT NULL,
     msg_txid xid8 DEFAULT NULL, dead boolean DEFAULT false)
@@ -64,11 +66,19 @@ BEGIN
        AND x.ev_txid >= lo AND x.ev_txid <= hi
        AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
        AND (x.ev_owner IS NULL OR x.ev_owner = owner)
+       AND CASE WHEN h.stream IS NULL THEN NOT (q.urgent_lane AND x.ev_priority > 100)
+                WHEN h.stream = -1 THEN x.ev_priority > 100
+                ELSE x.ev_partition = h.stream END
        AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0
      LIMIT 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'message % is not in the page of batch % that receive returned', msg_id, batch_id
             USING ERRCODE = 'PQ010';
+    END IF;
+    IF h.stream >= 0 AND h.hold_id IS NOT NULL AND (h.hold_txid, h.hold_id) <= (e.ev_txid, e.ev_id) THEN
+        -- an event of the page at or after the one holding the stream: it comes again anyway (a
+        -- second nack of the holding event in this delivery is a no-op, as everywhere)
+        RETURN 'retry';
     END IF;
     reason := right(reason, 2000);
     -- failed attempts so far: nacks (the event's retry count) and crashes in this batch
@@ -82,10 +92,7 @@ BEGIN
         DELETE FROM pglogq.attempt a WHERE a.sub_id = h.sub_id AND a.msg_id = e.ev_id;
         RETURN 'dead';
     END IF;
-    IF h.stream IS NOT NULL THEN
-        IF h.hold_id IS NOT NULL AND (h.hold_txid, h.hold_id) <= (e.ev_txid, e.ev_id) THEN
-            RETURN 'retry';  -- an earlier event of the page holds the stream: this one comes again too
-        END IF;
+    IF h.stream >= 0 THEN
         INSERT INTO pglogq.attempt AS a (sub_id, msg_id, ev_priority, ev_txid, crashes)
         VALUES (h.sub_id, e.ev_id, e.ev_priority, e.ev_txid, 1)
         ON CONFLICT (sub_id, msg_id) DO UPDATE SET crashes = a.crashes + 1, last_at = clock_timestamp();

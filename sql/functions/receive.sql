@@ -53,6 +53,7 @@ DECLARE
     first_row pglogq.message;
     new_id integer;
     tried smallint[];
+    ordinary pglogq.subscription;  -- the holder of ordinary events while the urgent lane is tried
 BEGIN
     IF start_first IS NOT NULL AND (start_first < 0 OR start_first > 100000) THEN
         RAISE EXCEPTION 'invalid start_first %: use 0..100000, or NULL', start_first
@@ -75,6 +76,7 @@ BEGIN
             RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
                 USING ERRCODE = 'PQ002';
         END IF;
+        PERFORM pglogq._stream_skip(q, c.sub_id);  -- the partitions with nothing new, at once
         tried := '{}';
         h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
         IF h.sub_id IS NULL THEN
@@ -110,6 +112,22 @@ BEGIN
              WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
         END IF;
     END IF;
+    -- a queue with an urgent lane: its stream first (the page this worker holds there, or its
+    -- urgent events), unless ordinary events have waited for a page for more than a second
+    -- (nested IFs: the tick query is planned only on such a queue)
+    IF q.urgent_lane THEN
+        IF h.stream IS NULL AND h.page_end_txid IS NULL
+           AND (h.last_seen IS NULL OR h.last_seen > clock_timestamp() - interval '1 second'
+                OR (h.batch_id IS NULL AND coalesce(h.last_tick, c.last_tick)
+                        >= (SELECT max(t.tick_id) FROM pglogq.tick t WHERE t.queue_id = q.queue_id))) THEN
+            tried := '{}';
+            h2 := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
+            IF h2.sub_id IS NOT NULL THEN
+                ordinary := h;
+                h := h2;
+            END IF;
+        END IF;
+    END IF;
     -- the holder's row may hold an open batch (from an earlier call); a batch taken below is
     -- written to the row only at the end, with the page
     stored := h.batch_id IS NOT NULL;
@@ -127,9 +145,14 @@ BEGIN
                      WHERE s.sub_id = h.sub_id;
                 END IF;
                 IF h.stream IS NOT NULL THEN
-                    -- nothing in this partition up to the last tick: the next free one
+                    -- nothing in this partition (or lane) up to the last tick: the next free one,
+                    -- else the ordinary events
                     tried := tried || h.stream;
                     h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
+                    IF h.sub_id IS NULL AND ordinary.sub_id IS NOT NULL THEN
+                        h := ordinary;
+                        ordinary := NULL;
+                    END IF;
                     IF h.sub_id IS NULL THEN
                         RETURN;
                     END IF;
@@ -156,7 +179,8 @@ BEGIN
         page := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
                                                         prev_snap, cur_snap, h.batch_big,
                                                         h.page_prio, h.page_txid, h.page_id,
-                                                        max_messages + 1, h.stream) m);
+                                                        max_messages + 1, h.stream,
+                                                        q.urgent_lane AND h.stream IS NULL) m);
         n := cardinality(page);
         EXIT WHEN n > 0;
         -- nothing (left) in this batch for us (all of it cancelled, or others' retries): close
@@ -230,7 +254,10 @@ BEGIN
            suspect_prio = h.suspect_prio, suspect_txid = h.suspect_txid, suspect_id = h.suspect_id,
            released_at = NULL,
            heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(),
-           lease_worker = CASE WHEN h.stream IS NOT NULL THEN coalesce(worker_name, '') END, hold_until = NULL
+           lease_worker = CASE WHEN h.stream IS NOT NULL THEN coalesce(worker_name, '') END,
+           -- a page handed out (again): a nack of its earlier delivery that was not acknowledged
+           -- counted its failure and is void now (the page is a new delivery)
+           hold_txid = NULL, hold_id = NULL, hold_until = NULL
      WHERE s.sub_id = h.sub_id;
     IF EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
         -- crashed attempts count like nacks

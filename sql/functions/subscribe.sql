@@ -4,7 +4,8 @@
 -- Raises:     PQ001 unknown queue; PQ004 invalid name.
 -- Tables:     subscriber and sub_state (insert), tick (read).
 -- On a partitioned queue the consumer gets one stream per partition too (subscriber rows with
--- parent_id and stream set), each with a cursor at the same tick: receive reads them.
+-- parent_id and stream set), each with a cursor at the same tick: receive reads them; on a queue
+-- with an urgent lane, the lane's stream (stream -1).
 -- Locks: the queue name's advisory lock (shared, see _queue), then the registry lock.
 -- Concurrency: racing subscribers of one name serialise on an advisory lock; one wins.
 CREATE OR REPLACE FUNCTION pglogq.subscribe(queue_name text, consumer_name text)
@@ -34,11 +35,12 @@ BEGIN
     RETURNING sub_id INTO new_id;
     INSERT INTO pglogq.sub_state (sub_id, last_tick, last_seen, handed_from)
     VALUES (new_id, last, now(), snap);
-    IF q.partitions > 1 THEN
+    IF q.partitions > 1 OR q.urgent_lane THEN
         WITH st AS (
             INSERT INTO pglogq.subscriber (queue_id, consumer_name, parent_id, stream)
             SELECT q.queue_id, subscribe.consumer_name, new_id, p::smallint
-              FROM generate_series(0, q.partitions - 1) p
+              FROM generate_series(CASE WHEN q.urgent_lane THEN -1 ELSE 0 END,
+                                   CASE WHEN q.partitions > 1 THEN q.partitions - 1 ELSE -1 END) p
             RETURNING sub_id
         )
         INSERT INTO pglogq.sub_state (sub_id, last_tick, handed_from)

@@ -11,13 +11,12 @@
 --                          last one); hold_txid, hold_id  the first event of the page nacked
 --                          (strict order: the page is acknowledged up to it, it comes again);
 --                          hold_until  the stream is not handed out again before this time
--- The index below covers only the events of partitioned queues (ev_partition IS NOT NULL): on
--- every other queue it costs one test of the predicate per insert.
+-- A partitioned queue's event table gets an (ev_partition, ev_txid, ev_id) index from
+-- create_queue: no other queue pays for it (not even in planning).
 ALTER TABLE pglogq.queue ADD COLUMN partitions integer NOT NULL DEFAULT 1;
 ALTER TABLE pglogq.queue ADD CONSTRAINT queue_partitions_ok CHECK (partitions BETWEEN 1 AND 1024);
 
 ALTER TABLE pglogq.event ADD COLUMN ev_key text, ADD COLUMN ev_partition smallint;
-CREATE INDEX event_partition_idx ON pglogq.event (ev_partition, ev_txid, ev_id) WHERE ev_partition IS NOT NULL;
 
 -- a delayed send, a retry and a dead letter keep the key: the event goes back into its partition
 ALTER TABLE pglogq.delayed ADD COLUMN ev_key text;

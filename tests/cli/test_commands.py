@@ -557,3 +557,22 @@ def test_hosted_dsn_is_passed_on(dsn: str, monkeypatch: pytest.MonkeyPatch) -> N
     assert r.exit_code == 0, r.output
     assert seen["dsn"] == dsn
 
+
+
+def test_partitions_and_event_keys(dsn: str) -> None:
+    client = pglogq.Client(dsn)
+    assert "with 4 partitions" in ok(dsn, "queue", "create", "orders", "--partitions", "4").stdout
+    assert [(q["queue_name"], q["partitions"]) for q in js(dsn, "queue", "list")] == [("orders", 4)]
+    r = run(dsn, "queue", "create", "other", "--partitions", "1025")
+    assert r.exit_code == Exit.USAGE and "--partitions" in r.stderr
+    one = js(dsn, "send", "orders", '{"id": 1}', "--event-key", "customer-7")["ids"]
+    many = js(dsn, "send", "orders", "--event-key", "customer-8", input='{"id": 2}\n{"id": 3}\n')["ids"]
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT ev_id, ev_key, ev_partition FROM pglogq.event ORDER BY ev_id").fetchall()
+    assert rows == [(one[0], "customer-7", pglogq.key_partition("customer-7", 4)),
+                    (many[0], "customer-8", pglogq.key_partition("customer-8", 4)),
+                    (many[1], "customer-8", pglogq.key_partition("customer-8", 4))]
+    r = fails(dsn, Exit.INVALID, "send", "orders", '{"id": 4}', "--event-key", "k" * 256)
+    assert "256 bytes" in r.stderr
+    assert stored(dsn, "orders") == 3
+    client.close()

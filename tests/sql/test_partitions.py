@@ -68,7 +68,7 @@ def test_every_event_of_a_key_goes_to_one_partition_and_unkeyed_ones_spread(dsn:
         make_queue(conn, partitions=8)
         keys = [f"k{i % 5}" for i in range(40)]
         ids = send_keyed(conn, keys)
-        for key, msg_id in zip(keys, ids):
+        for key, msg_id in zip(keys, ids, strict=True):
             slot = conn.execute("SELECT pglogq.key_slot(%s)", (key,)).fetchone()
             assert slot is not None and partition_of(conn, msg_id) == slot[0] % 8
         one = conn.execute("SELECT pglogq.send('q', '{}', key => 'k1')").fetchone()
@@ -151,8 +151,8 @@ def test_a_nacked_event_holds_its_partition_back_until_it_comes_again(dsn: str) 
         # keys of both partitions
         keys = [f"a{i}" for i in range(40)]
         parts = [conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys]
-        k0 = next(k for k, p in zip(keys, parts) if p == (0,))
-        k1 = next(k for k, p in zip(keys, parts) if p == (1,))
+        k0 = next(k for k, p in zip(keys, parts, strict=True) if p == (0,))
+        k1 = next(k for k, p in zip(keys, parts, strict=True) if p == (1,))
         send_keyed(conn, [k0, k0, k0, k1, k1])
         tick(conn)
         page = receive(conn, "w1")
@@ -245,3 +245,261 @@ def test_unsubscribe_removes_the_streams(dsn: str, client: pglogq.Client) -> Non
         assert conn.execute("SELECT count(*) FROM pglogq.subscriber WHERE stream IS NOT NULL").fetchone() == (5,)
         conn.execute("SELECT pglogq.unsubscribe('q', 'c')")
         assert conn.execute("SELECT count(*) FROM pglogq.subscriber").fetchone() == (0,)
+
+
+def states(conn: Conn, msg_id: int) -> str:
+    row = conn.execute("SELECT state FROM pglogq.lookup('q', %s)", (msg_id,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_lookup_and_jobs_follow_the_stream_of_the_events_partition(dsn: str) -> None:
+    """One partition read ahead of the other: its events are done or in flight, the other's
+    waiting -- each judged by its own stream, not by the consumer's (slowest) cursor."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        keys = [f"a{i}" for i in range(40)]
+        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
+        k0 = next(k for k in keys if parts[k] == (0,))
+        k1 = next(k for k in keys if parts[k] == (1,))
+        ids0 = send_keyed(conn, [k0, k0])
+        ids1 = send_keyed(conn, [k1, k1])
+        tick(conn)
+        page = receive(conn, "w1", 1)
+        first, other = (ids0, ids1) if page[0][1] == ids0[0] else (ids1, ids0)
+        assert page[0][1] == first[0]
+        assert [states(conn, m) for m in first] == ["in-flight", "waiting"]
+        ack(conn, page)
+        assert [states(conn, m) for m in first] == ["done", "waiting"]
+        assert [states(conn, m) for m in other] == ["waiting", "waiting"]
+        rows = conn.execute("SELECT state, msg_id FROM pglogq.jobs('q') ORDER BY msg_id").fetchall()
+        assert sorted(rows, key=lambda r: r[1]) == sorted(
+            [("waiting", first[1]), ("waiting", other[0]), ("waiting", other[1])], key=lambda r: r[1])
+
+
+def test_cancel_refuses_what_a_stream_handed_and_cancels_what_it_did_not(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        keys = [f"a{i}" for i in range(40)]
+        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
+        k0 = next(k for k in keys if parts[k] == (0,))
+        k1 = next(k for k in keys if parts[k] == (1,))
+        ids0 = send_keyed(conn, [k0, k0])
+        ids1 = send_keyed(conn, [k1, k1])
+        tick(conn)
+        page = receive(conn, None, 1)
+        handed = page[0][1]
+        same_part = ids0 if handed in ids0 else ids1
+        other_part = ids1 if handed in ids0 else ids0
+        assert conn.execute("SELECT pglogq.cancel('q', %s)", (handed,)).fetchone() == (False,)
+        assert conn.execute("SELECT pglogq.cancel('q', %s)", (same_part[1],)).fetchone() == (True,)
+        assert conn.execute("SELECT pglogq.cancel('q', %s)", (other_part[0],)).fetchone() == (True,)
+        ack(conn, page)
+        got = []
+        while more := receive(conn, None):
+            got += [m[1] for m in more]
+            ack(conn, more)
+        assert got == [other_part[1]]
+
+
+def test_an_urgent_event_jumps_a_waiting_backlog(dsn: str) -> None:
+    """Urgent lane: 300 ordinary events wait in one batch; an urgent one (priority 150) sent and
+    ticked after the first page is in the consumer's next page; FIFO within the backlog holds."""
+    with sql_conn(dsn) as conn:
+        assert conn.execute("SELECT pglogq.create_queue('q', urgent_lane => true)").fetchone() == (True,)
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        conn.execute("SELECT pglogq.send_batch('q', %s::jsonb[], priority => 30)",
+                     ([json.dumps({"n": i}) for i in range(100)],))
+        conn.execute("SELECT pglogq.send_batch('q', %s::jsonb[])", ([json.dumps({"n": 100 + i}) for i in range(200)],))
+        tick(conn)
+        first = receive(conn, None, 50)
+        assert [m[2]["n"] for m in first] == list(range(100, 150))  # priority 100 before 30
+        vip = conn.execute("SELECT pglogq.send('q', '{\"vip\": true}', priority => 150)").fetchone()
+        assert vip is not None
+        tick(conn)
+        ack(conn, first)
+        nxt = receive(conn, None, 50)
+        assert [m[1] for m in nxt] == [vip[0]]
+        assert states(conn, vip[0]) == "in-flight"
+        ack(conn, nxt)
+        assert states(conn, vip[0]) == "done"
+        rest = []
+        while page := receive(conn, None, 1000):
+            rest += [m[2]["n"] for m in page]
+            ack(conn, page)
+        assert rest == list(range(150, 300)) + list(range(100))
+
+
+def test_ordinary_events_get_a_page_after_waiting_a_second(dsn: str) -> None:
+    """A steady stream of urgent events cannot starve the ordinary ones: once they have waited a
+    second for a page, they get the next one."""
+    with sql_conn(dsn) as conn:
+        conn.execute("SELECT pglogq.create_queue('q', urgent_lane => true)")
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        conn.execute("SELECT pglogq.send('q', '{\"ordinary\": 1}')")
+        tick(conn)
+        # the consumer saw its ordinary events once (last_seen), then only urgent ones come
+        got_ordinary = False
+        deadline = 30
+        for i in range(deadline):
+            conn.execute("SELECT pglogq.send('q', %s, priority => 200)", (json.dumps({"u": i}),))
+            tick(conn)
+            page = receive(conn, None, 1)
+            assert page
+            if "ordinary" in page[0][2]:
+                got_ordinary = True
+                break
+            ack(conn, page)
+            conn.execute("SELECT pg_sleep(0.1)")
+        assert got_ordinary
+
+
+def test_an_urgent_lane_needs_one_partition(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        for args in ("'q', 4, true", "'q', 1, NULL"):
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute(f"SELECT pglogq.create_queue({args})".encode())
+            assert info.value.sqlstate == "PQ077"
+        assert conn.execute("SELECT count(*) FROM pglogq.queue").fetchone() == (0,)
+
+
+def test_rotation_waits_for_the_slowest_partition(dsn: str, client: pglogq.Client) -> None:
+    """A worker holds one partition's page (unacknowledged) while the other partition is drained
+    and the queue rotated again and again: the held partition's events, and everything after
+    them, all come; nothing is truncated under a partition that has not passed it."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        keys = [f"a{i}" for i in range(40)]
+        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
+        k0 = next(k for k in keys if parts[k] == (0,))
+        k1 = next(k for k in keys if parts[k] == (1,))
+        first = send_keyed(conn, [k0, k1])
+        tick(conn)
+        held = receive(conn, "slow", 10)  # one partition, held without ack
+        held_part = partition_of(conn, held[0][1])
+        fast_key = k1 if held_part == 0 else k0
+        slow_key = k0 if held_part == 0 else k1
+        sent_slow = [m for m in first if partition_of(conn, m) == held_part]
+        rotations = 0
+        for _ in range(6):
+            sent_slow += send_keyed(conn, [slow_key, fast_key])[:1]
+            tick(conn)
+            while page := receive(conn, "fast", 100):
+                assert {partition_of(conn, m[1]) for m in page} == {1 - held_part}
+                ack(conn, page)
+            rotations += client.rotate("q")
+        assert rotations <= 1  # the held partition keeps the tables it needs
+        ack(conn, held)
+        got = [m[1] for m in held]
+        while page := receive(conn, "slow", 100):
+            got += [m[1] for m in page]
+            ack(conn, page)
+        assert got == sent_slow
+
+
+def test_delayed_and_idempotent_keyed_sends_keep_their_partition(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=4)
+        a = conn.execute("SELECT pglogq.send('q', '{}', key => 'order-1', idempotency_key => 'i1')").fetchone()
+        b = conn.execute("SELECT pglogq.send('q', '{}', key => 'order-1', idempotency_key => 'i1')").fetchone()
+        assert a == b and a is not None
+        d = conn.execute("SELECT pglogq.send('q', '{}', key => 'order-1', delay => interval '0')").fetchone()
+        assert d is not None
+        conn.execute("SELECT pglogq.maint_pump()")
+        tick(conn)
+        assert partition_of(conn, d[0]) == partition_of(conn, a[0])
+        row = conn.execute("SELECT ev_key FROM pglogq.event WHERE ev_id = %s", (d[0],)).fetchone()
+        assert row == ("order-1",)
+        got = []
+        while page := receive(conn, None):
+            got += [m[1] for m in page]
+            ack(conn, page)
+        assert got == [a[0], d[0]]
+
+
+def test_every_consumer_reads_every_partition(dsn: str) -> None:
+    """Fan-out: two consumers of a partitioned queue each get every event once, in key order."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=3)
+        conn.execute("SELECT pglogq.subscribe('q', 'other')")
+        ids = send_keyed(conn, [f"k{i % 4}" for i in range(30)])
+        tick(conn)
+        for consumer in ("c", "other"):
+            got = []
+            while rows := conn.execute("SELECT batch_id, msg_id, txid FROM pglogq.receive('q', %s, 7)",
+                                       (consumer,)).fetchall():
+                got += [r[1] for r in rows]
+                conn.execute("SELECT pglogq.ack(%s, %s, %s)", rows[-1])
+            assert sorted(got) == ids
+
+
+def test_a_page_received_again_after_a_nack_is_a_new_delivery(dsn: str) -> None:
+    """A receive of the same page between a nack and its ack (the worker crashed and asks again)
+    hands the page out again: the nacked event comes with its failure counted, the earlier nack's
+    hold is void, and an ack then acknowledges the whole page; a nack in the new delivery counts
+    a new failure.  (Found by the docs review and the partition model: the hold used to survive
+    the new delivery, which then lost its retry delay, or cut the page short.)"""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        conn.execute("SELECT pglogq.set_queue_config('q', 'dead_interval', '1 hour')")
+        conn.execute("SELECT pglogq.set_queue_config('q', 'max_retries', '1')")
+        send_keyed(conn, ["only", "only", "only"])
+        tick(conn)
+        page = receive(conn, "w1")
+        conn.execute("SELECT pglogq.nack(%s, %s, interval '1 hour')", (page[0][0], page[2][1]))
+        again = receive(conn, "w1", 1)  # a smaller page this time
+        assert [(m[1], m[3]) for m in again] == [(page[0][1], 0)]
+        ack(conn, again)  # acknowledges just that event
+        rest = receive(conn, "w2")
+        assert [(m[1], m[3]) for m in rest] == [(page[1][1], 0), (page[2][1], 1)]
+        assert conn.execute("SELECT pglogq.nack(%s, %s, interval '0')", (rest[1][0], rest[1][1])).fetchone() \
+            == ("dead",)  # its second failure, with max_retries 1
+        ack(conn, rest)
+        assert receive(conn, "w2") == []
+
+
+def test_the_partitions_with_nothing_new_are_passed_in_one_statement(dsn: str) -> None:
+    """After a tick, receive moves every partition with nothing new past it at once; the
+    partitions with events keep their cursors until they are read."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=64)
+        ids = send_keyed(conn, ["a", "b", "c"])
+        tick(conn)
+        parts = {partition_of(conn, m) for m in ids}
+        page = receive(conn, None)
+        behind = conn.execute(
+            "SELECT s.stream FROM pglogq.subscription s WHERE s.stream IS NOT NULL"
+            " AND s.last_tick < (SELECT max(tick_id) FROM pglogq.tick)").fetchall()
+        assert {r[0] for r in behind} <= parts
+        got = [m[1] for m in page]
+        ack(conn, page)
+        while more := receive(conn, None):
+            got += [m[1] for m in more]
+            ack(conn, more)
+        assert sorted(got) == ids
+
+
+def test_the_consumer_cursor_catches_up_after_concurrent_takes(dsn: str) -> None:
+    """Found by the keyed chaos run: two workers taking the last batches of two partitions in
+    concurrent transactions each saw the other's partition at its old tick, and the consumer's
+    cursor stayed a tick behind both for good (lag misreported on an idle queue).  The next
+    receive puts it back on the slowest stream."""
+    with sql_conn(dsn) as conn, psycopg.connect(dsn) as a, psycopg.connect(dsn) as b:
+        make_queue(conn, partitions=2)
+        keys = [f"a{i}" for i in range(40)]
+        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
+        k0 = next(k for k in keys if parts[k] == (0,))
+        k1 = next(k for k in keys if parts[k] == (1,))
+        send_keyed(conn, [k0, k1])
+        tick(conn)
+        take = "SELECT batch_id, msg_id, payload, retry_count, txid FROM pglogq.receive('q', 'c', 10, %s)"
+        pa = a.execute(take, ("wa",)).fetchall()
+        pb = b.execute(take, ("wb",)).fetchall()
+        a.commit()
+        b.commit()
+        ack(conn, pa)
+        ack(conn, pb)
+        assert receive(conn, "wa") == []
+        rows = conn.execute("SELECT last_tick, lag_events FROM pglogq.consumer_info('q', 'c')").fetchall()
+        newest = conn.execute("SELECT max(tick_id) FROM pglogq.tick").fetchone()
+        assert newest is not None and rows == [(newest[0], 0)]

@@ -109,6 +109,7 @@ def send(
     idempotency_key: str | None = None,
     deliver_at: datetime | None = None,
     delay: timedelta | None = None,
+    key: str | None = None,
     using: str | None = None,
 ) -> int:
     """Append one event in the current transaction of Django's connection ``using`` (default:
@@ -118,7 +119,7 @@ def send(
     with _sqlapi.sending(queue, headers) as span:
         params = _sqlapi.send_params(
             queue, payload, type=type, headers=span.headers, priority=priority,
-            idempotency_key=idempotency_key, deliver_at=deliver_at, delay=delay,
+            idempotency_key=idempotency_key, deliver_at=deliver_at, delay=delay, key=key,
         )
         msg_id = int(_scalar(alias, _SEND, params))
         span.sent((msg_id,))
@@ -135,6 +136,7 @@ def send_batch(
     idempotency_keys: Sequence[str | None] | None = None,
     deliver_at: datetime | None = None,
     delay: timedelta | None = None,
+    keys: Sequence[str] | None = None,
     using: str | None = None,
 ) -> list[int]:
     """Append many events in one statement, in the current transaction of Django's connection;
@@ -144,7 +146,7 @@ def send_batch(
     with _sqlapi.sending(queue, headers, len(events)) as span:
         params = _sqlapi.send_batch_params(
             queue, events, type=type, headers=span.headers, priority=priority,
-            idempotency_keys=idempotency_keys, deliver_at=deliver_at, delay=delay,
+            idempotency_keys=idempotency_keys, deliver_at=deliver_at, delay=delay, keys=keys,
         )
         ids = _sqlapi.ids(_scalar(alias, _SEND_BATCH, params))
         span.sent(ids)

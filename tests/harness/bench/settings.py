@@ -31,6 +31,13 @@ class Settings:
     held_producers: int  # producer processes sharing the held-xmin offered load
     large_batch_events: int
     bystander_events: int  # events stored in another queue for the second latency run
+    partition_workers: tuple[int, ...]  # worker counts of the partitions scenario (8 partitions)
+    partition_events: int  # keyed events drained per worker count
+    partition_handler_ms: float  # the handler's sleep per event
+    vip_backlog: int  # events waiting when the VIP mails are sent (4/5 newsletters, 1/5 cleanups)
+    vip_after_seconds: float  # into the drain
+    vip_trials: int  # with the urgent lane
+    vip_baseline_trials: int  # without it (the VIP mails wait for the backlog)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,6 +67,13 @@ FULL = Settings(
     held_producers=2,
     large_batch_events=1_000_000,
     bystander_events=1_000_000,
+    partition_workers=(1, 2, 4, 8),
+    partition_events=4_000,
+    partition_handler_ms=2.0,
+    vip_backlog=15_000,
+    vip_after_seconds=1.0,
+    vip_trials=20,
+    vip_baseline_trials=1,
 )
 
 QUICK = Settings(
@@ -86,4 +100,11 @@ QUICK = Settings(
     held_producers=2,
     large_batch_events=60_000,
     bystander_events=100_000,
+    partition_workers=(1, 4),
+    partition_events=400,
+    partition_handler_ms=2.0,
+    vip_backlog=3_000,
+    vip_after_seconds=0.5,
+    vip_trials=2,
+    vip_baseline_trials=0,
 )

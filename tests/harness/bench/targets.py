@@ -185,8 +185,31 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
                            hi <= lo * 1.05, f"max/min {hi / lo:.3f}" if lo else ""))
     else:
         out.append(_not_measured("fan-out: stored bytes independent of the number of subscribers"))
+    out.extend(_partition_targets(r))
+    out.append(_at_most("urgent lane: VIP mails into a 15,000-event backlog start within 1 s, p99",
+                        r.find("vip", "VIP mail: send to handler start, p99", "pglogq (urgent lane)"), 1000, "ms"))
     if quick:
         for v in out:
             if v.met is not None:
                 v.gap = (v.gap + "; " if v.gap else "") + "quick run: indicative only"
     return out
+
+
+def _partition_targets(r: Results) -> list[Verdict]:
+    """Issue 14: drains of the 8-partition queue scale with the workers up to the partitions, and
+    keep per-key order with never two events of one key at once."""
+    parts = sorted((m for m in r.measures if m.scenario == "partitions" and m.system == "pglogq, 8 partitions"),
+                   key=lambda m: m.extra.get("workers", 0))
+    if len(parts) < 2:
+        return [_not_measured("partitions: throughput grows with the workers up to the partitions")]
+    one, most = parts[0], parts[-1]
+    w1, wn = one.extra.get("workers", 1), most.extra.get("workers", 1)
+    speedup = most.value / one.value if one.value else 0.0
+    goal = 0.75 * wn / w1  # three quarters of linear: the handler's sleep dominates, not the cores
+    scaling = Verdict(f"partitions: {wn} workers >= {goal:.1f}x one worker (8 partitions, handler sleeps)",
+                      " / ".join(f"{m.extra.get('workers')}: {fmt_value(m.value)}" for m in parts) + " events/s",
+                      speedup >= goal, f"{speedup:.2f}x")
+    bad = sum(int(m.extra.get("per_key_order_violations", 0)) + int(m.extra.get("same_key_overlaps", 0))
+              for m in parts)
+    order = Verdict("partitions: per-key order violations and same-key overlaps = 0", f"{bad}", bad == 0, "")
+    return [scaling, order]

@@ -14,16 +14,35 @@ In the ``retention`` mode a retention pass may make a consumer that fell behind 
 events; the pass records each one (``skip`` records).  Those are **skipped**, not lost; the
 ones never delivered although they were ticked within the limit are **skipped_within_limit**
 (retention took them from a consumer that was not that far behind: must be 0).
+
+In the ``keyed`` mode (a partitioned queue, keyed events, pages recorded with their times) two
+more, both 0 when the engine keeps its promises:
+
+* **per_key_order_violations** — the deliveries of each key in the order they happened (the
+  time the receive returned, across every process; then the place in the page): a violation is
+  an event delivered for the first time after a later event of its key (by the key's sequence)
+  was delivered for the first time.  Redeliveries are allowed (at-least-once).  Only events whose
+  send was acknowledged count: an event of unknown outcome may still have been committing while
+  its producer sent the next one.
+* **same_key_in_flight** — pages of two different workers of the subscriber holding one key at
+  once: a page is in flight from its receive's return to the end of its handlers (``done``); a
+  page whose process died first stays in flight until its process file's next page (the process,
+  restarted under the same name, asks again and gets it back first), or for ever.  Taking over a
+  worker's partition is allowed once the worker has been silent for the queue's dead_interval
+  (the holder's receive was called at least that long before the other's returned): such
+  overlaps are counted apart, as **takeovers**.  A receive in a transaction that was rolled back
+  (``committed`` 0) never handed its page out and is left out.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.harness.chaos.history import read_records
+from tests.harness.chaos.history import read_file, read_records
 
 
 @dataclass
@@ -63,6 +82,102 @@ def read_deliveries(directory: Path) -> dict[str, dict[str, list[int]]]:
     return out
 
 
+@dataclass
+class Page:
+    """A page of the keyed mode: who received it, when, and the keys it held."""
+
+    uid: str
+    consumer: str
+    worker: str
+    called: float
+    returned: float
+    committed: bool
+    end: float = math.inf
+    keys: set[str] = field(default_factory=set)
+
+
+@dataclass
+class KeyedDelivery:
+    returned: float
+    place: int
+    kseq: int
+    ev_id: str
+
+
+@dataclass
+class KeyedHistory:
+    """subscriber → key → deliveries, and every page by id."""
+
+    deliveries: dict[str, dict[str, list[KeyedDelivery]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list)))
+    pages: dict[str, Page] = field(default_factory=dict)
+
+
+def read_keyed(directory: Path) -> KeyedHistory:
+    """The pages, their ends and the keyed deliveries of the consumers' files."""
+    out = KeyedHistory()
+    for path in sorted(directory.glob("consumer-*.log")):
+        unfinished: list[Page] = []  # pages of this file without a "done" yet
+        place = 0
+        for rec in read_file(path):
+            if rec[0] == "page":
+                page = Page(rec[1], rec[2], rec[3], float(rec[4]), float(rec[5]), rec[6] == "1")
+                for old in unfinished:  # the process died, then asked again
+                    old.end = page.called
+                unfinished = [page]
+                out.pages[page.uid] = page
+                place = 0
+            elif rec[0] == "done" and rec[1] in out.pages:
+                out.pages[rec[1]].end = float(rec[2])
+                unfinished = [p for p in unfinished if p.uid != rec[1]]
+            elif rec[0] == "deliver" and len(rec) == 9 and rec[7] != "-" and rec[6] in out.pages:
+                page = out.pages[rec[6]]
+                page.keys.add(rec[7])
+                place += 1
+                out.deliveries[rec[3]][rec[7]].append(KeyedDelivery(page.returned, place, int(rec[8]), rec[1]))
+    return out
+
+
+def order_violations(deliveries: dict[str, list[KeyedDelivery]], acknowledged: set[str]) -> list[str]:
+    """The events of acknowledged sends first delivered after a later event of their key."""
+    bad: list[str] = []
+    for per_key in deliveries.values():
+        seen: set[str] = set()
+        highest = -1
+        for d in sorted(per_key, key=lambda d: (d.returned, d.place)):
+            if d.ev_id in seen:
+                continue  # a redelivery
+            seen.add(d.ev_id)
+            if d.kseq < highest and d.ev_id in acknowledged:
+                bad.append(d.ev_id)
+            highest = max(highest, d.kseq)
+    return bad
+
+
+def keys_in_flight(pages: list[Page], dead_interval: float) -> tuple[list[str], int]:
+    """(pages handed out while another worker's page of one of their keys was in flight, pages
+    that took a silent worker's page over) among ``pages`` of one subscriber.  A page taken over
+    is in flight no more from then on (its holder is taken for dead)."""
+    entries = sorted(((p.returned, p.uid, key, p) for p in pages if p.committed for key in p.keys),
+                     key=lambda e: (e[0], e[1], e[2]))
+    active: dict[str, list[Page]] = defaultdict(list)
+    taken_at: dict[str, float] = {}  # page → when another worker took it over
+    bad: set[str] = set()
+    takeovers: set[str] = set()
+    for returned, uid, key, page in entries:
+        active[key] = [a for a in active[key] if min(a.end, taken_at.get(a.uid, math.inf)) > returned]
+        for a in active[key]:
+            if a.worker == page.worker:
+                continue  # one worker (or its twin process): the same page again
+            if returned - a.called < dead_interval:
+                bad.add(uid)
+            else:
+                takeovers.add(uid)
+                taken_at[a.uid] = returned
+        active[key].append(page)
+    return sorted(bad), len(takeovers - bad)
+
+
 def read_skips(directory: Path) -> dict[str, dict[str, bool]]:
     """subscriber → id → whether the event was ticked within the limit when it was skipped."""
     out: dict[str, dict[str, bool]] = defaultdict(dict)
@@ -87,8 +202,12 @@ def check(
     dead: dict[str, set[str]],
     poison: set[str],
     killers: set[str] | None = None,
+    dead_interval: float = math.inf,
 ) -> dict[str, Any]:
+    """The report of a run (see the module's docstring); ``dead_interval`` (seconds) is the
+    queue's, for the keyed checks."""
     sends = read_sends(directory)
+    keyed = read_keyed(directory)
     deliveries = read_deliveries(directory)
     skips = read_skips(directory)
     indet = sends.indeterminate
@@ -114,6 +233,8 @@ def check(
         sub_dead = dead.get(sub, set())
         must_die = (poison & sends.ok) & ids
         killed = (killers or set()) & sends.ok & ids
+        disorder = order_violations(keyed.deliveries.get(sub, {}), sends.ok)
+        overlaps, takeovers = keys_in_flight([p for p in keyed.pages.values() if p.consumer == sub], dead_interval)
         report["subscribers"][sub] = {
             "delivered_ids": len(ids),
             "deliveries": sum(len(v) for v in got.values()),
@@ -131,7 +252,12 @@ def check(
             "killer_not_dead": len(killed - sub_dead),
             "killer_max_deliveries": max((len(got[i]) for i in killed), default=0),
             "dead_not_delivered": len(sub_dead - ids),
+            "keyed_deliveries": sum(len(v) for v in keyed.deliveries.get(sub, {}).values()),
+            "per_key_order_violations": len(disorder),
+            "same_key_in_flight": len(overlaps),
+            "takeovers": takeovers,
             "examples": {"lost": lost[:10], "unexpected": unexpected[:10], "duplicated": dup[:10],
-                         "skipped_within_limit": wrongly_skipped[:10]},
+                         "skipped_within_limit": wrongly_skipped[:10],
+                         "per_key_order_violations": disorder[:10], "same_key_in_flight": overlaps[:10]},
         }
     return report

@@ -1,6 +1,6 @@
 """A chaos consumer process: receives, records every delivery *before* acking, then acks.
 
-``python -m tests.harness.chaos.consumer --dsn DSN --queue Q --consumer C [--worker W] --dir D --seed N``
+``python -m tests.harness.chaos.consumer --dsn DSN --queue Q --consumer C [--worker W] --dir D --seed N [--keyed]``
 
 Poison events are nacked (they come back with retry_count + 1 until dead-lettered); about 1 %
 of the others are nacked once.  The consumer marks handler starts as the consumer runtime does
@@ -10,6 +10,13 @@ as failed attempts until the killer is dead-lettered.  Nacks and the ack of a pa
 the seed, the process also hurts itself: a receive in a transaction that outlives a tiny
 ``idle_in_transaction_session_timeout`` (the server kills the session; the page must come
 back) and a receive under a 1 ms ``statement_timeout``.
+
+With ``--keyed`` (the harness's ``keyed`` mode, on a partitioned queue) it also records each
+page (``page``: when the receive was called and returned) and when its handlers finished
+(``done``, before the nacks and the ack), with each delivery's key and per-key sequence, so that
+the checker can tell the order of the deliveries of a key across processes and whether two
+workers had one key in flight at once; its handlers then take 0-10 ms a page, so that a page
+is in flight long enough for an overlap to show.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +45,12 @@ ACK = "SELECT pglogq.ack(%s, %s, %s::xid8)"  # with the page's last message: see
 
 class Consumer:
     def __init__(
-        self, dsn: str, queue: str, consumer: str, worker: str | None, out: Recorder, seed: int
+        self, dsn: str, queue: str, consumer: str, worker: str | None, out: Recorder, seed: int,
+        keyed: bool = False,
     ) -> None:
+        self.keyed = keyed
+        self.token = secrets.token_hex(4)  # page ids stay unique across restarts of the process
+        self.pages = 0
         self.dsn = dsn
         self.queue = queue
         self.consumer = consumer
@@ -68,10 +81,27 @@ class Consumer:
                 self.flag.sleep(0.05)
         close_quietly(self.conn)
 
-    def record(self, rows: list[tuple[Any, ...]]) -> None:
-        self.out.write_many(
-            [("deliver", r[2]["id"], r[0], self.consumer, self.worker or "-", r[3]) for r in rows]
-        )
+    def record(self, rows: list[tuple[Any, ...]], called: float, returned: float, committed: bool = True) -> str:
+        """Record the deliveries of a page (with the page itself in the keyed mode); returns the
+        page's id ("-" outside the keyed mode)."""
+        worker = self.worker or "-"
+        if not self.keyed:
+            self.out.write_many([("deliver", r[2]["id"], r[0], self.consumer, worker, r[3]) for r in rows])
+            return "-"
+        self.pages += 1
+        page = f"{self.token}.{self.pages}"
+        self.out.write_many([
+            ("page", page, self.consumer, worker, f"{called:.6f}", f"{returned:.6f}", int(committed)),
+            *(("deliver", r[2]["id"], r[0], self.consumer, worker, r[3], page, r[2].get("key", "-"),
+               r[2].get("kseq", "-")) for r in rows),
+        ])
+        return page
+
+    def handled(self, page: str) -> None:
+        """Keyed mode: the handlers of ``page`` are done (its nacks and ack come next)."""
+        if self.keyed:
+            self.flag.sleep(self.rng.uniform(0, 0.01))
+            self.out.write("done", page, f"{time.monotonic():.6f}")
 
     def step(self, conn: psycopg.Connection[Any]) -> bool:
         r = self.rng.random()
@@ -86,16 +116,18 @@ class Consumer:
                 self.out.write("fault", "statement_timeout")
             finally:
                 conn.execute("RESET statement_timeout")
+        called = time.monotonic()
         rows = conn.execute(RECEIVE, (self.queue, self.consumer, size, self.worker)).fetchall()
+        returned = time.monotonic()
         if not rows:
             return False
         for n, row in enumerate(rows):
             if row[2].get("killer"):
                 # handlers start on the events up to the killer, which kills the process
-                self.record(rows[: n + 1])
+                self.record(rows[: n + 1], called, returned)
                 conn.execute(MARK, (row[0], row[1], row[4]))
                 os._exit(3)
-        self.record(rows)
+        self.handled(self.record(rows, called, returned))
         batch = rows[0][0]
         with conn.transaction():
             for row in rows:
@@ -110,8 +142,10 @@ class Consumer:
         conn.execute("BEGIN")
         try:
             conn.execute("SET LOCAL idle_in_transaction_session_timeout = '100ms'")
+            called = time.monotonic()
             rows = conn.execute(RECEIVE, (self.queue, self.consumer, 20, self.worker)).fetchall()
-            self.record(rows)
+            if rows:
+                self.record(rows, called, time.monotonic(), committed=False)
             self.flag.sleep(0.4)
             conn.execute("COMMIT")  # fails: the session was terminated (nothing acked anyway)
         except psycopg.Error:
@@ -131,10 +165,11 @@ def main() -> None:
     ap.add_argument("--dir", required=True, type=Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tag", help="Name of the record file (default: consumer[-worker]).")
+    ap.add_argument("--keyed", action="store_true", help="Record pages, keys and handler ends (keyed mode).")
     a = ap.parse_args()
     tag = a.tag or a.consumer + (f"-{a.worker}" if a.worker else "")
     out = Recorder(a.dir / f"consumer-{tag}.log")
-    Consumer(a.dsn, a.queue, a.consumer, a.worker, out, a.seed).run()
+    Consumer(a.dsn, a.queue, a.consumer, a.worker, out, a.seed, a.keyed).run()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,10 @@
-"""The chaos run: set up, inject faults on the seed's schedule, stop, drain, check."""
+"""The chaos run: set up, inject faults on the seed's schedule, stop, drain, check.
+
+The ``keyed`` mode runs the same faults on a queue of ``partitions`` partitions (4 by default):
+the producers send keyed events (:mod:`.producer`, ``--keys``), the cooperating consumer has
+three workers, and every consumer records its pages, so that the checker also counts per-key
+order violations and one key in flight at two workers at once (:mod:`.checker`).
+"""
 
 from __future__ import annotations
 
@@ -29,12 +35,17 @@ from tests.harness.chaos.server import ChaosServer, free_port
 QUEUE = "chaos"
 PLAIN_CONSUMERS = ("c1", "c2")
 COOP_CONSUMER = "c3"
+COOP_WORKERS = ("w1", "w2")
+KEYED_WORKERS = ("w1", "w2", "w3")  # the keyed mode: three workers share the partitions
 PRODUCERS = ("p1", "p2", "p3")
+KEYS_PER_PRODUCER = 8  # keyed mode: producer p sends to keys p:0 .. p:7
+KEYED_PARTITIONS = 4  # keyed mode: the default number of partitions
+DEAD_INTERVAL_S = 3.0
 QUEUE_CONFIG = {
     "ticker_max_lag": "0",
     "max_retries": "2",
     "retry_delay": "200 ms",
-    "dead_interval": "3 s",
+    "dead_interval": f"{DEAD_INTERVAL_S:g} s",
     "batch_max_events": "3000",
     "big_batch_events": "1000",
 }
@@ -83,7 +94,8 @@ def ticker_command(dsn: str) -> list[str]:
 class Harness:
     seed: int
     duration: float
-    mode: str | None = None  # None, or a key of nemesis.MODE_INTERVAL ("retention")
+    mode: str | None = None  # None, or a key of nemesis.MODE_INTERVAL ("retention", "keyed")
+    partitions: int = 1  # the queue's partitions (keyed mode: KEYED_PARTITIONS unless told)
     out: Path | None = None
     keep: bool = False
     verbose: bool = True
@@ -112,7 +124,9 @@ class Harness:
 
         with pglogq.Client(self.server.dsn) as client:
             client.install_schema()
-            client.create_queue(QUEUE)
+        with psycopg.connect(self.server.dsn, autocommit=True) as conn:
+            conn.execute("SELECT pglogq.create_queue(%s, %s)", (QUEUE, self.partitions))
+        with pglogq.Client(self.server.dsn) as client:
             for k, v in QUEUE_CONFIG.items():
                 client.set_queue_config(QUEUE, k, v)
             for c in (*PLAIN_CONSUMERS, COOP_CONSUMER):
@@ -131,15 +145,16 @@ class Harness:
         self.skips = Recorder(self.hist / "retention-harness.log")
         d = self.client_dsn
         common = ["--dsn", d, "--queue", QUEUE, "--dir", str(self.hist)]
+        keys = ["--keys", str(KEYS_PER_PRODUCER)] if self.keyed else []
         for i, p in enumerate(PRODUCERS):
-            self.procs.append(Proc("producer", p, ["tests.harness.chaos.producer", *common, "--name", p,
+            self.procs.append(Proc("producer", p, ["tests.harness.chaos.producer", *common, "--name", p, *keys,
                                                    "--seed", str(self.seed * 100 + i)]))
         self.procs.append(Proc("producer", "rr", ["tests.harness.chaos.producer", *common, "--name", "rr",
-                                                  "--rr", "--seed", str(self.seed * 100 + 9)]))
+                                                  "--rr", *keys, "--seed", str(self.seed * 100 + 9)]))
         for i, c in enumerate(PLAIN_CONSUMERS):
             self.procs.append(Proc("consumer", c, ["tests.harness.chaos.consumer", *common, "--consumer", c,
-                                                   "--seed", str(self.seed * 100 + 20 + i)]))
-        for i, w in enumerate(("w1", "w2")):
+                                                   *self.consumer_flags(), "--seed", str(self.seed * 100 + 20 + i)]))
+        for i, w in enumerate(self.workers):
             self.procs.append(self.worker_proc(w, self.seed * 100 + 30 + i))
         self.procs.append(Proc("ticker", "ticker", ticker_command(d)))
         for proc in self.procs:
@@ -147,11 +162,24 @@ class Harness:
         self.log(f"server on 127.0.0.1:{self.server.port}, proxy on {self.proxy.listen_port}, "
                  f"ticker {ticker_command(d)[0]}, history in {self.hist}")
 
+    @property
+    def keyed(self) -> bool:
+        return self.mode == "keyed"
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        """The cooperating consumer's first worker names."""
+        return KEYED_WORKERS if self.keyed else COOP_WORKERS
+
+    def consumer_flags(self) -> list[str]:
+        # before "--seed": a twin's arguments are the original's without its last two
+        return ["--keyed"] if self.keyed else []
+
     def worker_proc(self, worker: str, seed: int) -> Proc:
         common = ["--dsn", self.client_dsn, "--queue", QUEUE, "--dir", str(self.hist)]
         return Proc("consumer", f"{COOP_CONSUMER}-{worker}",
                     ["tests.harness.chaos.consumer", *common, "--consumer", COOP_CONSUMER,
-                     "--worker", worker, "--seed", str(seed)])
+                     "--worker", worker, *self.consumer_flags(), "--seed", str(seed)])
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -225,7 +253,7 @@ class Harness:
                 # come back under a new worker name: the old batch must be taken over
                 self.procs.remove(victim)
                 self.worker_names += 1
-                victim = self.worker_proc(f"w{self.worker_names + 2}", rng.randrange(10**9))
+                victim = self.worker_proc(f"w{self.worker_names + len(self.workers)}", rng.randrange(10**9))
                 self.procs.append(victim)
                 self.faults["worker_renamed"] += 1
             victim.restarts += 1
@@ -297,7 +325,9 @@ class Harness:
 
     def drain(self, timeout: float) -> bool:
         """Tick until every consumer has everything: no open batch, no pending retry, at the
-        last tick, and no event appended since that tick was taken."""
+        last tick, and no event appended since that tick was taken.  On a partitioned queue
+        every stream must be at the last tick (the consumer's own cursor may stay behind: see
+        :meth:`cursors_behind_streams`)."""
         end = time.monotonic() + timeout
         with psycopg.connect(self.server.dsn, autocommit=True) as conn:
             while time.monotonic() < end:
@@ -313,8 +343,10 @@ class Harness:
                 while time.monotonic() < wait_end:
                     row = conn.execute(
                         "SELECT (SELECT count(*) FROM pglogq.subscription WHERE batch_id IS NOT NULL),"
-                        " (SELECT count(*) FROM pglogq.subscription WHERE parent_id IS NULL"
-                        "   AND last_tick < %s),"
+                        " (SELECT count(*) FROM pglogq.subscription s WHERE s.last_tick < %s"
+                        "   AND (s.stream >= 0 OR (s.parent_id IS NULL AND NOT EXISTS"
+                        "     (SELECT 1 FROM pglogq.subscription x WHERE x.parent_id = s.sub_id"
+                        "       AND x.stream >= 0)))),"
                         " (SELECT count(*) FROM pglogq.retry) + (SELECT count(*) FROM pglogq.delayed),"
                         " (SELECT count(*) FROM pglogq.event)",
                         (tick[0],),
@@ -329,6 +361,16 @@ class Harness:
                     return True
                 time.sleep(0.3)
         return False
+
+    def cursors_behind_streams(self) -> dict[str, list[int]]:
+        """Consumers of a partitioned queue whose cursor is behind the slowest of their streams
+        once everything is drained: consumer → [its cursor, its slowest stream's]."""
+        with psycopg.connect(self.server.dsn, autocommit=True) as conn:
+            return {str(n): [int(c), int(m)] for n, c, m in conn.execute(
+                "SELECT s.consumer_name, s.last_tick, min(x.last_tick) FROM pglogq.subscription s"
+                " JOIN pglogq.subscription x ON x.parent_id = s.sub_id AND x.stream >= 0"
+                " WHERE s.parent_id IS NULL GROUP BY s.sub_id, s.consumer_name, s.last_tick"
+                " HAVING s.last_tick < min(x.last_tick) ORDER BY 1").fetchall()}
 
     def dead_letters(self) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
@@ -357,19 +399,22 @@ class Harness:
             self.log(f"drained: {drained}")
             self.sample_cursors()
             dead = self.dead_letters()
+            behind = self.cursors_behind_streams()
             skipped_db = self.skipped_events()
             for p in self.procs:
                 p.terminate(20)
             invoked = _all_invoked(self.hist)
             poison = {i for i in invoked if is_poison(i)}
             killers = {i for i in invoked if is_killer(i)}
-            report = check(self.hist, [*PLAIN_CONSUMERS, COOP_CONSUMER], dead, poison - killers, killers)
+            report = check(self.hist, [*PLAIN_CONSUMERS, COOP_CONSUMER], dead, poison - killers, killers,
+                           dead_interval=DEAD_INTERVAL_S)
             faults = Counter(self.faults)
             faults.update(self.proxy.counts)
             faults.update(client_faults(self.hist))
             report.update(
                 seed=self.seed,
                 mode=self.mode or "plain",
+                partitions=self.partitions,
                 skipped_events=skipped_db,
                 duration_s=self.duration,
                 wall_s=round(time.monotonic() - self.t0, 1),
@@ -377,9 +422,11 @@ class Harness:
                 faults=dict(sorted(faults.items())),
                 restarts={p.name: p.restarts for p in self.procs if p.restarts},
                 cursor_regressions=self.regressions,
+                consumer_cursor_behind_streams=behind,
             )
-            report["passed"] = drained and not self.regressions and all(
+            report["passed"] = drained and not self.regressions and not behind and all(
                 s["lost"] == 0 and s["unexpected"] == 0 and s["skipped_within_limit"] == 0
+                and s["per_key_order_violations"] == 0 and s["same_key_in_flight"] == 0
                 for s in report["subscribers"].values()
             )
             if not report["passed"]:

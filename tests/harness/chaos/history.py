@@ -7,7 +7,16 @@ Every process appends tab-separated lines to its own file with unbuffered ``os.w
 * ``ok <id>`` — the send committed; ``fail <id>`` — it certainly did not;
   ``info <id>`` — indeterminate (the connection died after the statement or COMMIT was sent);
   an ``invoke`` without an outcome (the producer was killed) is indeterminate too;
-* ``deliver <id> <batch> <consumer> <worker> <retry_count>`` — written *before* the ack;
+* ``deliver <id> <batch> <consumer> <worker> <retry_count>`` — written *before* the ack; in the
+  ``keyed`` mode three more fields: ``<page> <key> <kseq>`` (the page record's id, the event's
+  key and its sequence number within the key; ``-`` for an unkeyed event);
+* ``page <page> <consumer> <worker> <called> <returned> <committed>`` — keyed mode, written before
+  the page's ``deliver`` records: when the receive was called and when it returned
+  (``time.monotonic()``: CLOCK_MONOTONIC, one clock for every process of the machine), and
+  whether the receive ran in its own transaction (1) or in one that is rolled back (0: the page
+  was never handed out, see the consumer's idle step);
+* ``done <page> <time>`` — keyed mode: the handlers of the page finished (written before the
+  nacks and the ack are sent; a page without ``done`` was in flight until its process died);
 * ``fault <kind>`` — a fault a client process injected on itself (e.g. a tiny timeout);
 * ``skip <id> <consumer> <within>`` — a retention pass made the consumer skip event ``id``
   (``within`` = 1: the event was ticked within the limit, so skipping it was wrong).
@@ -39,16 +48,27 @@ class Recorder:
         os.close(self._fd)
 
 
+# the number of fields of each record kind (a torn line has fewer)
+_FIELDS: dict[str, tuple[int, ...]] = {
+    "invoke": (2,), "ok": (2,), "fail": (2,), "info": (2,), "fault": (2,),
+    "deliver": (6, 9), "skip": (4,), "page": (7,), "done": (3,),
+}
+
+
 def read_records(directory: Path, prefix: str) -> Iterator[list[str]]:
     """Every record of every ``prefix*.log`` file in ``directory``; a torn last line is skipped."""
     for path in sorted(directory.glob(f"{prefix}*.log")):
-        data = path.read_text(encoding="utf-8", errors="replace")
-        for line in data.split("\n"):
-            if line:
-                fields = line.split("\t")
-                n = {"deliver": 6, "skip": 4}.get(fields[0], 2)
-                if len(fields) == n and fields[0] in ("invoke", "ok", "fail", "info", "fault", "deliver", "skip"):
-                    yield fields
+        yield from read_file(path)
+
+
+def read_file(path: Path) -> Iterator[list[str]]:
+    """The records of one file, in the order they were written; a torn last line is skipped."""
+    data = path.read_text(encoding="utf-8", errors="replace")
+    for line in data.split("\n")[:-1]:  # the last piece: "" or a torn line
+        if line:
+            fields = line.split("\t")
+            if len(fields) in _FIELDS.get(fields[0], ()):
+                yield fields
 
 
 def is_killer(ev_id: str) -> bool:

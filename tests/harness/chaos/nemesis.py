@@ -41,6 +41,7 @@ MEAN_INTERVAL: dict[str, float] = {
 # extra faults of a mode (``python -m tests.harness.chaos --mode retention``)
 MODE_INTERVAL: dict[str, dict[str, float]] = {
     "retention": {"retention_pass": 2.0, "reinstall_schema": 8.0},
+    "keyed": {},  # the plain run's faults, on a partitioned queue with keyed events
 }
 # the retention limit of the retention mode: small, so that a killed or partitioned consumer
 # falls behind it

@@ -1,6 +1,6 @@
 """A chaos producer process: sends events with unique ids and records every attempt.
 
-``python -m tests.harness.chaos.producer --dsn DSN --queue Q --name p1 --dir D --seed N [--rr]``
+``python -m tests.harness.chaos.producer --dsn DSN --queue Q --name p1 --dir D --seed N [--rr] [--keys K]``
 
 Each operation is drawn from the seed: an autocommit send, a send in an explicit transaction,
 a ``send_batch``, a transaction that rolls back, a savepoint rolled back then a send, a send under
@@ -8,6 +8,12 @@ a tiny ``statement_timeout``; about 2 % of the ids are "poison" (:func:`.history
 until they are dead-lettered), and a few are "killers" (:func:`.history.is_killer`: the consumer
 process that starts one dies).  With ``--rr`` it is a REPEATABLE READ producer instead: it takes
 its snapshot, holds it for seconds (across forced rotations), then sends and commits.
+
+With ``--keys K`` (the harness's ``keyed`` mode) every event has a key: sequence number ``seq``
+goes to key ``<name>:<seq % K>`` as that key's ``seq // K``-th event (``kseq``), so each key has
+its own sequence, carried in the payload (``key``, ``kseq``) and sent with ``send(..., key => k)``
+/ ``send_batch(..., keys => ks)``.  A restarted producer resumes ``seq``, so the per-key
+sequences go on too.
 """
 
 from __future__ import annotations
@@ -25,11 +31,22 @@ from tests.harness.chaos.history import Recorder, is_killer, is_poison
 
 SEND = "SELECT pglogq.send(%s, %s)"
 SEND_BATCH = "SELECT pglogq.send_batch(%s, %s::jsonb[])"
+SEND_KEYED = "SELECT pglogq.send(%s, %s, key => %s)"
+SEND_BATCH_KEYED = "SELECT pglogq.send_batch(%s, %s::jsonb[], keys => %s)"
+
+
+def event_key(ev_id: str, keys: int) -> tuple[str, int]:
+    """The key of event ``<producer>:<seq>`` when its producer has ``keys`` keys, and its
+    sequence number within that key."""
+    name, _, seq = ev_id.rpartition(":")
+    n = int(seq)
+    return f"{name}:{n % keys}", n // keys
 
 
 class Producer:
-    def __init__(self, dsn: str, queue: str, name: str, out: Recorder, seed: int) -> None:
+    def __init__(self, dsn: str, queue: str, name: str, out: Recorder, seed: int, keys: int = 0) -> None:
         self.dsn = dsn
+        self.keys = keys  # 0: unkeyed events
         self.queue = queue
         self.name = name
         self.out = out
@@ -46,9 +63,27 @@ class Producer:
         return ids
 
     def payload(self, ev_id: str) -> Jsonb:
+        body: dict[str, Any] = {"id": ev_id, "poison": is_poison(ev_id)}
         if is_killer(ev_id):
-            return Jsonb({"id": ev_id, "poison": False, "killer": True})
-        return Jsonb({"id": ev_id, "poison": is_poison(ev_id)})
+            body = {"id": ev_id, "poison": False, "killer": True}
+        if self.keys:
+            body["key"], body["kseq"] = event_key(ev_id, self.keys)
+        return Jsonb(body)
+
+    def send(self, conn: psycopg.Connection[Any], ev_id: str) -> None:
+        """One ``send`` (with the event's key in the keyed mode)."""
+        if self.keys:
+            conn.execute(SEND_KEYED, (self.queue, self.payload(ev_id), event_key(ev_id, self.keys)[0]))
+        else:
+            conn.execute(SEND, (self.queue, self.payload(ev_id)))
+
+    def send_batch(self, conn: psycopg.Connection[Any], ids: list[str]) -> None:
+        """One ``send_batch`` (with the events' keys in the keyed mode)."""
+        payloads = [self.payload(i) for i in ids]
+        if self.keys:
+            conn.execute(SEND_BATCH_KEYED, (self.queue, payloads, [event_key(i, self.keys)[0] for i in ids]))
+        else:
+            conn.execute(SEND_BATCH, (self.queue, payloads))
 
     def outcome(self, kind: str, ids: list[str]) -> None:
         self.out.write_many([(kind, i) for i in ids])
@@ -81,9 +116,9 @@ class Producer:
         self.outcome("invoke", ids)
         try:
             if len(ids) == 1:
-                conn.execute(SEND, (self.queue, self.payload(ids[0])))
+                self.send(conn, ids[0])
             else:
-                conn.execute(SEND_BATCH, (self.queue, [self.payload(i) for i in ids]))
+                self.send_batch(conn, ids)
         except Exception as exc:
             self.outcome("fail" if definite_failure(exc) else "info", ids)
             return
@@ -105,10 +140,10 @@ class Producer:
             if rolled:
                 conn.execute("SAVEPOINT sp")
                 for i in rolled:
-                    conn.execute(SEND, (self.queue, self.payload(i)))
+                    self.send(conn, i)
                 conn.execute("ROLLBACK TO SAVEPOINT sp")
             for i in ids:
-                conn.execute(SEND, (self.queue, self.payload(i)))
+                self.send(conn, i)
         except Exception as exc:
             if tiny_timeout and isinstance(exc, psycopg.errors.QueryCanceled):
                 self.out.write("fault", "statement_timeout")
@@ -159,7 +194,7 @@ class Producer:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
             conn.execute("SELECT count(*) FROM pglogq.queue")  # the snapshot is taken here
             self.flag.sleep(self.rng.uniform(2, 8))
-            conn.execute(SEND, (self.queue, self.payload(ids[0])))
+            self.send(conn, ids[0])
         except Exception:
             self.outcome("fail", ids)
             self.abort(conn)
@@ -180,6 +215,7 @@ def main() -> None:
     ap.add_argument("--dir", required=True, type=Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rr", action="store_true")
+    ap.add_argument("--keys", type=int, default=0, help="Keys of this producer (0: unkeyed events).")
     a = ap.parse_args()
     path = a.dir / f"producer-{a.name}.log"
     out = Recorder(path)
@@ -190,7 +226,7 @@ def main() -> None:
         tail = parts[1].rsplit(":", 1)[-1] if len(parts) == 2 else ""
         if parts[0] == "invoke" and tail.isdigit():
             seq = max(seq, int(tail))
-    p = Producer(a.dsn, a.queue, a.name, out, a.seed)
+    p = Producer(a.dsn, a.queue, a.name, out, a.seed, a.keys)
     p.seq = seq
     p.run(a.rr)
 

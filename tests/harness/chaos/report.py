@@ -62,4 +62,23 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{v['indeterminate_delivered']} / {v['indeterminate_absent']} | {v['dead_lettered']} | "
             f"{v['redelivered_after_nack']} | {v['deliveries']} |"
         )
+    if report.get("mode") == "keyed":
+        lines += keyed_lines(report)
     return "\n".join(lines) + "\n"
+
+
+def keyed_lines(report: dict[str, Any]) -> list[str]:
+    """The keyed mode's table: per-key order and keys in flight at two workers (both must be 0)."""
+    lines = [
+        "",
+        f"Keyed mode: {report.get('partitions')} partitions.",
+        "",
+        "| subscriber | keyed deliveries | per-key order violations | same key in flight"
+        " | takeovers of a silent worker's partition |",
+        "| ---------- | ---------------: | -----------------------: | -----------------:"
+        " | ---------------------------------------: |",
+    ]
+    for name, v in report["subscribers"].items():
+        lines.append(f"| {name} | {v['keyed_deliveries']} | {v['per_key_order_violations']} | "
+                     f"{v['same_key_in_flight']} | {v['takeovers']} |")
+    return lines
