@@ -9,20 +9,24 @@ from __future__ import annotations
 
 from typing_extensions import LiteralString
 
-CREATE_QUEUE: LiteralString = "SELECT pglogq.create_queue(%s, %s, %s)"
+CREATE_QUEUE: LiteralString = "SELECT pglogq.create_queue(%s)"
 DROP_QUEUE: LiteralString = "SELECT pglogq.drop_queue(%s, %s)"
 SET_QUEUE_CONFIG: LiteralString = "SELECT pglogq.set_queue_config(%s, %s, %s)"
 SUBSCRIBE: LiteralString = "SELECT pglogq.subscribe(%s, %s)"
 UNSUBSCRIBE: LiteralString = "SELECT pglogq.unsubscribe(%s, %s)"
 SEND: LiteralString = (
     "SELECT pglogq.send(%s, %s, type => %s, headers => %s, priority => %s,"
-    " idempotency_key => %s, deliver_at => %s, delay => %s, key => %s)"
+    " idempotency_key => %s, deliver_at => %s, delay => %s)"
+)
+SEND_KEYED: LiteralString = (
+    "SELECT pglogq.send_keyed(%s, %s, %s, type => %s, headers => %s, priority => %s,"
+    " idempotency_key => %s, deliver_at => %s, delay => %s)"
 )
 SEND_PLAIN: LiteralString = "SELECT pglogq.send(%s, %s)"
 SEND_TYPED: LiteralString = "SELECT pglogq.send(%s, %s, %s)"
 SEND_BATCH: LiteralString = (
-    "SELECT pglogq.send_batch_json(%s, %s, type => %s, headers => %s, priority => %s,"
-    " idempotency_keys => %s, deliver_at => %s, delay => %s, keys => %s)"
+    "SELECT pglogq.send_batch_keyed(%s, %s, %s, type => %s, headers => %s, priority => %s,"
+    " idempotency_keys => %s, deliver_at => %s, delay => %s)"
 )
 TICKER: LiteralString = "SELECT pglogq.ticker(%s)"
 FORCE_TICK: LiteralString = "SELECT pglogq.force_tick(%s)"
@@ -81,7 +85,10 @@ MAINT_OPERATIONS: LiteralString = "SELECT op, queue_name FROM pglogq.maint_opera
 MAINT_RUN: LiteralString = "SELECT pglogq.maint_run(%s, %s)"
 ROTATE_STEP1: LiteralString = "SELECT pglogq.maint_rotate_step1(%s, %s)"
 ROTATE_STEP2: LiteralString = "SELECT pglogq.maint_rotate_step2(%s)"
-QUEUE_INFO: LiteralString = "SELECT * FROM pglogq.queue_info(%s)"
+QUEUE_INFO: LiteralString = (
+    "SELECT i.*, l.partitions FROM pglogq.queue_info(%s) i CROSS JOIN LATERAL pglogq.queue_layout(i.queue_name) l"
+    " ORDER BY i.queue_name"
+)
 SEEK_PLAN: LiteralString = "SELECT * FROM pglogq.seek_plan(%s, %s, %s, %s)"
 SEEK: LiteralString = "SELECT * FROM pglogq.seek(%s, %s, %s, %s, %s)"
 CONSUMER_INFO: LiteralString = "SELECT * FROM pglogq.consumer_info(%s, %s)"

@@ -306,8 +306,15 @@ class Client:
         if not isinstance(urgent_lane, bool) or (urgent_lane and parts != 1):
             raise InvalidUrgentLane(f"invalid urgent_lane {urgent_lane!r}: True or False, and True only "
                                     "on a queue of one partition")
-        params = (name, parts, urgent_lane)
-        return bool(self._value(q.CREATE_QUEUE, params, conn))
+        if parts == 1 and not urgent_lane:
+            return bool(self._value(q.CREATE_QUEUE, (name,), conn))
+        # the layout is set while the queue is new: in the same transaction as its creation
+        with self.connection(conn) as c, c.transaction():
+            created = bool(self._value(q.CREATE_QUEUE, (name,), c))
+            if created:
+                self._value(q.SET_QUEUE_CONFIG, (name, "partitions", str(parts)), c)
+                self._value(q.SET_QUEUE_CONFIG, (name, "urgent_lane", str(urgent_lane).lower()), c)
+        return created
 
     def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:
         """Drop a queue and all its events; refuses while consumers exist unless ``force``."""
@@ -387,10 +394,12 @@ class Client:
             )
             idem = v.text(idempotency_key, "idempotency key")
             ev_key = None if key is None else _keys.check_key(key)
-            if params[3:] == _DEFAULT_OPTIONS and idem is None and ev_key is None:  # the short statement
+            if ev_key is not None:
+                sql, args = q.SEND_KEYED, (*params[:2], ev_key, *params[2:5], idem, *params[5:])
+            elif params[3:] == _DEFAULT_OPTIONS and idem is None:  # the short statement
                 sql, args = (q.SEND_PLAIN, params[:2]) if params[2] is None else (q.SEND_TYPED, params[:3])
             else:
-                sql, args = q.SEND, (*params[:5], idem, *params[5:], ev_key)
+                sql, args = q.SEND, (*params[:5], idem, *params[5:])
             msg_id = int((self._rows(sql, args, conn, hot=True))[0][0])
             span.sent((msg_id,))
             return msg_id
@@ -425,8 +434,8 @@ class Client:
                 v.name(queue, "queue"), v.jsonb(events),
                 *cv.event_options(type, span.headers, priority, deliver_at, delay),
             )
-            rows = self._rows(q.SEND_BATCH, (*params[:5], idem, *params[5:], ev_keys), conn, hot=True,
-                                    binary=True)
+            rows = self._rows(q.SEND_BATCH, (*params[:2], ev_keys, *params[2:5], idem, *params[5:]), conn,
+                                    hot=True, binary=True)
             ids = list(map(int, rows[0][0] or ()))
             span.sent(ids)
             return ids

@@ -29,9 +29,9 @@ Exception tree::
     │   ├── InvalidTypeConfig       PQ065  (set_type_config: unknown parameter, bad value or type)
     │   ├── InvalidSchedule         PQ066  (schedules: bad cron expression, name, missed policy)
     │   ├── InvalidJobsQuery        PQ069  (jobs: bad state, max_rows or page cursor)
-    │   ├── InvalidPartitions       PQ075  (create_queue: partition count out of 1..1024)
-    │   ├── InvalidKey              PQ076  (send, send_batch: empty or too long key, bad keys list)
-    │   └── InvalidUrgentLane       PQ077  (create_queue: urgent_lane None, or with partitions)
+    │   ├── InvalidPartitions       PQ075  (create_queue, set_queue_config: partitions out of 1..1024)
+    │   ├── InvalidKey              PQ076  (send_keyed, send_batch_keyed: empty or too long key, bad keys)
+    │   └── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, queue not new)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -307,22 +307,26 @@ class InvalidJobsQuery(InvalidInput):
 
 
 class InvalidPartitions(InvalidInput):
-    """create_queue refused a partition count: an int within 1..1024 is expected (nothing was
-    changed)."""
+    """A partition count was refused (``create_queue(partitions=...)``, SQL
+    ``set_queue_config(queue, 'partitions', ...)``): an int within 1..1024 is expected (nothing
+    was changed)."""
 
     sqlstate = "PQ075"
 
 
 class InvalidKey(InvalidInput):
-    """send or send_batch refused an event key: a key is a str of 1 to 255 UTF-8 bytes, and
-    ``keys`` holds one such key per payload (no None); nothing was sent."""
+    """An event key was refused (``send(key=...)``, ``send_batch(keys=...)``, SQL ``send_keyed``
+    and ``send_batch_keyed``): a key is a str of 1 to 255 UTF-8 bytes, and ``keys`` holds one such
+    key per payload (no None); nothing was sent."""
 
     sqlstate = "PQ076"
 
 
 class InvalidUrgentLane(InvalidInput):
-    """create_queue refused ``urgent_lane``: True or False is expected, and True only on a queue of
-    one partition (a partitioned queue keeps each key's order); nothing was created."""
+    """A queue's urgent lane or layout was refused (``create_queue(urgent_lane=...)``, SQL
+    ``set_queue_config(queue, 'urgent_lane' or 'partitions', ...)``): True or False is expected,
+    True only on a queue of one partition (a partitioned queue keeps each key's order), and the
+    layout is set only while the queue is new (no consumer, no event); nothing was changed."""
 
     sqlstate = "PQ077"
 

@@ -44,12 +44,16 @@ DLQ_PURGE: LiteralString = "SELECT pglogq.dlq_purge(%(queue)s, %(consumer)s, %(t
 # pglogq send: payloads go as JSON text (cast by the server), so they arrive exactly as typed
 SEND_TEXT: LiteralString = """
 SELECT pglogq.send(%(queue)s, %(payload)s::jsonb, type => %(type)s, headers => %(headers)s::jsonb,
-                   priority => %(priority)s, idempotency_key => %(key)s, delay => %(delay)s,
-                   key => %(event_key)s)
+                   priority => %(priority)s, idempotency_key => %(key)s, delay => %(delay)s)
+"""
+SEND_KEYED_TEXT: LiteralString = """
+SELECT pglogq.send_keyed(%(queue)s, %(payload)s::jsonb, %(event_key)s, type => %(type)s,
+                         headers => %(headers)s::jsonb, priority => %(priority)s,
+                         idempotency_key => %(key)s, delay => %(delay)s)
 """
 SEND_BATCH_TEXT: LiteralString = """
-SELECT pglogq.send_batch_json(%(queue)s, %(payload)s::jsonb, type => %(type)s, headers => %(headers)s::jsonb,
-                              priority => %(priority)s, delay => %(delay)s, keys => %(event_keys)s)
+SELECT pglogq.send_batch_keyed(%(queue)s, %(payload)s::jsonb, %(event_keys)s, type => %(type)s,
+                               headers => %(headers)s::jsonb, priority => %(priority)s, delay => %(delay)s)
 """
 
 # receive with payload and headers as jsonb (the CLI's connection reads them as raw JSON text)

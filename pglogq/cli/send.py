@@ -61,7 +61,9 @@ def _send_one(app: App, params: dict[str, Any], count: int = 1) -> list[int]:
     event_key = params["event_key"]
     params = {**params, "event_keys": None if event_key is None else [event_key] * count}
     try:
-        row = app.conn.execute(cq.SEND_BATCH_TEXT if params["batch"] else cq.SEND_TEXT, params).fetchone()
+        sql = (cq.SEND_BATCH_TEXT if params["batch"] else cq.SEND_TEXT if event_key is None
+               else cq.SEND_KEYED_TEXT)
+        row = app.conn.execute(sql, params).fetchone()
     except psycopg.Error as exc:
         raise translate(exc) from exc
     value = row[0] if row else None

@@ -1,26 +1,12 @@
--- pglogq.create_queue(queue_name, partitions, urgent_lane): create a queue with its rotated event
--- tables.
--- Parameters: queue_name  ASCII name, letters/digits/_.-, at most 48 bytes;
---             partitions  1 (default: one ordered log) .. 1024: the events of one key go to one
---             partition (key_slot(key) % partitions; without a key, msg_id % partitions), each
---             consumer reads every partition as a stream of its own, and its cooperating workers
---             share the streams (one worker per stream at a time: per-key order).  Fixed for
---             the queue's life (drop and create the queue to change it);
---             urgent_lane  true: an event sent with a priority above 100 (the default) is urgent:
---             every consumer gets it at its next receive, ahead of a waiting backlog of ordinary
---             events (a lane of its own with its own cursor; ordinary events wait at most 1 s
---             for a page while urgent ones keep coming).  Only on a queue of one partition.
--- Returns:    true if created, false if it already existed (nothing changed, whatever its
---             partition count; queue_info shows it).
--- Raises:     PQ004 invalid name; PQ075 invalid partition count; PQ077 urgent_lane NULL, or with
---             more than one partition.
+-- pglogq.create_queue(queue_name): create a queue with its rotated event tables.
+-- Parameters: queue_name  ASCII name, letters/digits/_.-, at most 48 bytes
+-- Returns:    true if created, false if it already existed (nothing changed).
+-- Raises:     PQ004 invalid name.
 -- Tables:     queue, tick and event partitions (created: tick_<id> with its 3 rotated slots,
---             event_<id> with its ntables children, and its partition or urgent-event index),
---             a per-queue id sequence.
+--             event_<id> with its ntables children), a per-queue id sequence.
 -- Concurrency: racing creators of one name serialise on an advisory lock; one wins.  Locks in
 -- drop_queue's order: the name's advisory lock, the registry lock, then the event table.
-CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text, partitions integer DEFAULT 1,
-                                               urgent_lane boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -29,15 +15,6 @@ DECLARE
     qtab text;
 BEGIN
     PERFORM pglogq._check_name(queue_name, 'queue', 48);
-    IF partitions IS NULL OR partitions < 1 OR partitions > 1024 THEN
-        RAISE EXCEPTION 'invalid partition count %: use 1..1024', coalesce(partitions::text, 'NULL')
-            USING ERRCODE = 'PQ075';
-    END IF;
-    IF urgent_lane IS NULL OR (urgent_lane AND partitions > 1) THEN
-        RAISE EXCEPTION 'invalid urgent_lane %: true or false, and true only on a queue of one partition',
-            coalesce(urgent_lane::text, 'NULL')
-            USING ERRCODE = 'PQ077', HINT = 'on a partitioned queue the order of a key comes first: no urgent lane';
-    END IF;
     -- the name's lock (as drop_queue), then one registration at a time: no deadlock between
     -- racing creators, droppers and a ticker pass
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.queue'), hashtext(create_queue.queue_name));
@@ -45,9 +22,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pglogq.queue x WHERE x.queue_name = create_queue.queue_name) THEN
         RETURN false;
     END IF;
-    INSERT INTO pglogq.queue (queue_name, partitions, urgent_lane)
-    VALUES (create_queue.queue_name, create_queue.partitions, create_queue.urgent_lane)
-    RETURNING * INTO q;
+    INSERT INTO pglogq.queue (queue_name) VALUES (create_queue.queue_name) RETURNING * INTO q;
     qtab := 'event_' || q.queue_id;
     EXECUTE format('CREATE SEQUENCE pglogq.%I', qtab || '_seq');
     EXECUTE format('CREATE TABLE pglogq.%I PARTITION OF pglogq.event FOR VALUES IN (%s) PARTITION BY LIST (ev_slot)',
@@ -57,15 +32,6 @@ BEGIN
                        ' WITH (autovacuum_vacuum_insert_threshold = -1)',
                        qtab || '_' || n, qtab, n);
     END LOOP;
-    -- a partition's stream reads its events in order; the urgent lane reads the urgent ones only
-    -- (on this queue's tables only: the other queues do not pay for these indexes)
-    IF q.partitions > 1 THEN
-        EXECUTE format('CREATE INDEX %I ON pglogq.%I (ev_partition, ev_txid, ev_id)', qtab || '_part_idx', qtab);
-    END IF;
-    IF q.urgent_lane THEN
-        EXECUTE format('CREATE INDEX %I ON pglogq.%I (ev_txid, ev_id) WHERE ev_priority > 100',
-                       qtab || '_urgent_idx', qtab);
-    END IF;
     -- the tick partition is made apart and then attached: ATTACH locks the parent tick table in
     -- SHARE UPDATE EXCLUSIVE mode, which lets receivers and tickers of other queues go on (a
     -- CREATE ... PARTITION OF would lock it exclusively, after the event table's lock above:

@@ -7,11 +7,10 @@
 -- A queue of N partitions puts an event with this key into partition key_slot(key) % N, so every
 -- event of one key lands in one partition.  The same rule in Python: pglogq.key_slot (md5 of the
 -- UTF-8 bytes), so a client can tell a key's partition without asking the server.  Stable across
--- PostgreSQL versions and platforms (md5 is fixed; hashtext is not documented as stable).  No SET
--- clause, so that it is inlined into the sends that call it (a SET makes every call a separate
--- function call with its own configuration change).
+-- PostgreSQL versions and platforms (md5 is fixed; hashtext is not documented as stable).
 CREATE OR REPLACE FUNCTION pglogq.key_slot(key text)
-RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT (('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.md5(key), 1, 8))::pg_catalog.bit(32)::pg_catalog.int8
-            OPERATOR(pg_catalog.%) 16384)::pg_catalog.int4;
-$$;
+RETURNS integer LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY DEFINER
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (('x' || substr(md5(key), 1, 8))::bit(32)::bigint % 16384)::integer;
+END $$;

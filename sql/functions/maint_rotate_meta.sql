@@ -73,8 +73,10 @@ BEGIN
     -- the commit finds the moved row, and a writer whose snapshot is older gets 40001.
     new_part := ((e + 1) % 2)::smallint;
     BEGIN
-        EXECUTE format('LOCK TABLE pglogq.%I, pglogq.%I IN ACCESS EXCLUSIVE MODE',
-                       'sub_state_' || new_part, 'sub_state_' || (1 - new_part));
+        -- in partition order (0, then 1), the order in which every query on sub_state locks them:
+        -- the other order deadlocks with any receive that holds one and waits for the other,
+        -- and then this lock gives up (lock_timeout) at every switch into partition 1
+        LOCK TABLE pglogq.sub_state_0, pglogq.sub_state_1 IN ACCESS EXCLUSIVE MODE;
         -- live rows here only if an earlier switch could not move them: then they stay
         IF NOT EXISTS (SELECT 1 FROM pglogq.sub_state st WHERE st.state_part = new_part) THEN
             EXECUTE format('TRUNCATE pglogq.%I', 'sub_state_' || new_part);

@@ -7,15 +7,14 @@
 --             to 0 within a minute after the producers stop), pending_estimate (committed events not yet ticked,
 --             counted: the next tick's batch, as far as committed now),
 --             consumers, retry_depth, dead_letters, delayed, size_bytes, rotation_period,
---             last_rotation, rotation_blocked_by (the consumer holding rotation back, if any),
---             partitions (1: one ordered log; see create_queue).
+--             last_rotation, rotation_blocked_by (the consumer holding rotation back, if any).
 -- Tables:     queue, tick, subscription, retry, dead_letter, delayed, event (read).
 CREATE OR REPLACE FUNCTION pglogq.queue_info(for_queue text DEFAULT NULL)
 RETURNS TABLE (queue_name text, paused boolean, last_tick_id bigint, last_tick_time timestamptz,
                last_tick_age interval, ticker_lag interval, events_per_second double precision,
                pending_estimate bigint, consumers integer, retry_depth bigint, dead_letters bigint,
                delayed bigint, size_bytes bigint, rotation_period interval, last_rotation timestamptz,
-               rotation_blocked_by text, partitions integer)
+               rotation_blocked_by text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -39,7 +38,6 @@ BEGIN
         SELECT * INTO lt FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
         queue_name := q.queue_name;
         paused := q.paused;
-        partitions := q.partitions;
         last_tick_id := lt.tick_id;
         last_tick_time := lt.tick_time;
         now_ts := clock_timestamp();

@@ -5,19 +5,17 @@
 --             priority  0..32767, higher first when a backlog exists (default 100)
 --             idempotency_key  same key in the same queue within idempotency_window → same id, no new event
 --             deliver_at / delay  deliver no earlier than this (one of them, not both)
---             key  1 to 255 bytes, or NULL: every event of one key goes to one partition of a
---             partitioned queue (_event_partition), so each consumer gets them in send order,
---             one at a time; stored on any queue (an unkeyed event of a partitioned queue is
---             spread by its id)
 -- Returns:    the message id.
 -- Raises:     PQ001 unknown queue; PQ006 payload + headers too large; PQ007 invalid payload or headers;
---             PQ011 invalid delay; PQ019 invalid argument; PQ076 invalid key.
+--             PQ011 invalid delay; PQ019 invalid argument.
 -- Tables:     event (insert into the current child), delayed, idempotency_key, queue (read).
 -- Runs in the caller's transaction: the event is delivered only if that transaction commits.
+-- On a partitioned queue the event has no key and goes to partition msg_id % partitions; a keyed
+-- event is sent with send_keyed.
 CREATE OR REPLACE FUNCTION pglogq.send(
     queue_name text, payload jsonb, type text DEFAULT NULL, headers jsonb DEFAULT NULL,
     priority integer DEFAULT 100, idempotency_key text DEFAULT NULL,
-    deliver_at timestamptz DEFAULT NULL, delay interval DEFAULT NULL, key text DEFAULT NULL)
+    deliver_at timestamptz DEFAULT NULL, delay interval DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -51,9 +49,6 @@ BEGIN
        OR pg_column_size(payload) + coalesce(pg_column_size(headers), 0) > maxbytes THEN
         PERFORM pglogq._check_event(payload, type, headers, priority, maxbytes, NULL);
     END IF;
-    IF key IS NOT NULL AND (key = '' OR octet_length(key) > 255) THEN
-        RAISE EXCEPTION 'invalid key: % bytes (a key is 1 to 255 bytes)', octet_length(key) USING ERRCODE = 'PQ076';
-    END IF;
     IF deliver_at IS NOT NULL OR delay IS NOT NULL THEN
         due := pglogq._due_time(deliver_at, delay);
     END IF;
@@ -74,20 +69,20 @@ BEGIN
         END IF;
     END IF;
     IF due IS NOT NULL THEN
-        INSERT INTO pglogq.delayed (queue_id, msg_id, deliver_at, ev_type, ev_payload, ev_headers, ev_priority, ev_key)
-        VALUES (qid, coalesce(mid, nextval(seq)), due, type, payload, headers, priority, key)
+        INSERT INTO pglogq.delayed (queue_id, msg_id, deliver_at, ev_type, ev_payload, ev_headers, ev_priority)
+        VALUES (qid, coalesce(mid, nextval(seq)), due, type, payload, headers, priority)
         RETURNING msg_id INTO mid;
         RETURN mid;
     END IF;
     IF parts > 1 THEN
         mid := coalesce(mid, nextval(seq));
         INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,
-                                  ev_key, ev_partition)
-        VALUES (qid, slot, mid, type, payload, headers, priority, key, pglogq._event_partition(parts, key, mid));
+                                  ev_partition)
+        VALUES (qid, slot, mid, type, payload, headers, priority, pglogq._event_partition(parts, NULL, mid));
         RETURN mid;
     END IF;
-    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority, ev_key)
-    VALUES (qid, slot, coalesce(mid, nextval(seq)), type, payload, headers, priority, key)
+    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
+    VALUES (qid, slot, coalesce(mid, nextval(seq)), type, payload, headers, priority)
     RETURNING ev_id INTO mid;
     RETURN mid;
 END $$;

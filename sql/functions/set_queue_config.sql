@@ -13,8 +13,15 @@
 --   idempotency_window (interval > 0) how long an idempotency key is remembered
 --   dead_interval (interval > 0)      silence after which a worker's batch is taken over
 --   max_consumer_lag (interval >= 0)  retention limit: consumers further behind are moved forward (0: off)
+--   partitions (integer 1..1024)      events of one key in one partition, each consumer reads every
+--                                     partition as a stream of its own (see send_batch_keyed); only
+--                                     while the queue is new (no consumer, no event): _set_layout
+--   urgent_lane (boolean)             events above priority 100 jump a waiting backlog (one partition
+--                                     only); only while the queue is new
 -- Returns:    the new value as text.
--- Raises:     PQ001 unknown queue; PQ005 unknown parameter or invalid value.
+-- Raises:     PQ001 unknown queue; PQ005 unknown parameter or invalid value; PQ075 invalid partition
+--             count; PQ077 invalid urgent lane, or a layout set on a queue that is not new (see
+--             _set_layout).
 -- Tables:     queue (update).
 CREATE OR REPLACE FUNCTION pglogq.set_queue_config(queue_name text, param text, value text)
 RETURNS text LANGUAGE plpgsql SECURITY DEFINER
@@ -28,6 +35,13 @@ DECLARE
     result text;
 BEGIN
     q := pglogq._queue(queue_name);
+    IF param IN ('partitions', 'urgent_lane') THEN
+        IF value IS NULL THEN
+            RAISE EXCEPTION 'invalid value for %: NULL', param
+                USING ERRCODE = CASE param WHEN 'partitions' THEN 'PQ075' ELSE 'PQ077' END;
+        END IF;
+        RETURN pglogq._set_layout(q, param, value);
+    END IF;
     kind := CASE param
         WHEN 'paused' THEN 'bool'
         WHEN 'rotation_period' THEN 'interval+'
@@ -48,7 +62,7 @@ BEGIN
             USING ERRCODE = 'PQ005',
                   HINT = 'one of paused, rotation_period, ticker_max_count, ticker_max_lag, ticker_idle_period, '
                          'batch_max_events, big_batch_events, max_retries, retry_delay, max_payload_bytes, '
-                         'idempotency_window, dead_interval, max_consumer_lag';
+                         'idempotency_window, dead_interval, max_consumer_lag, partitions, urgent_lane';
     END IF;
     IF value IS NULL THEN
         RAISE EXCEPTION 'invalid value for %: NULL', param USING ERRCODE = 'PQ005';

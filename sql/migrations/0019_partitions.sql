@@ -1,8 +1,9 @@
 -- 0019_partitions: partitions inside a queue (issue 14): keyed events, and one stream per
 -- partition for every consumer, so that cooperating workers share a queue key by key.
 --
--- pglogq.queue.partitions  N (1: today's single ordered log, unchanged).  Fixed at create_queue.
--- pglogq.event.ev_key      the key given to send / send_batch (any queue; NULL without one)
+-- pglogq.queue.partitions  N (1: today's single ordered log, unchanged).  Set while the queue is
+--                          new (set_queue_config, see _set_layout).
+-- pglogq.event.ev_key      the key given to send_keyed / send_batch_keyed (NULL without one)
 -- pglogq.event.ev_partition 0..N-1 on a queue of N > 1 partitions (pglogq.key_partition), NULL
 --                          on a queue of one: every event of one key is in one partition
 -- pglogq.subscriber.stream  0..N-1: the stream of one partition of a consumer (parent_id), made
@@ -11,8 +12,8 @@
 --                          last one); hold_txid, hold_id  the first event of the page nacked
 --                          (strict order: the page is acknowledged up to it, it comes again);
 --                          hold_until  the stream is not handed out again before this time
--- A partitioned queue's event table gets an (ev_partition, ev_txid, ev_id) index from
--- create_queue: no other queue pays for it (not even in planning).
+-- A partitioned queue's event table gets an (ev_partition, ev_txid, ev_id) index when its
+-- partitions are set: no other queue pays for it (not even in planning).
 ALTER TABLE pglogq.queue ADD COLUMN partitions integer NOT NULL DEFAULT 1;
 ALTER TABLE pglogq.queue ADD CONSTRAINT queue_partitions_ok CHECK (partitions BETWEEN 1 AND 1024);
 

@@ -4,8 +4,8 @@
 --                          priority) are urgent; each consumer reads them through a stream of
 --                          their own (subscriber.stream = -1) whose cursor runs ahead of the
 --                          consumer's, so that an urgent event is handed out at the consumer's
---                          next receive however long the backlog of ordinary events is.  Set at
---                          create_queue, on a queue of one partition.
--- create_queue gives such a queue's event table a partial index of its urgent events, which
--- finds them in a tick range without reading the others (no other queue pays for it).
+--                          next receive however long the backlog of ordinary events is.  Set
+--                          while the queue is new, on a queue of one partition (set_queue_config).
+-- Setting it gives the queue's event table a partial index of its urgent events, which finds them
+-- in a tick range without reading the others (no other queue pays for it).
 ALTER TABLE pglogq.queue ADD COLUMN urgent_lane boolean NOT NULL DEFAULT false;

@@ -37,8 +37,9 @@ def test_bad_partition_counts_are_refused_before_sql(api: Any, bad: Any) -> None
 
 def test_server_pq075_maps_to_invalid_partitions(dsn: str) -> None:
     assert BY_SQLSTATE["PQ075"] is pglogq.InvalidPartitions
-    with psycopg.connect(dsn) as conn, pytest.raises(psycopg.Error) as info:
-        conn.execute("SELECT pglogq.create_queue('q', 0)")
+    with psycopg.connect(dsn, autocommit=True) as conn, pytest.raises(psycopg.Error) as info:
+        conn.execute("SELECT pglogq.create_queue('q')")
+        conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', '0')")
     err = translate(info.value)
     assert isinstance(err, pglogq.InvalidPartitions) and err.sqlstate == "PQ075"
 
@@ -93,10 +94,11 @@ def test_bad_keys_list_is_refused_and_nothing_sent(api: Any, dsn: str, keys: Any
 def test_server_pq076_maps_to_invalid_key(dsn: str) -> None:
     assert BY_SQLSTATE["PQ076"] is pglogq.InvalidKey
     with psycopg.connect(dsn) as conn:
-        conn.execute("SELECT pglogq.create_queue('q', 2)")
+        conn.execute("SELECT pglogq.create_queue('q')")
+        conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', '2')")
         conn.commit()
-        for sql in ("SELECT pglogq.send('q', '1', key => '')",
-                    "SELECT pglogq.send_batch_json('q', '[1, 2]', keys => ARRAY['a'])"):
+        for sql in ("SELECT pglogq.send_keyed('q', '1', '')",
+                    "SELECT pglogq.send_batch_keyed('q', '[1, 2]', ARRAY['a'])"):
             with pytest.raises(psycopg.Error) as info:
                 conn.execute(sql)
             conn.rollback()

@@ -21,14 +21,22 @@ def sql_conn(dsn: str) -> Conn:
     return psycopg.connect(dsn, autocommit=True)
 
 
+def new_queue(conn: Conn, name: str = "q", partitions: int = 1, urgent_lane: bool = False) -> None:
+    """create_queue, then its layout while it is new, in one transaction (as the clients do)."""
+    with conn.transaction():
+        assert conn.execute("SELECT pglogq.create_queue(%s)", (name,)).fetchone() == (True,)
+        conn.execute("SELECT pglogq.set_queue_config(%s, 'partitions', %s)", (name, str(partitions)))
+        conn.execute("SELECT pglogq.set_queue_config(%s, 'urgent_lane', %s)", (name, str(urgent_lane)))
+
+
 def make_queue(conn: Conn, name: str = "q", partitions: int = 4) -> None:
-    assert conn.execute("SELECT pglogq.create_queue(%s, %s)", (name, partitions)).fetchone() == (True,)
+    new_queue(conn, name, partitions)
     conn.execute("SELECT pglogq.subscribe(%s, 'c')", (name,))
 
 
 def send_keyed(conn: Conn, keys: list[str], queue: str = "q") -> list[int]:
-    payloads = [json.dumps({"key": k, "n": i}) for i, k in enumerate(keys)]
-    row = conn.execute("SELECT pglogq.send_batch(%s, %s::jsonb[], keys => %s)", (queue, payloads, keys)).fetchone()
+    payloads = json.dumps([{"key": k, "n": i} for i, k in enumerate(keys)])
+    row = conn.execute("SELECT pglogq.send_batch_keyed(%s, %s::jsonb, %s)", (queue, payloads, keys)).fetchone()
     assert row is not None
     return list(row[0])
 
@@ -71,21 +79,39 @@ def test_every_event_of_a_key_goes_to_one_partition_and_unkeyed_ones_spread(dsn:
         for key, msg_id in zip(keys, ids, strict=True):
             slot = conn.execute("SELECT pglogq.key_slot(%s)", (key,)).fetchone()
             assert slot is not None and partition_of(conn, msg_id) == slot[0] % 8
-        one = conn.execute("SELECT pglogq.send('q', '{}', key => 'k1')").fetchone()
+        one = conn.execute("SELECT pglogq.send_keyed('q', '{}', 'k1')").fetchone()
         assert one is not None and partition_of(conn, one[0]) == partition_of(conn, ids[1])
         spread = [conn.execute("SELECT pglogq.send('q', '{}')").fetchone() for _ in range(8)]
         assert {partition_of(conn, r[0]) for r in spread if r} == set(range(8))
-        info = conn.execute("SELECT partitions FROM pglogq.queue_info('q')").fetchone()
+        info = conn.execute("SELECT partitions FROM pglogq.queue_layout('q')").fetchone()
         assert info == (8,)
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1025, 2**31 - 1, None])
-def test_an_invalid_partition_count_is_refused_and_creates_nothing(dsn: str, bad: int | None) -> None:
+@pytest.mark.parametrize("bad", ["0", "-1", "1025", str(2**31), "2.5", "eight", "", None])
+def test_an_invalid_partition_count_is_refused_and_changes_nothing(dsn: str, bad: str | None) -> None:
     with sql_conn(dsn) as conn:
+        conn.execute("SELECT pglogq.create_queue('q')")
         with pytest.raises(psycopg.Error) as info:
-            conn.execute("SELECT pglogq.create_queue('q', %s)", (bad,))
+            conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', %s)", (bad,))
         assert info.value.sqlstate == "PQ075"
-        assert conn.execute("SELECT count(*) FROM pglogq.queue").fetchone() == (0,)
+        assert conn.execute("SELECT partitions FROM pglogq.queue_layout('q')").fetchone() == (1,)
+
+
+def test_partitions_and_the_urgent_lane_are_set_only_while_the_queue_is_new(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        conn.execute("SELECT pglogq.create_queue('q')")
+        conn.execute("SELECT pglogq.send('q', '{}')")
+        for param, value in (("partitions", "4"), ("urgent_lane", "true")):
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute("SELECT pglogq.set_queue_config('q', %s, %s)", (param, value))
+            assert info.value.sqlstate == "PQ077" and "new" in str(info.value)
+        conn.execute("SELECT pglogq.create_queue('r')")
+        conn.execute("SELECT pglogq.subscribe('r', 'c')")
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT pglogq.set_queue_config('r', 'partitions', '4')")
+        assert info.value.sqlstate == "PQ077"
+        assert conn.execute("SELECT * FROM pglogq.queue_layout('q')").fetchone() == (1, False)
+        assert conn.execute("SELECT * FROM pglogq.queue_layout('r')").fetchone() == (1, False)
 
 
 @pytest.mark.parametrize("keys, why", [
@@ -94,14 +120,14 @@ def test_an_invalid_partition_count_is_refused_and_creates_nothing(dsn: str, bad
 def test_bad_keys_refuse_the_whole_batch(dsn: str, keys: list[str | None], why: str) -> None:
     with sql_conn(dsn) as conn:
         make_queue(conn)
-        for fn in ("send_batch(%s, %s::jsonb[], keys => %s)", "send_batch_json(%s, %s::jsonb, keys => %s)"):
-            payloads: Any = ['{"n": 1}', '{"n": 2}'] if "jsonb[]" in fn else '[{"n": 1}, {"n": 2}]'
+        for extra in ("", ", idempotency_keys => ARRAY['i1', 'i2']", ", delay => interval '1 hour'"):
             with pytest.raises(psycopg.Error) as info:
-                conn.execute(f"SELECT pglogq.{fn}", ("q", payloads, keys))
+                conn.execute(f"SELECT pglogq.send_batch_keyed(%s, %s::jsonb, %s{extra})".encode(),
+                             ("q", '[{"n": 1}, {"n": 2}]', keys))
             assert info.value.sqlstate == "PQ076" and why in str(info.value)
-        for key in ("", "x" * 256):
+        for key in ("", "x" * 256, None):
             with pytest.raises(psycopg.Error) as info:
-                conn.execute("SELECT pglogq.send('q', '{}', key => %s)", (key,))
+                conn.execute("SELECT pglogq.send_keyed('q', '{}', %s)", (key,))
             assert info.value.sqlstate == "PQ076"
         assert conn.execute("SELECT count(*) FROM pglogq.event").fetchone() == (0,)
 
@@ -306,7 +332,7 @@ def test_an_urgent_event_jumps_a_waiting_backlog(dsn: str) -> None:
     """Urgent lane: 300 ordinary events wait in one batch; an urgent one (priority 150) sent and
     ticked after the first page is in the consumer's next page; FIFO within the backlog holds."""
     with sql_conn(dsn) as conn:
-        assert conn.execute("SELECT pglogq.create_queue('q', urgent_lane => true)").fetchone() == (True,)
+        new_queue(conn, urgent_lane=True)
         conn.execute("SELECT pglogq.subscribe('q', 'c')")
         conn.execute("SELECT pglogq.send_batch('q', %s::jsonb[], priority => 30)",
                      ([json.dumps({"n": i}) for i in range(100)],))
@@ -334,7 +360,7 @@ def test_ordinary_events_get_a_page_after_waiting_a_second(dsn: str) -> None:
     """A steady stream of urgent events cannot starve the ordinary ones: once they have waited a
     second for a page, they get the next one."""
     with sql_conn(dsn) as conn:
-        conn.execute("SELECT pglogq.create_queue('q', urgent_lane => true)")
+        new_queue(conn, urgent_lane=True)
         conn.execute("SELECT pglogq.subscribe('q', 'c')")
         conn.execute("SELECT pglogq.send('q', '{\"ordinary\": 1}')")
         tick(conn)
@@ -356,11 +382,15 @@ def test_ordinary_events_get_a_page_after_waiting_a_second(dsn: str) -> None:
 
 def test_an_urgent_lane_needs_one_partition(dsn: str) -> None:
     with sql_conn(dsn) as conn:
-        for args in ("'q', 4, true", "'q', 1, NULL"):
+        new_queue(conn, "p", partitions=4)
+        new_queue(conn, "u", urgent_lane=True)
+        for queue, param, value in (("p", "urgent_lane", "true"), ("u", "partitions", "4"),
+                                    ("u", "urgent_lane", "maybe"), ("u", "urgent_lane", None)):
             with pytest.raises(psycopg.Error) as info:
-                conn.execute(f"SELECT pglogq.create_queue({args})".encode())
+                conn.execute("SELECT pglogq.set_queue_config(%s, %s, %s)", (queue, param, value))
             assert info.value.sqlstate == "PQ077"
-        assert conn.execute("SELECT count(*) FROM pglogq.queue").fetchone() == (0,)
+        assert conn.execute("SELECT * FROM pglogq.queue_layout('p')").fetchone() == (4, False)
+        assert conn.execute("SELECT * FROM pglogq.queue_layout('u')").fetchone() == (1, True)
 
 
 def test_rotation_waits_for_the_slowest_partition(dsn: str, client: pglogq.Client) -> None:
@@ -400,10 +430,10 @@ def test_rotation_waits_for_the_slowest_partition(dsn: str, client: pglogq.Clien
 def test_delayed_and_idempotent_keyed_sends_keep_their_partition(dsn: str) -> None:
     with sql_conn(dsn) as conn:
         make_queue(conn, partitions=4)
-        a = conn.execute("SELECT pglogq.send('q', '{}', key => 'order-1', idempotency_key => 'i1')").fetchone()
-        b = conn.execute("SELECT pglogq.send('q', '{}', key => 'order-1', idempotency_key => 'i1')").fetchone()
+        a = conn.execute("SELECT pglogq.send_keyed('q', '{}', 'order-1', idempotency_key => 'i1')").fetchone()
+        b = conn.execute("SELECT pglogq.send_keyed('q', '{}', 'order-1', idempotency_key => 'i1')").fetchone()
         assert a == b and a is not None
-        d = conn.execute("SELECT pglogq.send('q', '{}', key => 'order-1', delay => interval '0')").fetchone()
+        d = conn.execute("SELECT pglogq.send_keyed('q', '{}', 'order-1', delay => interval '0')").fetchone()
         assert d is not None
         conn.execute("SELECT pglogq.maint_pump()")
         tick(conn)

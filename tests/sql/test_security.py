@@ -419,12 +419,16 @@ TEXT_PARAMETERS = {
     "search",  # dlq_search: a plain substring (strpos on lower()), no LIKE pattern, no dynamic SQL
     # issue 16: per-type settings, jobs, schedules (compared or stored as values only)
     "ev_type", "in_state", "after", "name", "cron", "missed",
+    # issue 14: event keys (stored and hashed as values only)
+    "key", "keys",
 }
 # functions that build SQL dynamically, reviewed: identifiers only through format('%I'), values
 # only through USING, parameter text never concatenated
 DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_config",
                # issue 20: tick slot and state partition names from format('%I') of numbers
                "maint_rotate_meta",
+               # issue 14: the partition / urgent-event index of one queue, names from format('%I')
+               "_set_layout",
                # CREATE/DROP TRIGGER on the caller's table: the table as regclass (%s of a regclass
                # is its quoted name), trigger names %I, trigger arguments and only_if %L
                "capture_table", "uncapture_table"}

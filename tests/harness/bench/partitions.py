@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 
+import pglogq
 from tests.harness.bench.context import BenchContext
 from tests.harness.bench.results import Measure, Series
 from tests.harness.bench.systems import Pglogq, System
@@ -80,7 +81,8 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
 def setup(ctx: BenchContext, queue: str, partitions: int, consumers: list[str], n: int) -> None:
     """The queue, one consumer per drain (all subscribed before the events), the keyed events."""
     with psycopg.connect(ctx.dsn, autocommit=True) as conn:
-        conn.execute("SELECT pglogq.create_queue(%s, %s)", (queue, partitions))
+        with pglogq.Client(ctx.dsn) as client:
+            client.create_queue(queue, partitions=partitions)
         for c in consumers:
             conn.execute("SELECT pglogq.subscribe(%s, %s)", (queue, c))
         seq: dict[str, int] = defaultdict(int)
@@ -88,9 +90,9 @@ def setup(ctx: BenchContext, queue: str, partitions: int, consumers: list[str], 
             keys = [f"k{(start + i) % KEYS}" for i in range(min(500, n - start))]
             payloads = []
             for k in keys:
-                payloads.append(json.dumps({"k": k, "s": seq[k]}))
+                payloads.append({"k": k, "s": seq[k]})
                 seq[k] += 1
-            conn.execute("SELECT pglogq.send_batch(%s, %s::jsonb[], keys => %s)", (queue, payloads, keys))
+            conn.execute("SELECT pglogq.send_batch_keyed(%s, %s::jsonb, %s)", (queue, json.dumps(payloads), keys))
             conn.execute("SELECT pglogq.force_tick(%s)", (queue,))
 
 

@@ -3,7 +3,7 @@
 them (the handler takes 0.5 ms per event) with the ticker running; one second into the drain
 three VIP mails (priority 150) are sent in one transaction.  Measured: the time from that send
 to the start of each VIP mail's handler, over many trials -- on a queue with the urgent lane
-(``create_queue(..., urgent_lane => true)``) and, once, on a queue without it (where the VIP
+(``create_queue(..., urgent_lane=True)``) and, once, on a queue without it (where the VIP
 mails wait for the backlog's batch to be done)."""
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
 
 def trial(dsn: str, queue: str, lane: bool, backlog: int, after_s: float) -> list[float]:
     """One drain with the VIP mails sent into it: each VIP mail's wait, in seconds."""
+    with pglogq.Client(dsn) as client:
+        client.create_queue(queue, urgent_lane=lane)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pglogq.create_queue(%s, urgent_lane => %s)", (queue, lane))
         conn.execute("SELECT pglogq.subscribe(%s, 'mailer')", (queue,))
         news, cleanups = backlog * 4 // 5, backlog // 5
         for kind, count, prio in (("newsletter", news, 100), ("cleanup", cleanups, 30)):

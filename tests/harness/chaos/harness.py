@@ -124,9 +124,8 @@ class Harness:
 
         with pglogq.Client(self.server.dsn) as client:
             client.install_schema()
-        with psycopg.connect(self.server.dsn, autocommit=True) as conn:
-            conn.execute("SELECT pglogq.create_queue(%s, %s)", (QUEUE, self.partitions))
         with pglogq.Client(self.server.dsn) as client:
+            client.create_queue(QUEUE, partitions=self.partitions)
             for k, v in QUEUE_CONFIG.items():
                 client.set_queue_config(QUEUE, k, v)
             for c in (*PLAIN_CONSUMERS, COOP_CONSUMER):

@@ -11,8 +11,8 @@ its snapshot, holds it for seconds (across forced rotations), then sends and com
 
 With ``--keys K`` (the harness's ``keyed`` mode) every event has a key: sequence number ``seq``
 goes to key ``<name>:<seq % K>`` as that key's ``seq // K``-th event (``kseq``), so each key has
-its own sequence, carried in the payload (``key``, ``kseq``) and sent with ``send(..., key => k)``
-/ ``send_batch(..., keys => ks)``.  A restarted producer resumes ``seq``, so the per-key
+its own sequence, carried in the payload (``key``, ``kseq``) and sent with ``send_keyed`` /
+``send_batch_keyed``.  A restarted producer resumes ``seq``, so the per-key
 sequences go on too.
 """
 
@@ -31,8 +31,8 @@ from tests.harness.chaos.history import Recorder, is_killer, is_poison
 
 SEND = "SELECT pglogq.send(%s, %s)"
 SEND_BATCH = "SELECT pglogq.send_batch(%s, %s::jsonb[])"
-SEND_KEYED = "SELECT pglogq.send(%s, %s, key => %s)"
-SEND_BATCH_KEYED = "SELECT pglogq.send_batch(%s, %s::jsonb[], keys => %s)"
+SEND_KEYED = "SELECT pglogq.send_keyed(%s, %s, %s)"
+SEND_BATCH_KEYED = "SELECT pglogq.send_batch_keyed(%s, %s, %s)"
 
 
 def event_key(ev_id: str, keys: int) -> tuple[str, int]:
@@ -81,7 +81,8 @@ class Producer:
         """One ``send_batch`` (with the events' keys in the keyed mode)."""
         payloads = [self.payload(i) for i in ids]
         if self.keys:
-            conn.execute(SEND_BATCH_KEYED, (self.queue, payloads, [event_key(i, self.keys)[0] for i in ids]))
+            array = Jsonb([p.obj for p in payloads])  # send_batch_keyed takes one JSON array
+            conn.execute(SEND_BATCH_KEYED, (self.queue, array, [event_key(i, self.keys)[0] for i in ids]))
         else:
             conn.execute(SEND_BATCH, (self.queue, payloads))
 
