@@ -124,7 +124,9 @@ class PartitionModel(RuleBasedStateMachine):
         super().__init__()
         self.db = type(self).conn
         self.q = f"p{os.getpid()}_{next(_queues)}"
-        self.sql("SELECT pglogq.create_queue(%s, %s)", (self.q, PARTITIONS))
+        with self.db.transaction():  # the layout is set while the queue is new
+            self.sql("SELECT pglogq.create_queue(%s)", (self.q,))
+            self.sql("SELECT pglogq.set_queue_config(%s, 'partitions', %s)", (self.q, str(PARTITIONS)))
         self.sql("SELECT pglogq.set_queue_config(%s, 'max_retries', %s)", (self.q, str(MAX_RETRIES)))
         self.sql("SELECT pglogq.set_queue_config(%s, 'dead_interval', '1 hour')", (self.q,))
         self.sql("SELECT pglogq.subscribe(%s, %s)", (self.q, CONSUMER))
@@ -164,7 +166,11 @@ class PartitionModel(RuleBasedStateMachine):
 
     def send_one(self, key: str | None, conn: Conn | None = None) -> int:
         body = json.dumps({"key": key})
-        row = (conn or self.db).execute("SELECT pglogq.send(%s, %s::jsonb, key => %s)", (self.q, body, key)).fetchone()
+        db = conn or self.db
+        if key is None:
+            row = db.execute("SELECT pglogq.send(%s, %s::jsonb)", (self.q, body)).fetchone()
+        else:
+            row = db.execute("SELECT pglogq.send_keyed(%s, %s::jsonb, %s)", (self.q, body, key)).fetchone()
         assert row is not None
         return int(row[0])
 
@@ -176,9 +182,8 @@ class PartitionModel(RuleBasedStateMachine):
 
     @rule(keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=6), then_tick=st.booleans())
     def send_batch(self, keys: list[str], then_tick: bool = False) -> None:
-        bodies = [json.dumps({"key": k, "n": n}) for n, k in enumerate(keys)]
-        row = self.db.execute("SELECT pglogq.send_batch(%s, %s::jsonb[], keys => %s)",
-                              (self.q, bodies, keys)).fetchone()
+        bodies = json.dumps([{"key": k, "n": n} for n, k in enumerate(keys)])
+        row = self.db.execute("SELECT pglogq.send_batch_keyed(%s, %s::jsonb, %s)", (self.q, bodies, keys)).fetchone()
         assert row is not None
         self.committed(list(row[0]), list(keys))
         if then_tick:
@@ -446,7 +451,7 @@ class PartitionModel(RuleBasedStateMachine):
         assert sorted(r[0] for r in dead) == sorted(self.dead), (dead, self.dead)
         streams = self.sql(
             "SELECT s.stream, s.batch_id, s.page_end_id, s.lease_worker, s.last_tick FROM pglogq.subscription s"
-            " WHERE s.queue_id = %s AND s.stream IS NOT NULL ORDER BY s.stream", (self.qid,))
+            " WHERE s.queue_id = %s AND s.stream >= 0 ORDER BY s.stream", (self.qid,))
         assert [r[0] for r in streams] == list(range(PARTITIONS)), streams
         out = {p.partition: (w, p) for w, p in self.pages.items()}
         for part, batch_id, page_end, worker, _tick in streams:
@@ -516,11 +521,14 @@ def test_partitioned_queue_behaves_like_its_model(model_dsn: str) -> None:
 def stream_queue(conn: Conn, keys: list[str]) -> list[int]:
     """Queue q of 2 partitions, consumer c, max_retries 1, no takeover; the events of ``keys`` sent
     in one transaction and ticked."""
-    conn.execute("SELECT pglogq.create_queue('q', 2)")
+    with conn.transaction():
+        conn.execute("SELECT pglogq.create_queue('q')")
+        conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', '2')")
     conn.execute("SELECT pglogq.set_queue_config('q', 'max_retries', '1')")
     conn.execute("SELECT pglogq.set_queue_config('q', 'dead_interval', '1 hour')")
     conn.execute("SELECT pglogq.subscribe('q', 'c')")
-    row = conn.execute("SELECT pglogq.send_batch('q', %s::jsonb[], keys => %s)", (["{}"] * len(keys), keys)).fetchone()
+    payloads = json.dumps([{} for _ in keys])
+    row = conn.execute("SELECT pglogq.send_batch_keyed('q', %s::jsonb, %s)", (payloads, keys)).fetchone()
     conn.execute("SELECT pglogq.force_tick('q')")
     assert row is not None
     return list(row[0])
