@@ -71,7 +71,7 @@ MAX_RETRIES = 1
 # Engine bugs this model found (see the xfail regression tests at the end of this file).  While
 # one is listed, the model steers clear of its sequence; once the engine is fixed, remove it here
 # and the model checks that path too.
-KNOWN_BUGS = frozenset({"nack-after-dead", "earlier-nack-after-dead"})
+KNOWN_BUGS: frozenset[str] = frozenset()
 EXAMPLES = int(os.environ.get("PGLOGQ_MODEL_EXAMPLES", "25"))
 _queues = itertools.count()
 
@@ -616,9 +616,6 @@ def test_a_page_cut_again_before_the_held_event_acknowledges_only_itself(dsn: st
         assert [(m.msg_id, m.retry_count) for m in page_of(conn)] == [(b, 0), (c, 1)]
 
 
-@pytest.mark.xfail(strict=True, reason="engine: a second nack of an event that the first nack buried ('dead') "
-                   "counts a new failure from 0 (its attempt row is gone), returns 'retry' and holds the stream at "
-                   "the buried event: the ack stops before it and the dead-lettered event is delivered again")
 def test_nacking_a_buried_event_again_is_a_no_op(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         e1, e2 = stream_queue(conn, ["a", "a"])
@@ -634,9 +631,6 @@ def test_nacking_a_buried_event_again_is_a_no_op(dsn: str) -> None:
         assert page_of(conn) == []  # engine: [e1, e2], e1 with retry_count 1
 
 
-@pytest.mark.xfail(strict=True, reason="engine: an event buried by nack ('dead') comes again when an EARLIER event "
-                   "of the same page is nacked afterwards: the ack stops at the earlier event's hold, and the stream "
-                   "hands the buried event again (retry_count 0) although it is in the dead-letter queue")
 def test_an_event_buried_before_an_earlier_nack_is_not_delivered_again(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         a, b, c = stream_queue(conn, ["a", "a", "a"])
