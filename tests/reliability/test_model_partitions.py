@@ -32,8 +32,9 @@ dead-lettered, never both.
 
 One database for the whole test, a fresh queue per example; derandomized, so deterministic.
 PGLOGQ_MODEL_EXAMPLES (default 25) sets the number of examples for longer runs (the test's
-timeout grows with it).  KNOWN_BUGS lists the engine bugs the model steers clear of; each has a
-strict xfail regression test at the end of this file.
+timeout grows with it).  KNOWN_BUGS lists engine bugs the model steers clear of while they are
+open (each with a strict xfail regression test at the end of this file); the five it found are
+fixed, and their minimal sequences stay there as plain regression tests.
 """
 
 from __future__ import annotations
@@ -516,7 +517,7 @@ def test_partitioned_queue_behaves_like_its_model(model_dsn: str) -> None:
         )
 
 
-# -- engine bugs the model found: minimal sequences (strict xfail while the engine is not fixed) ---
+# -- engine bugs the model found (all fixed): their minimal sequences, as regression tests -------
 
 def stream_queue(conn: Conn, keys: list[str]) -> list[int]:
     """Queue q of 2 partitions, consumer c, max_retries 1, no takeover; the events of ``keys`` sent
