@@ -37,6 +37,13 @@ DECLARE
     -- a partition's stream: events this consumer buried while an earlier event held the stream
     any_dead boolean := part >= 0 AND EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = owner);
     got bigint := 0;
+    -- where a streamed page starts, as one row bound the (ev_txid, ev_id) index seeks to: after
+    -- the acknowledged event, else at the prev tick's xmin (id -1: every id of that txid).  An
+    -- "after IS NULL OR (txid, id) > after" condition cannot be an index bound: every page then
+    -- read the batch from its start, and draining a batch of 1,000,000 events was quadratic
+    -- (about 12,000 events/s instead of 150,000)
+    from_txid xid8 := coalesce(after_txid, pg_snapshot_xmin(prev_snap));
+    from_id bigint := CASE WHEN after_txid IS NULL THEN -1 ELSE after_id END;
 BEGIN
     IF part = -1 THEN
         -- the urgent lane: the partial index of urgent events (the literal predicate matches it)
@@ -64,8 +71,7 @@ BEGIN
                e.ev_priority, e.ev_txid
           FROM pglogq.event e
          WHERE e.ev_queue = _batch_page.queue_id AND e.ev_partition = part
-           AND e.ev_txid >= pg_snapshot_xmin(prev_snap) AND e.ev_txid < hi
-           AND (after_txid IS NULL OR (e.ev_txid, e.ev_id) > (after_txid, after_id))
+           AND (e.ev_txid, e.ev_id) > (from_txid, from_id) AND e.ev_txid < hi
            AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
            AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
            AND (e.ev_owner IS NULL OR e.ev_owner = owner)
@@ -83,8 +89,7 @@ BEGIN
                e.ev_priority, e.ev_txid
           FROM pglogq.event e
          WHERE e.ev_queue = _batch_page.queue_id
-           AND e.ev_txid >= pg_snapshot_xmin(prev_snap) AND e.ev_txid < hi
-           AND (after_txid IS NULL OR (e.ev_txid, e.ev_id) > (after_txid, after_id))
+           AND (e.ev_txid, e.ev_id) > (from_txid, from_id) AND e.ev_txid < hi
            AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
            AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
            AND (e.ev_owner IS NULL OR e.ev_owner = owner)

@@ -602,13 +602,17 @@ def test_receive_never_takes_a_batch_whose_ticks_are_gone_for_empty(
     assert [m.msg_id for m in client.receive("q", "c", max_messages=10)] == ids[1:]
 
 
-def _receive_buffers(dsn: str, queue: str, consumer: str) -> int:
+def _receive_buffers(dsn: str, queue: str, consumer: str, generic: bool = False) -> int:
     """Shared buffers one receive touches (its whole work, from EXPLAIN ANALYZE BUFFERS), on a
     connection that ran the same receive once before (rolled back): what is counted is the work
     of the call, not the planning and catalog caching of a new connection, which grows with
-    every function and index the schema has."""
+    every function and index the schema has.  ``generic``: with the generic plans that a
+    long-lived session ends up with (plan_cache_mode = force_generic_plan), not the custom plans of
+    a fresh one, which see the parameters' values and may hide a bound no generic plan can use."""
     explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM pglogq.receive(%s, %s, 10)"
     with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction(force_rollback=True):
+        if generic:
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         with conn.transaction(force_rollback=True):
             conn.execute(explain, (queue, consumer))  # the warm-up: plans and caches
         row = conn.execute(explain, (queue, consumer)).fetchone()
@@ -668,3 +672,21 @@ def test_twin_consumers_cannot_ack_a_page_they_never_saw(client: Any, dsn: str) 
     assert rest.ack() is True
     with pytest.raises(pglogq.StaleBatch):  # the batch is finished: a late ack is refused too
         b1.ack()
+
+
+def test_a_page_deep_in_a_streamed_batch_costs_what_the_first_one_does(client: Any, dsn: str) -> None:
+    """Found by the 1,000,000-event drain (issue 20: 14,000 events/s): the page query of a
+    streamed (big) batch had "after IS NULL OR (txid, id) > after", which cannot bound an index
+    scan, so every page read the batch from its start and a drain was quadratic.  A page far into
+    the batch must touch about as many buffers as the first one."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    client.set_queue_config("q", "big_batch_events", 100)  # 6,000 events: one streamed batch
+    for _ in range(6):
+        client.send_batch("q", [{"pad": "x" * 200} for _ in range(1000)])
+    client.tick("q", force=True)
+    first = _receive_buffers(dsn, "q", "c", generic=True)
+    for _ in range(50):
+        client.receive("q", "c", max_messages=100).ack()
+    deep = _receive_buffers(dsn, "q", "c", generic=True)
+    assert deep < first * 2 + 100, (first, deep)
