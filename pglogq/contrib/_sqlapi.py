@@ -31,26 +31,32 @@ def colon(name: str) -> str:
     return f":{name}"
 
 
-def _sql(function: str, first: str, keys: str, keys_type: str, ev_key: str, ph: Placeholder) -> str:
+def _options(keys: str, keys_type: str, ph: Placeholder) -> str:
     return (
-        f"SELECT pglogq.{function}(CAST({ph('queue')} AS pg_catalog.text),"
-        f" CAST({ph(first)} AS pg_catalog.jsonb),"
         f" type => CAST({ph('type')} AS pg_catalog.text),"
         f" headers => CAST({ph('headers')} AS pg_catalog.jsonb),"
         f" priority => CAST({ph('priority')} AS pg_catalog.int4),"
         f" {keys} => CAST({ph(keys)} AS {keys_type}),"
         f" deliver_at => CAST({ph('deliver_at')} AS pg_catalog.timestamptz),"
-        f" delay => CAST({ph('delay')} AS pg_catalog.interval),"
-        f" {ev_key} => CAST({ph(ev_key)} AS {keys_type}))"
+        f" delay => CAST({ph('delay')} AS pg_catalog.interval)"
     )
 
 
 def send_sql(ph: Placeholder) -> str:
-    return _sql("send", "payload", "idempotency_key", "pg_catalog.text", "key", ph)
+    """``pglogq.send``, or ``pglogq.send_keyed`` when the ``key`` parameter is not NULL (one
+    statement: the CASE runs only the branch it takes)."""
+    queue, payload = f"CAST({ph('queue')} AS pg_catalog.text)", f"CAST({ph('payload')} AS pg_catalog.jsonb)"
+    key = f"CAST({ph('key')} AS pg_catalog.text)"
+    options = _options("idempotency_key", "pg_catalog.text", ph)
+    return (f"SELECT CASE WHEN {key} IS NULL THEN pglogq.send({queue}, {payload},{options})"
+            f" ELSE pglogq.send_keyed({queue}, {payload}, {key},{options}) END")
 
 
 def send_batch_sql(ph: Placeholder) -> str:
-    return _sql("send_batch_json", "payloads", "idempotency_keys", "pg_catalog.text[]", "keys", ph)
+    """``pglogq.send_batch_keyed`` (its ``keys`` NULL for events without a key)."""
+    return (f"SELECT pglogq.send_batch_keyed(CAST({ph('queue')} AS pg_catalog.text),"
+            f" CAST({ph('payloads')} AS pg_catalog.jsonb), CAST({ph('keys')} AS pg_catalog.text[]),"
+            f"{_options('idempotency_keys', 'pg_catalog.text[]', ph)})")
 
 
 def _common(queue: Any, type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any) -> dict[str, Any]:
