@@ -5,7 +5,8 @@
 --             lim  rows to return at most; part  the partition of a stream (its events only;
 --             with big), -1 for the urgent lane's stream (the urgent events only: priority above
 --             100, in priority order), NULL for all; ordinary  true: leave the urgent events out
---             (a consumer or worker of a queue with an urgent lane)
+--             (a consumer or worker of a queue with an urgent lane); since  a partition's stream:
+--             the start of its batch (the events it buried since are not handed again)
 -- Returns:    setof pglogq.message (batch_id NULL), ordered by priority desc, txid, id
 --             (by txid, id when big).
 -- Tables:     event (read), cancelled (read), dead_letter (read, a partition's stream only).
@@ -23,7 +24,7 @@
 CREATE OR REPLACE FUNCTION pglogq._batch_page(
     queue_id integer, owner integer, prev_snap pg_snapshot, cur_snap pg_snapshot, big boolean,
     after_prio integer, after_txid xid8, after_id bigint, lim integer, part smallint DEFAULT NULL,
-    ordinary boolean DEFAULT false)
+    ordinary boolean DEFAULT false, since timestamptz DEFAULT NULL)
 RETURNS SETOF pglogq.message LANGUAGE plpgsql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_sort = off
@@ -34,8 +35,10 @@ DECLARE
     xip_arr xid8[] := ARRAY(SELECT x FROM pg_snapshot_xip(prev_snap) x
                              WHERE pg_visible_in_snapshot(x, cur_snap));
     any_cancel boolean := EXISTS (SELECT 1 FROM pglogq.cancelled c WHERE c.queue_id = _batch_page.queue_id);
-    -- a partition's stream: events this consumer buried while an earlier event held the stream
-    any_dead boolean := part >= 0 AND EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = owner);
+    -- a partition's stream: events this consumer buried in this batch (since its start) while an
+    -- earlier event held the stream
+    any_dead boolean := part >= 0 AND EXISTS (SELECT 1 FROM pglogq.dead_letter d
+                                               WHERE d.sub_id = owner AND d.failed_at >= since);
     got bigint := 0;
     -- where a streamed page starts, as one row bound the (ev_txid, ev_id) index seeks to: after
     -- the acknowledged event, else at the prev tick's xmin (id -1: every id of that txid).  An
@@ -76,7 +79,8 @@ BEGIN
            AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
            AND (e.ev_owner IS NULL OR e.ev_owner = owner)
            AND (NOT any_dead OR e.ev_owner IS NOT NULL
-                OR NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = owner AND d.msg_id = e.ev_id))
+                OR NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d
+                                WHERE d.sub_id = owner AND d.msg_id = e.ev_id AND d.failed_at >= since))
            AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
                                               WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id))
          ORDER BY e.ev_partition, e.ev_txid, e.ev_id

@@ -24,9 +24,10 @@
 -- (it comes again anyway).  On its last allowed failure an event goes to the dead-letter queue as
 -- elsewhere, and the stream goes on past it.  When the page is received again before the ack (a
 -- crash), it is a new delivery: the hold is void, and a nack counts a new failure.  A nack of
--- an event this consumer has buried already returns 'dead' and changes nothing; a partition's
+-- an event buried in the stream's current batch returns 'dead' and changes nothing, and the
 -- stream never hands such an event again (_batch_page), even when an earlier event of the page
--- holds the stream behind it.
+-- holds the stream behind it (an event buried in an earlier batch comes again after a seek back,
+-- as everywhere).
 CREATE OR REPLACE FUNCTION pglogq.nack(
     batch_id bigint, msg_id bigint, retry_after interval DEFAULT NULL, reason text DEFAULT NULL,
     msg_txid xid8 DEFAULT NULL, dead boolean DEFAULT false)
@@ -78,8 +79,9 @@ BEGIN
         RAISE EXCEPTION 'message % is not in the page of batch % that receive returned', msg_id, batch_id
             USING ERRCODE = 'PQ010';
     END IF;
-    IF EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = owner AND d.msg_id = e.ev_id) THEN
-        RETURN 'dead';  -- buried already (by an earlier nack of this page): a no-op
+    IF h.stream >= 0 AND EXISTS (SELECT 1 FROM pglogq.dead_letter d
+                                  WHERE d.sub_id = owner AND d.msg_id = e.ev_id AND d.failed_at >= h.batch_started_at) THEN
+        RETURN 'dead';  -- buried already in this batch (by an earlier nack of its page): a no-op
     END IF;
     IF h.stream >= 0 AND h.hold_id IS NOT NULL AND (h.hold_txid, h.hold_id) <= (e.ev_txid, e.ev_id) THEN
         -- an event of the page at or after the one holding the stream: it comes again anyway (a
@@ -95,7 +97,6 @@ BEGIN
       FROM pglogq._retry_rule(q, e.ev_type, tries) r;
     IF tries >= maxr OR nack.dead THEN
         PERFORM pglogq._bury(e, owner, tries, reason);
-        DELETE FROM pglogq.attempt a WHERE a.sub_id = h.sub_id AND a.msg_id = e.ev_id;
         RETURN 'dead';
     END IF;
     IF h.stream >= 0 THEN

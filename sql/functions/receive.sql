@@ -180,7 +180,8 @@ BEGIN
                                                         prev_snap, cur_snap, h.batch_big,
                                                         h.page_prio, h.page_txid, h.page_id,
                                                         max_messages + 1, h.stream,
-                                                        q.urgent_lane AND h.stream IS NULL) m);
+                                                        q.urgent_lane AND h.stream IS NULL,
+                                                        h.batch_started_at) m);
         n := cardinality(page);
         EXIT WHEN n > 0;
         -- nothing (left) in this batch for us (all of it cancelled, or others' retries): close

@@ -124,7 +124,7 @@ def test_send_follows_the_callers_prepare_threshold_unless_pooled(dsn: str, pool
         client.send_batch("q", [1, 2], conn=conn)
         client.queue_info("q", conn=conn)
         client.create_queue("q3", conn=conn)
-        expected = [] if pooled else ["SELECT pglogq.send", "SELECT pglogq.send_batch_json"]
+        expected = [] if pooled else ["SELECT pglogq.send", "SELECT pglogq.send_batch_keyed"]
         assert _prepared(conn) == expected
     with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
         client.send("q", 1, conn=conn)
