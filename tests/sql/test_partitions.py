@@ -533,3 +533,22 @@ def test_the_consumer_cursor_catches_up_after_concurrent_takes(dsn: str) -> None
         rows = conn.execute("SELECT last_tick, lag_events FROM pglogq.consumer_info('q', 'c')").fetchall()
         newest = conn.execute("SELECT max(tick_id) FROM pglogq.tick").fetchone()
         assert newest is not None and rows == [(newest[0], 0)]
+
+
+def test_progress_of_an_event_of_a_partition_shows_in_lookup_and_in_flight(dsn: str) -> None:
+    """report_progress works on a partition's page (its holder is the stream); the event shows
+    in flight with its percent and stage, and the progress goes with the ack."""
+    with sql_conn(dsn) as conn:
+        make_queue(conn, partitions=2)
+        ids = send_keyed(conn, ["job-1"])
+        tick(conn)
+        page = receive(conn, "w1")
+        assert conn.execute("SELECT pglogq.report_progress(%s, %s, 40, 'rendering')",
+                            (page[0][0], ids[0])).fetchone() == (True,)
+        row = conn.execute("SELECT state, percent, stage FROM pglogq.lookup('q', %s)", (ids[0],)).fetchone()
+        assert row == ("in-flight", 40, "rendering")
+        flying = conn.execute("SELECT msg_id, percent FROM pglogq.in_flight").fetchall()
+        assert flying == [(ids[0], 40)]
+        ack(conn, page)
+        assert conn.execute("SELECT count(*) FROM pglogq.in_flight").fetchone() == (0,)
+        assert states(conn, ids[0]) == "done"
