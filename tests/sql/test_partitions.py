@@ -56,6 +56,13 @@ def ack(conn: Conn, page: list[tuple[Any, ...]]) -> None:
     assert conn.execute("SELECT pglogq.ack(%s, %s, %s)", (last[0], last[1], last[4])).fetchone() == (True,)
 
 
+def keys_of_both_partitions(conn: Conn) -> tuple[str, str]:
+    """A key of partition 0 and one of partition 1 of a 2-partition queue, by the server's hash."""
+    keys = [f"a{i}" for i in range(40)]
+    parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
+    return next(k for k in keys if parts[k] == (0,)), next(k for k in keys if parts[k] == (1,))
+
+
 def partition_of(conn: Conn, msg_id: int) -> int:
     row = conn.execute("SELECT ev_partition FROM pglogq.event WHERE ev_id = %s AND ev_owner IS NULL",
                        (msg_id,)).fetchone()
@@ -174,11 +181,7 @@ def test_a_nacked_event_holds_its_partition_back_until_it_comes_again(dsn: str) 
     with sql_conn(dsn) as conn:
         make_queue(conn, partitions=2)
         conn.execute("SELECT pglogq.set_queue_config('q', 'dead_interval', '1 hour')")
-        # keys of both partitions
-        keys = [f"a{i}" for i in range(40)]
-        parts = [conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys]
-        k0 = next(k for k, p in zip(keys, parts, strict=True) if p == (0,))
-        k1 = next(k for k, p in zip(keys, parts, strict=True) if p == (1,))
+        k0, k1 = keys_of_both_partitions(conn)
         send_keyed(conn, [k0, k0, k0, k1, k1])
         tick(conn)
         page = receive(conn, "w1")
@@ -284,10 +287,7 @@ def test_lookup_and_jobs_follow_the_stream_of_the_events_partition(dsn: str) -> 
     waiting -- each judged by its own stream, not by the consumer's (slowest) cursor."""
     with sql_conn(dsn) as conn:
         make_queue(conn, partitions=2)
-        keys = [f"a{i}" for i in range(40)]
-        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
-        k0 = next(k for k in keys if parts[k] == (0,))
-        k1 = next(k for k in keys if parts[k] == (1,))
+        k0, k1 = keys_of_both_partitions(conn)
         ids0 = send_keyed(conn, [k0, k0])
         ids1 = send_keyed(conn, [k1, k1])
         tick(conn)
@@ -306,10 +306,7 @@ def test_lookup_and_jobs_follow_the_stream_of_the_events_partition(dsn: str) -> 
 def test_cancel_refuses_what_a_stream_handed_and_cancels_what_it_did_not(dsn: str) -> None:
     with sql_conn(dsn) as conn:
         make_queue(conn, partitions=2)
-        keys = [f"a{i}" for i in range(40)]
-        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
-        k0 = next(k for k in keys if parts[k] == (0,))
-        k1 = next(k for k in keys if parts[k] == (1,))
+        k0, k1 = keys_of_both_partitions(conn)
         ids0 = send_keyed(conn, [k0, k0])
         ids1 = send_keyed(conn, [k1, k1])
         tick(conn)
@@ -399,10 +396,7 @@ def test_rotation_waits_for_the_slowest_partition(dsn: str, client: pglogq.Clien
     them, all come; nothing is truncated under a partition that has not passed it."""
     with sql_conn(dsn) as conn:
         make_queue(conn, partitions=2)
-        keys = [f"a{i}" for i in range(40)]
-        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
-        k0 = next(k for k in keys if parts[k] == (0,))
-        k1 = next(k for k in keys if parts[k] == (1,))
+        k0, k1 = keys_of_both_partitions(conn)
         first = send_keyed(conn, [k0, k1])
         tick(conn)
         held = receive(conn, "slow", 10)  # one partition, held without ack
@@ -516,10 +510,7 @@ def test_the_consumer_cursor_catches_up_after_concurrent_takes(dsn: str) -> None
     receive puts it back on the slowest stream."""
     with sql_conn(dsn) as conn, psycopg.connect(dsn) as a, psycopg.connect(dsn) as b:
         make_queue(conn, partitions=2)
-        keys = [f"a{i}" for i in range(40)]
-        parts = {k: conn.execute("SELECT pglogq.key_slot(%s) %% 2", (k,)).fetchone() for k in keys}
-        k0 = next(k for k in keys if parts[k] == (0,))
-        k1 = next(k for k in keys if parts[k] == (1,))
+        k0, k1 = keys_of_both_partitions(conn)
         send_keyed(conn, [k0, k1])
         tick(conn)
         take = "SELECT batch_id, msg_id, payload, retry_count, txid FROM pglogq.receive('q', 'c', 10, %s)"
