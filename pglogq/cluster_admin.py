@@ -396,6 +396,7 @@ def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool =
             call(conn, "SELECT pglogq.cluster_join(%s, %s, %s)", (cmap["cluster"], name, Jsonb(new_map)))
         for s in cmap["shards"]:
             call(cl.conn(s["name"]), "SELECT pglogq.cluster_apply(%s)", (Jsonb(_bare(new_map)),))
+        cl.map = read_map(cl.conn(cmap["shards"][0]["name"]))  # lists the new shard now
         cl.map = read_map(cl.conn(name))
         moves: list[dict[str, Any]] = []
         if rebalance:
