@@ -96,10 +96,16 @@ def call(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] = ()) ->
         row = conn.execute(sql, params).fetchone()
     except psycopg.OperationalError as exc:
         if exc.sqlstate and not exc.sqlstate.startswith("08"):
-            raise translate(exc) from exc
+            err = translate(exc)
+            if err is exc:
+                raise
+            raise err from exc
         raise ShardUnavailable(f"{describe(conn.info.dsn)} went away: {' '.join(str(exc).split())}") from exc
     except psycopg.Error as exc:
-        raise translate(exc) from exc
+        err = translate(exc)
+        if err is exc:
+            raise
+        raise err from exc
     return None if row is None else row[0]
 
 
@@ -375,7 +381,8 @@ def move_slots(seed: str, lo: int | None = None, hi: int | None = None, to_shard
 
 def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool = False) -> dict[str, Any]:
     """Join the database of ``dsn`` to the cluster as shard ``name`` (default: the first free
-    ``shardN``), with no slots; with ``rebalance``, then move it an even share (taken from the
+    ``shardN``), with no slots, after creating there the queues and consumers of the seed's
+    shard that it lacks (:func:`copy_queues`); with ``rebalance``, then move it an even share (taken from the
     shards with the most slots, in contiguous ranges).  Returns ``{"map": the map, "moves":
     [moves made]}``."""
     with _cluster(seed) as cl:
@@ -393,6 +400,7 @@ def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool =
             new_map = _bare(cmap) | {"version": int(cmap["version"]) + 1,
                                      "shards": [*cmap["shards"], {"name": name, "dsn": new_dsn}]}
         with contextlib.closing(connect(dsn, name)) as conn:
+            copy_queues(cl.conn(cmap["self"]), conn)
             call(conn, "SELECT pglogq.cluster_join(%s, %s, %s)", (cmap["cluster"], name, Jsonb(new_map)))
         for s in cmap["shards"]:
             call(cl.conn(s["name"]), "SELECT pglogq.cluster_apply(%s)", (Jsonb(_bare(new_map)),))
@@ -405,6 +413,33 @@ def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool =
                 moves.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,
                                             "from_shard": owner, "to_shard": name}))
         return {"map": cl.map, "moves": moves}
+
+
+def copy_queues(src: psycopg.Connection[Any], dst: psycopg.Connection[Any]) -> list[str]:
+    """Create on ``dst`` every queue of ``src`` that it lacks, with the same layout (partitions,
+    urgent lane) and settings, and subscribe every consumer of ``src`` there: a new shard is
+    ready for the keys moved to it, and its consumers are gated by the moves from the start.
+    Returns the queues created."""
+    made = []
+    queues = src.execute("SELECT q.queue_name, q.partitions, q.urgent_lane FROM pglogq.queue q"
+                         " ORDER BY q.queue_id").fetchall()
+    for queue, partitions, urgent in queues:
+        if call(dst, "SELECT pglogq.create_queue(%s)", (queue,)):
+            made.append(queue)
+            if partitions > 1:
+                call(dst, "SELECT pglogq.set_queue_config(%s, 'partitions', %s)", (queue, str(partitions)))
+            if urgent:
+                call(dst, "SELECT pglogq.set_queue_config(%s, 'urgent_lane', 'true')", (queue,))
+            settings = src.execute("SELECT e.key, e.value FROM pglogq.queue_config(%s) c,"
+                                   " jsonb_each_text(to_jsonb(c)) e", (queue,)).fetchall()
+            for param, value in settings:
+                call(dst, "SELECT pglogq.set_queue_config(%s, %s, %s)", (queue, param, value))
+        consumers = src.execute("SELECT s.consumer_name FROM pglogq.subscriber s JOIN pglogq.queue q"
+                                " USING (queue_id) WHERE q.queue_name = %s AND s.parent_id IS NULL"
+                                " ORDER BY s.sub_id", (queue,)).fetchall()
+        for (consumer,) in consumers:
+            call(dst, "SELECT pglogq.subscribe(%s, %s)", (queue, consumer))
+    return made
 
 
 def _rebalance_plan(cmap: dict[str, Any], new: str) -> list[tuple[int, int, str]]:

@@ -220,3 +220,46 @@ def test_a_shard_that_does_not_answer(dbs: Callable[[int], list[str]]) -> None:
     r = run(None, "cluster", "init", "--dsn", a, "--dsn", "host=127.0.0.1 port=1 dbname=x connect_timeout=2")
     assert r.exit_code == 6, r.stderr
     assert "did not answer" in r.stderr
+
+
+def test_a_shard_of_the_map_that_does_not_answer(dbs: Callable[[int], list[str]]) -> None:
+    a, b = dbs(2)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    m = cmap(a)
+    ghost = {k: m[k] for k in ("cluster", "shards", "ranges")} | {
+        "version": 2, "shards": [*m["shards"], {"name": "ghost", "dsn": "host=127.0.0.1 port=1 dbname=x"}]}
+    for d in (a, b):
+        with psycopg.connect(d, autocommit=True) as conn:
+            conn.execute("SELECT pglogq.cluster_apply(%s)", (Jsonb(ghost),))
+    st = js(a, "cluster", "status")
+    assert st["consistent"] is False
+    assert [(s["name"], s["reachable"]) for s in st["shards"]] == [("a", True), ("b", True), ("ghost", False)]
+    assert "did not answer" in st["shards"][2]["error"]
+    assert "unreachable" in ok(a, "cluster", "status").stdout
+    r = fails(a, 6, "cluster", "move-slots", "--slots", "0-9", "--to", "b")
+    assert '"ghost"' in r.stderr
+    assert cmap(a)["version"] == 2 and cmap(b)["version"] == 2  # nothing moved
+
+
+def test_add_shard_copies_queues_and_consumers_so_they_are_gated(dbs: Callable[[int], list[str]],
+                                                                  new_db: Callable[[], str]) -> None:
+    a, b = dbs(2)
+    with psycopg.connect(a, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.create_queue('p')")
+        conn.execute("SELECT pglogq.set_queue_config('p', 'partitions', '4')")
+        conn.execute("SELECT pglogq.set_queue_config('p', 'retry_delay', '42 seconds')")
+        conn.execute("SELECT pglogq.subscribe('p', 'billing')")
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    fresh = new_db()
+    got = js(a, "cluster", "add-shard", "--new-dsn", fresh, "--name", "n", "--rebalance")
+    assert got["moves"]
+    with psycopg.connect(fresh, autocommit=True) as conn:
+        assert conn.execute("SELECT queue_name, partitions, sharded, retry_delay::text FROM pglogq.queue"
+                            " ORDER BY queue_name").fetchall() == [("p", 4, True, "00:00:42"),
+                                                                   ("q", 1, True, "00:00:10")]
+        assert conn.execute("SELECT q.queue_name, s.consumer_name FROM pglogq.subscriber s JOIN pglogq.queue q"
+                            " USING (queue_id) WHERE s.parent_id IS NULL ORDER BY 1").fetchall() == [
+            ("p", "billing"), ("q", "c")]
+        with pytest.raises(psycopg.Error) as exc:
+            conn.execute("SELECT * FROM pglogq.receive('p', 'billing')")
+        assert exc.value.sqlstate == "PQ079"

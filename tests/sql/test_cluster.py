@@ -503,3 +503,32 @@ def test_roles(pair: tuple[Conn, Conn]) -> None:
         for name in made:
             a.execute(f'DROP OWNED BY "{name}"'.encode())
             a.execute(f'DROP ROLE "{name}"'.encode())
+
+
+def test_the_client_raises_key_moved_and_consumer_gated_with_their_fields(pair: tuple[Conn, Conn]) -> None:
+    import pglogq
+
+    a, b = pair
+    theirs = key_in(8192, 16383)
+    with pglogq.Client(a.info.dsn) as client:
+        with pytest.raises(pglogq.KeyMoved) as moved:
+            client.send("q", {"n": 1}, key=theirs)
+        assert (moved.value.slot, moved.value.shard, moved.value.version) == (key_slot(theirs), "b", 1)
+        assert moved.value.sqlstate == "PQ078" and moved.value.detail
+        assert isinstance(pglogq.errors.translate(_error(a, "SELECT pglogq.cluster_apply('{}')")),
+                          pglogq.InvalidShardMap)
+    b.execute("SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),))
+    with pglogq.Client(b.info.dsn) as client, pytest.raises(pglogq.ConsumerGated) as gated:
+        client.receive("q", "c")
+    assert (gated.value.move_id, gated.value.from_shard, gated.value.fence) == (2, "a", None)
+    for code, cls in [("PQ080", pglogq.StaleShardMap), ("PQ082", pglogq.NotAClusterMember),
+                      ("PQ083", pglogq.ShardUnavailable)]:
+        assert pglogq.errors.BY_SQLSTATE[code] is cls
+
+
+def _error(conn: Conn, sql: str) -> psycopg.Error:
+    try:
+        conn.execute(sql)
+    except psycopg.Error as exc:
+        return exc
+    raise AssertionError(f"{sql} did not fail")
