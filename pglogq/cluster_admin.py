@@ -316,19 +316,39 @@ def _plan(cmap: dict[str, Any], lo: int, hi: int, to_shard: str) -> list[tuple[i
     return parts
 
 
-def _run_move(cl: _Cluster, mv: dict[str, Any]) -> dict[str, Any]:
+def _export(conn: psycopg.Connection[Any], move: dict[str, Any], lock_timeout: float, attempts: int = 3) -> None:
+    """``cluster_export`` on the source.  It waits for every transaction sending to a sharded
+    queue there, and new sends wait behind it: each attempt waits at most ``lock_timeout``
+    seconds (a transaction left open would otherwise hold every send of its queue), and a
+    deadlock with a transaction that sent to two queues is tried again."""
+    for attempt in range(attempts):
+        try:
+            with conn.transaction():
+                conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(lock_timeout * 1000)}ms",))
+                call(conn, "SELECT pglogq.cluster_export(%s)", (Jsonb(move),))
+            return
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable) as exc:
+            if attempt == attempts - 1:
+                holders = conn.execute(
+                    "SELECT string_agg(DISTINCT h.pid::text, ', ') FROM pg_locks w JOIN pg_locks h"
+                    " ON h.locktype = 'advisory' AND h.granted AND h.classid = w.classid AND h.objid = w.objid"
+                    " AND h.objsubid = w.objsubid AND h.pid <> pg_backend_pid()"
+                    " WHERE w.locktype = 'advisory' AND w.classid = hashtext('pglogq.queue')::oid").fetchone()
+                raise ShardUnavailable(
+                    f"move {move['move_id']}: shard \"{move['from_shard']}\" could not export, transactions sending"
+                    f" to its queues stayed open ({type(exc).__name__}; sessions holding a queue: "
+                    f"{(holders or [None])[0] or 'unknown'})",
+                    hint="the slots are imported on the target but still the source's: end those transactions,"
+                         " then pglogq cluster move-slots --resume") from exc
+            time.sleep(0.2 * (attempt + 1))
+
+
+def _run_move(cl: _Cluster, mv: dict[str, Any], lock_timeout: float = 10.0) -> dict[str, Any]:
     """Every step of one move, each idempotent (a resume runs them all again)."""
     move = {k: mv[k] for k in ("move_id", "map_version", "slot_lo", "slot_hi", "from_shard", "to_shard")}
     target, source = cl.conn(move["to_shard"]), cl.conn(move["from_shard"])
     call(target, "SELECT pglogq.cluster_import(%s)", (Jsonb(move),))
-    for attempt in range(5):
-        try:
-            call(source, "SELECT pglogq.cluster_export(%s)", (Jsonb(move),))
-            break
-        except psycopg.errors.DeadlockDetected:  # a sending transaction that went to two queues
-            if attempt == 4:
-                raise
-            time.sleep(0.2 * (attempt + 1))
+    _export(source, move, lock_timeout)
     fences = call(source, "SELECT pglogq.cluster_fence(%s)", (move["move_id"],))
     call(target, "SELECT pglogq.cluster_finish_move(%s, %s)", (move["move_id"], Jsonb(fences)))
     call(source, "SELECT pglogq.cluster_finish_move(%s, %s)", (move["move_id"], Jsonb(fences)))
@@ -349,18 +369,20 @@ def _run_move(cl: _Cluster, mv: dict[str, Any]) -> dict[str, Any]:
 
 
 def move_slots(seed: str, lo: int | None = None, hi: int | None = None, to_shard: str | None = None, *,
-               resume: bool = False) -> list[dict[str, Any]]:
+               resume: bool = False, lock_timeout: float = 10.0) -> list[dict[str, Any]]:
     """Move slots ``lo``..``hi`` to shard ``to_shard``: one move per current owner of a part of
     the range (a part that is ``to_shard``'s already stays), each its own map version.  With
     ``resume``, first finish the unfinished moves (a crash half way); the range may then be left
-    out.  Returns the moves made or finished, each with its fences ({queue: tick on the
-    source})."""
+    out.  ``lock_timeout``: how long (seconds) an export waits for the transactions sending to
+    its shard's queues, per attempt (three attempts), before :class:`ShardUnavailable` leaves
+    the move to ``resume``.  Returns the moves made or finished, each with its fences ({queue:
+    tick on the source})."""
     with _cluster(seed) as cl:
         done: list[dict[str, Any]] = []
         if resume:
             _, unfinished = _latest(cl)
             for mv in unfinished:
-                done.append(_run_move(cl, mv))
+                done.append(_run_move(cl, mv, lock_timeout))
         if lo is None and hi is None and to_shard is None:
             if not resume:
                 raise InvalidShardMap("give the slots and the target shard (or resume)")
@@ -375,7 +397,7 @@ def move_slots(seed: str, lo: int | None = None, hi: int | None = None, to_shard
         for a, b, owner in _plan(cmap, lo, hi, to_shard):
             v = int(cl.map["version"]) + 1
             done.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,
-                                       "from_shard": owner, "to_shard": to_shard}))
+                                       "from_shard": owner, "to_shard": to_shard}, lock_timeout))
         return done
 
 

@@ -263,3 +263,29 @@ def test_add_shard_copies_queues_and_consumers_so_they_are_gated(dbs: Callable[[
         with pytest.raises(psycopg.Error) as exc:
             conn.execute("SELECT * FROM pglogq.receive('p', 'billing')")
         assert exc.value.sqlstate == "PQ079"
+
+
+def test_an_open_sending_transaction_stops_the_export_and_resume_finishes_it(
+        dbs: Callable[[int], list[str]]) -> None:
+    a, b = dbs(2)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    k = key_in(0, 99)
+    with psycopg.connect(a) as sender:
+        sender.execute("SELECT pglogq.send_keyed('q', '\"held\"', %s)", (k,))  # left open
+        pid = one(sender, "SELECT pg_backend_pid()")
+        r = fails(b, 6, "cluster", "move-slots", "--slots", "0-99", "--to", "b", "--lock-timeout", "0.2")
+        assert "could not export" in r.stderr and "--resume" in r.stderr and str(pid) in r.stderr
+        # sends of other transactions were not held up for good
+        with psycopg.connect(a, autocommit=True) as other:
+            other.execute("SELECT pglogq.send_keyed('q', '2', %s)", (key_in(200, 300),))
+        st = js(b, "cluster", "status")
+        assert [m["states"] for m in st["moves"]] == [{"b": "importing"}]
+        sender.commit()
+    moves = js(b, "cluster", "move-slots", "--resume")
+    assert [m["move_id"] for m in moves] == [2]
+    # the held event is before the fence on a
+    with psycopg.connect(a, autocommit=True) as conn:
+        rows = conn.execute("SELECT payload FROM pglogq.receive('q', 'c', 100)").fetchall()
+        assert ("held",) in rows
+        assert one(conn, "SELECT batch_cur_tick FROM pglogq.subscription WHERE consumer_name = 'c'") <= \
+            moves[0]["fences"]["q"]
