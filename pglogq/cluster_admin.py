@@ -443,8 +443,8 @@ def copy_queues(src: psycopg.Connection[Any], dst: psycopg.Connection[Any]) -> l
     ready for the keys moved to it, and its consumers are gated by the moves from the start.
     Returns the queues created."""
     made = []
-    queues = src.execute("SELECT q.queue_name, q.partitions, q.urgent_lane FROM pglogq.queue q"
-                         " ORDER BY q.queue_id").fetchall()
+    queues = src.execute("SELECT i.queue_name, l.partitions, l.urgent_lane FROM pglogq.queue_info(NULL) i,"
+                         " pglogq.queue_layout(i.queue_name) l ORDER BY i.queue_name").fetchall()
     for queue, partitions, urgent in queues:
         if call(dst, "SELECT pglogq.create_queue(%s)", (queue,)):
             made.append(queue)
@@ -456,9 +456,8 @@ def copy_queues(src: psycopg.Connection[Any], dst: psycopg.Connection[Any]) -> l
                                    " jsonb_each_text(to_jsonb(c)) e", (queue,)).fetchall()
             for param, value in settings:
                 call(dst, "SELECT pglogq.set_queue_config(%s, %s, %s)", (queue, param, value))
-        consumers = src.execute("SELECT s.consumer_name FROM pglogq.subscriber s JOIN pglogq.queue q"
-                                " USING (queue_id) WHERE q.queue_name = %s AND s.parent_id IS NULL"
-                                " ORDER BY s.sub_id", (queue,)).fetchall()
+        consumers = src.execute("SELECT DISTINCT c.consumer_name FROM pglogq.consumer_info(%s) c ORDER BY 1",
+                                (queue,)).fetchall()
         for (consumer,) in consumers:
             call(dst, "SELECT pglogq.subscribe(%s, %s)", (queue, consumer))
     return made
