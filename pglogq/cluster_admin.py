@@ -329,14 +329,15 @@ def _export(conn: psycopg.Connection[Any], move: dict[str, Any], lock_timeout: f
             return
         except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable) as exc:
             if attempt == attempts - 1:
+                # sessions idle in a transaction that holds a shared advisory lock (a send's)
                 holders = conn.execute(
-                    "SELECT string_agg(DISTINCT h.pid::text, ', ') FROM pg_locks w JOIN pg_locks h"
-                    " ON h.locktype = 'advisory' AND h.granted AND h.classid = w.classid AND h.objid = w.objid"
-                    " AND h.objsubid = w.objsubid AND h.pid <> pg_backend_pid()"
-                    " WHERE w.locktype = 'advisory' AND w.classid = hashtext('pglogq.queue')::oid").fetchone()
+                    "SELECT string_agg(DISTINCT l.pid::text, ', ') FROM pg_locks l JOIN pg_stat_activity a"
+                    " ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted"
+                    " AND a.datname = current_database() AND a.state LIKE 'idle in transaction%'"
+                    " AND l.pid <> pg_backend_pid()").fetchone()
                 raise ShardUnavailable(
                     f"move {move['move_id']}: shard \"{move['from_shard']}\" could not export, transactions sending"
-                    f" to its queues stayed open ({type(exc).__name__}; sessions holding a queue: "
+                    f" to its queues stayed open ({type(exc).__name__}; sessions idle in a transaction that sent: "
                     f"{(holders or [None])[0] or 'unknown'})",
                     hint="the slots are imported on the target but still the source's: end those transactions,"
                          " then pglogq cluster move-slots --resume") from exc
