@@ -493,7 +493,8 @@ def remove_shard(seed: str, name: str, *, force: bool = False) -> dict[str, Any]
     gated on another shard by a move from it (they have not finished its events up to the
     move's fence: its DSN stays in the map so that they can), the shard stays listed without
     slots and :class:`ShardUnavailable` says so: run it again later, or ``force`` to drop it
-    anyway.  Returns ``{"map": the map, "moves": [moves made], "removed": bool}``."""
+    anyway (their gates are passed: the order of the moved keys is then not kept for them).
+    Returns ``{"map": the map, "moves": [moves made], "removed": bool}``."""
     if not isinstance(name, str) or not name:
         raise InvalidShardMap("name the shard to remove")
     with _cluster(seed) as cl:
@@ -516,6 +517,9 @@ def remove_shard(seed: str, name: str, *, force: bool = False) -> dict[str, Any]
                 f'shard "{name}" has no slots left, but {gated} consumer gate(s) still wait for consumers to '
                 f"finish its events; it stays in the map until then",
                 hint="run remove-shard again later (or with --force to drop it now)")
+        if gated:  # forced: nobody could finish a shard that is gone, so nobody waits for it
+            for other in others:
+                _pass_gates(cl.conn(other), name)
         final = _bare(cl.map) | {"version": int(cl.map["version"]) + 1,
                                  "shards": [s for s in cl.map["shards"] if s["name"] != name]}
         removed_conn = cl.conn(name)
@@ -524,6 +528,19 @@ def remove_shard(seed: str, name: str, *, force: bool = False) -> dict[str, Any]
         call(removed_conn, "SELECT pglogq.cluster_leave()")
         cl.map = read_map(cl.conn(others[0]))
         return {"map": cl.map, "moves": moves, "removed": True}
+
+
+def _pass_gates(conn: psycopg.Connection[Any], from_shard: str) -> int:
+    """Pass every consumer's gate of the moves from ``from_shard`` on the shard of ``conn``."""
+    moves = [int(mv["move_id"]) for mv in read_map(conn)["moves"] if mv["from_shard"] == from_shard and mv["gates"]]
+    passed = 0
+    if moves:
+        pairs = conn.execute("SELECT DISTINCT c.queue_name, c.consumer_name FROM pglogq.consumer_info() c"
+                             " ORDER BY 1, 2").fetchall()
+        for move_id in moves:
+            for queue, consumer in pairs:
+                passed += bool(call(conn, "SELECT pglogq.cluster_gate_pass(%s, %s, %s)", (queue, consumer, move_id)))
+    return passed
 
 
 def _spread_plan(cmap: dict[str, Any], name: str, others: list[str]) -> list[tuple[int, int, str]]:

@@ -186,7 +186,8 @@ def remove_shard(app: App, name: str, force: bool) -> None:
     """Move every slot of shard --name to the other shards, then drop it from the map.
 
     While consumers still have to finish its events up to the moves' fences, it stays in the map
-    without slots (run the command again later, or --force).
+    without slots (run the command again later, or --force: their gates are then passed, and the
+    order of the moved keys is not kept for them).
 
     JSON: {"map": the map, "moves": [moves made], "removed": bool}
     """

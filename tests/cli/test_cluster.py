@@ -189,6 +189,9 @@ def test_add_shard_with_rebalance_and_remove_shard(dbs: Callable[[int], list[str
     with psycopg.connect(a, autocommit=True) as conn:
         assert one(conn, "SELECT count(*) FROM pglogq.cluster_node") == 0
         assert one(conn, "SELECT sharded FROM pglogq.queue") is False
+    with psycopg.connect(b, autocommit=True) as conn:  # forced: no gate waits for the removed shard
+        assert not any(mv["from_shard"] == "a" for mv in cmap(b)["moves"])
+        conn.execute("SELECT * FROM pglogq.receive('q', 'c')")
     st = js(b, "cluster", "status")
     assert st["consistent"] is True and [s["name"] for s in st["shards"]] == ["b", "shard0"]
     fails(b, 4, "cluster", "remove-shard", "--name", "nope")
