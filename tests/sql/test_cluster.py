@@ -44,7 +44,7 @@ def one(conn: Conn, sql: str, params: Any = ()) -> Any:
     return row[0]
 
 
-def two_map(dsns: list[str], version: int = 1) -> dict[str, Any]:
+def two_map(version: int = 1) -> dict[str, Any]:
     return {"version": version, "shards": [{"name": "a", "dsn": "dbname=a"}, {"name": "b", "dsn": "dbname=b"}],
             "ranges": [{"lo": 0, "hi": 8191, "shard": "a"}, {"lo": 8192, "hi": 16383, "shard": "b"}]}
 
@@ -111,7 +111,7 @@ def test_a_non_member_refuses_every_cluster_function_and_routes_nothing(dsn: str
         conn.execute("SELECT pglogq.subscribe('q', 'c')")
         for sql, params in [
             ("SELECT pglogq.cluster_map()", ()),
-            ("SELECT pglogq.cluster_apply(%s)", (Jsonb(two_map([])),)),
+            ("SELECT pglogq.cluster_apply(%s)", (Jsonb(two_map()),)),
             ("SELECT pglogq.cluster_import(%s)", (move(0, 1, "a", "b"),)),
             ("SELECT pglogq.cluster_export(%s)", (move(0, 1, "a", "b"),)),
             ("SELECT pglogq.cluster_fence(2)", ()),
@@ -127,7 +127,7 @@ def test_a_non_member_refuses_every_cluster_function_and_routes_nothing(dsn: str
             conn.execute("SELECT pglogq.send_keyed('q', '{}', %s)", (f"k{i}",))
 
 
-GOOD = two_map([])
+GOOD = two_map()
 BAD_MAPS: list[Any] = [
     None, "[]", '"x"', {"version": 1}, {"version": 1, "shards": [], "ranges": []},
     GOOD | {"version": 0}, GOOD | {"version": "1"}, GOOD | {"version": 1.5},
@@ -168,14 +168,14 @@ def test_invalid_maps_are_refused_and_change_nothing(new_db: Callable[[], str], 
 
 def test_bad_names_and_a_map_without_this_shard(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        good = Jsonb(two_map([]))
+        good = Jsonb(two_map())
         fails(conn, "PQ004", "SELECT pglogq.cluster_join(NULL, 'a', %s)", (good,))
         fails(conn, "PQ004", "SELECT pglogq.cluster_join('c1', NULL, %s)", (good,))
         fails(conn, "PQ004", "SELECT pglogq.cluster_join('c 1', 'a', %s)", (good,))
         fails(conn, "PQ004", "SELECT pglogq.cluster_join('c1', 'a''; --', %s)", (good,))
         fails(conn, "PQ081", "SELECT pglogq.cluster_join('c1', 'z', %s)", (good,))
         conn.execute("SELECT pglogq.cluster_join('c1', 'a', %s)", (good,))
-        without = two_map([], 2) | {"shards": [{"name": "b", "dsn": "dbname=b"}],
+        without = two_map(2) | {"shards": [{"name": "b", "dsn": "dbname=b"}],
                                     "ranges": [{"lo": 0, "hi": 16383, "shard": "b"}]}
         fails(conn, "PQ081", "SELECT pglogq.cluster_apply(%s)", (Jsonb(without),))
 
@@ -226,7 +226,7 @@ def test_keyed_sends_of_another_shards_slot_are_moved_unkeyed_never(pair: tuple[
     assert one(a, "SELECT count(*) FROM pglogq.event WHERE ev_key IS NOT NULL") == 1
 
 
-def test_a_repeatable_read_transaction_across_a_map_change_is_moved(pair: tuple[Conn, Conn], new_db: Any) -> None:
+def test_a_repeatable_read_transaction_across_a_map_change_is_moved(pair: tuple[Conn, Conn]) -> None:
     a, b = pair
     mine = key_in(100, 8191)  # stays a's
     with psycopg.connect(a.info.dsn) as rr:
@@ -235,6 +235,7 @@ def test_a_repeatable_read_transaction_across_a_map_change_is_moved(pair: tuple[
         rr.commit()
         rr.execute("SELECT 1")  # a new transaction, its snapshot before the move
         full_move(a, b, 0, 99)
+        rr.execute("SELECT pglogq.send('q', '\"unkeyed\"')")  # never refused
         err = fails(rr, "PQ078", "SELECT pglogq.send_keyed('q', '1', %s)", (mine,))
         assert err.diag.message_hint == "retry the transaction"
         assert json.loads(err.diag.message_detail or "")["version"] == 2
