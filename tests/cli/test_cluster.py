@@ -292,3 +292,15 @@ def test_an_open_sending_transaction_stops_the_export_and_resume_finishes_it(
         assert ("held",) in rows
         assert one(conn, "SELECT batch_cur_tick FROM pglogq.subscription WHERE consumer_name = 'c'") <= \
             moves[0]["fences"]["q"]
+
+
+def test_one_cluster_operation_at_a_time(dbs: Callable[[int], list[str]]) -> None:
+    a, b = dbs(2)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    with psycopg.connect(a, autocommit=True) as other:  # another orchestrator holds the cluster's lock
+        assert one(other, "SELECT pg_try_advisory_lock(hashtext('pglogq.cluster.admin'))") is True
+        r = fails(b, 6, "cluster", "move-slots", "--slots", "0-9", "--to", "b")
+        assert "another cluster operation is running" in r.stderr
+        fails(b, 6, "cluster", "add-shard", "--new-dsn", a)
+        assert js(b, "cluster", "status")["version"] == 1  # status reads without the lock
+    assert [m["move_id"] for m in js(b, "cluster", "move-slots", "--slots", "0-9", "--to", "b")] == [2]
