@@ -14,9 +14,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 import pglogq
-from pglogq import cluster_admin
 from tests.plugins.database import SyncOverAsync
-from tests.support.cluster import Cluster, make_cluster
+from tests.support.cluster import Cluster, admin, make_cluster
 from tests.support.db import state
 from tests.support.waiting import wait_for
 
@@ -40,6 +39,11 @@ def sapi(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[Any]:
     yield SyncOverAsync(ac, loop)
     loop.run_until_complete(ac.close())
     loop.close()
+
+
+def raw(batch: Any) -> Any:
+    """The batch itself (the async client's is wrapped to be driven synchronously)."""
+    return batch._target if isinstance(batch, SyncOverAsync) else batch
 
 
 def setup_queue(sapi: Any, *consumers: str) -> None:
@@ -92,7 +96,7 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     sapi.send("q", {"n": 1}, key=key)
     assert sapi.map.version == 1
     slot = pglogq.key_slot(key)
-    cluster_admin.move_slots(cluster.seeds[1], slot, slot, "s1")
+    admin().move_slots(cluster.seeds[1], slot, slot, "s1")
     assert sapi.map.version == 1  # nothing told the client yet
     sapi.send("q", {"n": 2}, key=key)  # s0 answers "moved": the map is read again, sent to s1
     assert sapi.map.version == 2 and sapi.map.shard_for_key(key) == "s1"
@@ -102,7 +106,7 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     stale = pglogq.ShardedClient(cluster.seeds[2:], shard_timeout=2.0)
     try:
         stale.refresh_map()
-        cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s2")
+        admin().move_slots(cluster.seeds[0], slot, slot, "s2")
         others = cluster.keys_of("s0", 2, prefix="other")
         ids = stale.send_batch("q", [{"n": 3}, {"n": 4}, {"n": 5}], keys=[key, *others])
         assert len(ids) == 3 and stale.map is not None and stale.map.version == 3
@@ -112,7 +116,34 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     assert [p for _, p in cluster.events("s0", "q")] == [{"n": 1}, {"n": 4}, {"n": 5}]
 
 
-def test_send_on_the_wrong_shards_connection_raises_key_moved(sapi: Any, cluster: Cluster) -> None:
+def test_send_on_the_wrong_shards_connection_raises_key_moved(cluster: Cluster) -> None:
+    sapi = pglogq.ShardedClient(cluster.seeds[:1])
+    try:
+        _wrong_shards_connection(sapi, cluster)
+    finally:
+        sapi.close()
+
+
+def test_async_send_on_the_wrong_shards_connection_raises_key_moved(cluster: Cluster) -> None:
+    async def main() -> None:
+        async with pglogq.AsyncShardedClient(cluster.seeds[:1]) as sapi:
+            await sapi.create_queue("q")
+            key = cluster.keys_of("s1", 1)[0]
+            before = state(cluster.dsns["s0"])
+            async with await psycopg.AsyncConnection.connect(cluster.dsns["s0"]) as conn:
+                with pytest.raises(pglogq.KeyMoved) as e:
+                    await sapi.send("q", {"n": 1}, key=key, conn=conn)
+                await conn.rollback()
+            assert (e.value.slot, e.value.shard, e.value.version) == (pglogq.key_slot(key), "s1", 1)
+            assert state(cluster.dsns["s0"]) == before
+            async with await psycopg.AsyncConnection.connect(await sapi.shard_for("q", key)) as conn:
+                await sapi.send_batch("q", [{"n": 2}], keys=[key], conn=conn)
+            assert cluster.events("s1", "q") == [(key, {"n": 2})]
+
+    asyncio.run(main())
+
+
+def _wrong_shards_connection(sapi: Any, cluster: Cluster) -> None:
     setup_queue(sapi)
     key = cluster.keys_of("s1", 1)[0]
     before = state(cluster.dsns["s0"])
@@ -166,7 +197,7 @@ def test_receive_and_ack_across_the_shards(sapi: Any, cluster: Cluster) -> None:
         for msg in batch:
             assert m.shard_for_key(msg.payload["k"]) == batch.shard
             got.append(msg.payload["k"])
-        assert (sapi.ack(batch) if len(shards) % 2 else batch.ack()) is True
+        assert (sapi.ack(raw(batch)) if len(shards) % 2 else batch.ack()) is True
     assert sorted(got) == sorted(sent)  # each once
     assert shards[:3] == ["s0", "s1", "s2"]  # in turn while every shard has events
     assert Counter(shards) == {"s0": 3, "s1": 3, "s2": 3}
@@ -177,7 +208,7 @@ def test_receive_and_ack_across_the_shards(sapi: Any, cluster: Cluster) -> None:
     sapi.tick("q", force=True)
     batch = sapi.receive("q", "c")
     assert batch.shard == "s2"
-    assert sapi.nack(batch, batch.messages[0], dead=True, reason="test") == "dead"
+    assert sapi.nack(raw(batch), batch.messages[0], dead=True, reason="test") == "dead"
     assert batch.ack() is True
     assert sapi.consumer_info("q", "c")[0].shards["s2"].dead_letters == 1
 
