@@ -242,6 +242,9 @@ def test_a_shard_that_is_down_stops_only_its_keys(mode: str, cluster: Cluster) -
                 wait_for(lambda: all(len(rec.done[k]) == 8 for k in up), "the second wave of s0 and s1")
                 assert not any(rec.done[k] for k in keys["s2"])  # its keys wait, nothing else does
                 assert r.thread.is_alive() and r.error is None
+                wait_for(lambda: any(loop.shard == "s2" and loop.stats.errors > 0 for loop in r.consumer._loops),
+                         "the loop of s2 meeting its shard down")
+                assert not any(rec.done[k] for k in keys["s2"])
                 outage.close()  # s2 is back
                 wait_for(lambda: all(len(rec.done[k]) == 5 for k in keys["s2"]),
                          "the events of s2 once it is back", timeout=120)
