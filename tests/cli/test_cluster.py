@@ -1,0 +1,222 @@
+"""``pglogq cluster``: init, status, move-slots (and --resume), add-shard, remove-shard, on databases
+of one server (each database a shard)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from pglogq import cluster_admin
+from pglogq.keys import key_slot
+from tests.support.cli import fails, js, ok, run
+
+Conn = psycopg.Connection[Any]
+
+
+def one(conn: Conn, sql: str, params: Any = ()) -> Any:
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def key_in(lo: int, hi: int) -> str:
+    return next(k for k in (f"k{i}" for i in range(1_000_000)) if lo <= key_slot(k) <= hi)
+
+
+@pytest.fixture
+def dbs(new_db: Callable[[], str]) -> Iterator[Callable[[int], list[str]]]:
+    """n fresh databases, each with queue q and consumer c."""
+    def make(n: int) -> list[str]:
+        out = []
+        for _ in range(n):
+            d = new_db()
+            with psycopg.connect(d, autocommit=True) as conn:
+                conn.execute("SELECT pglogq.create_queue('q')")
+                conn.execute("SELECT pglogq.subscribe('q', 'c')")
+            out.append(d)
+        return out
+    yield make
+
+
+def cmap(dsn: str) -> dict[str, Any]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return dict(one(conn, "SELECT pglogq.cluster_map()"))
+
+
+def test_init_and_status(dbs: Callable[[int], list[str]]) -> None:
+    a, b, c = dbs(3)
+    got = js(None, "cluster", "init", "--dsn", a, "--dsn", b, "--dsn", c, "--name", "x", "--name", "y",
+             "--name", "z")
+    assert got["version"] == 1 and [s["name"] for s in got["shards"]] == ["x", "y", "z"]
+    assert got["ranges"] == [{"lo": 0, "hi": 5460, "shard": "x"}, {"lo": 5461, "hi": 10921, "shard": "y"},
+                             {"lo": 10922, "hi": 16383, "shard": "z"}]
+    assert all("password" not in s["dsn"] for s in got["shards"])
+    for d in (a, b, c):
+        assert cmap(d)["ranges"] == got["ranges"]
+    # again: nothing changes
+    out = ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--dsn", c, "--name", "x", "--name", "y",
+             "--name", "z").stdout
+    assert "map version 1" in out
+    st = js(b, "cluster", "status")
+    assert st["consistent"] is True and st["version"] == 1 and st["moves"] == []
+    assert [(s["name"], s["slots"], s["reachable"]) for s in st["shards"]] == [
+        ("x", 5461, True), ("y", 5461, True), ("z", 5462, True)]
+    human = ok(b, "cluster", "status").stdout
+    assert "consistent" in human and "5,462" in human and "10922-16383" in human
+    # bad input
+    fails(None, 4, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "x")  # names do not match
+    fails(None, 4, "cluster", "init", "--dsn", a, "--name", "other")  # a member already, as x
+    assert run(None, "cluster", "init").exit_code == 2
+
+
+def test_status_on_a_database_that_is_no_member(dbs: Callable[[int], list[str]]) -> None:
+    (a,) = dbs(1)
+    r = fails(a, 3, "cluster", "status")
+    assert "not a member" in r.stderr
+
+
+def test_move_slots_moves_and_refuses_moved_keys(dbs: Callable[[int], list[str]]) -> None:
+    a, b = dbs(2)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    k = key_in(0, 99)
+    with psycopg.connect(a, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.send_keyed('q', '1', %s)", (k,))
+    moves = js(b, "cluster", "move-slots", "--slots", "0-99", "--to", "b")
+    assert [(m["move_id"], m["slot_lo"], m["slot_hi"], m["from_shard"], m["to_shard"]) for m in moves] == [
+        (2, 0, 99, "a", "b")]
+    assert set(moves[0]["fences"]) == {"q"}
+    for d in (a, b):
+        m = cmap(d)
+        assert m["version"] == 2 and m["ranges"][0] == {"lo": 0, "hi": 99, "shard": "b"}
+    with psycopg.connect(a, autocommit=True) as conn, pytest.raises(psycopg.Error) as exc:
+        conn.execute("SELECT pglogq.send_keyed('q', '1', %s)", (k,))
+    assert exc.value.sqlstate == "PQ078"
+    # a range over two owners: one move each; a part already there stays
+    moves = js(a, "cluster", "move-slots", "--slots", "50-8300", "--to", "a")
+    assert [(m["slot_lo"], m["slot_hi"], m["from_shard"]) for m in moves] == [(50, 99, "b"), (8192, 8300, "b")]
+    assert [m["move_id"] for m in moves] == [3, 4]
+    assert "nothing to move" in ok(a, "cluster", "move-slots", "--slots", "60-70", "--to", "a").stdout
+    # bad input
+    fails(a, 4, "cluster", "move-slots", "--slots", "0-10", "--to", "nope")
+    assert run(a, "cluster", "move-slots", "--slots", "10-0", "--to", "a").exit_code == 2
+    assert run(a, "cluster", "move-slots", "--slots", "0-16384", "--to", "a").exit_code == 2
+    assert run(a, "cluster", "move-slots", "--slots", "x", "--to", "a").exit_code == 2
+    assert run(a, "cluster", "move-slots", "--to", "a").exit_code == 2
+    assert run(a, "cluster", "move-slots").exit_code == 2
+
+
+def test_a_move_left_half_done_is_shown_refused_and_finished_by_resume(dbs: Callable[[int], list[str]]) -> None:
+    a, b, c = dbs(3)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--dsn", c, "--name", "a", "--name", "b", "--name", "c")
+    move = {"move_id": 2, "map_version": 2, "slot_lo": 0, "slot_hi": 99, "from_shard": "a", "to_shard": "b"}
+    # the orchestrator crashed after the import (the export never ran)
+    with psycopg.connect(b, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.cluster_import(%s)", (Jsonb(move),))
+    st = js(c, "cluster", "status")
+    assert st["consistent"] is False
+    assert [(m["move_id"], m["states"]) for m in st["moves"]] == [(2, {"b": "importing"})]
+    assert "move-slots --resume" in ok(c, "cluster", "status").stdout
+    # a new move is refused while it is unfinished
+    r = fails(c, 4, "cluster", "move-slots", "--slots", "200-300", "--to", "c")
+    assert "unfinished" in r.stderr and "--resume" in r.stderr
+    # crashed again, after the export this time
+    with psycopg.connect(a, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.cluster_export(%s)", (Jsonb(move),))
+    assert js(c, "cluster", "status")["moves"][0]["states"] == {"a": "exported", "b": "importing"}
+    moves = js(c, "cluster", "move-slots", "--resume")
+    assert [(m["move_id"], m["slot_lo"], m["slot_hi"]) for m in moves] == [(2, 0, 99)]
+    assert set(moves[0]["fences"]) == {"q"}
+    st = js(c, "cluster", "status")
+    assert st["consistent"] is True and st["version"] == 2 and st["moves"] == []
+    for d in (a, b, c):
+        assert cmap(d)["ranges"][0] == {"lo": 0, "hi": 99, "shard": "b"}
+    # nothing left to resume; resume and a new move together
+    assert js(c, "cluster", "move-slots", "--resume") == []
+    moves = js(c, "cluster", "move-slots", "--resume", "--slots", "0-9", "--to", "c")
+    assert [(m["move_id"], m["from_shard"], m["to_shard"]) for m in moves] == [(3, "b", "c")]
+
+
+def test_a_shard_left_behind_is_brought_up_to_date(dbs: Callable[[int], list[str]]) -> None:
+    a, b, c = dbs(3)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--dsn", c, "--name", "a", "--name", "b", "--name", "c")
+    move = {"move_id": 2, "map_version": 2, "slot_lo": 0, "slot_hi": 99, "from_shard": "a", "to_shard": "b"}
+    cluster_admin_steps(a, b, move)  # the map never reached c
+    assert cmap(c)["version"] == 1
+    assert js(a, "cluster", "status")["consistent"] is False
+    js(a, "cluster", "move-slots", "--slots", "100-199", "--to", "c")
+    for d in (a, b, c):
+        assert cmap(d)["version"] == 3
+
+
+def cluster_admin_steps(a: str, b: str, move: dict[str, Any]) -> None:
+    with psycopg.connect(a, autocommit=True) as ca, psycopg.connect(b, autocommit=True) as cb:
+        cb.execute("SELECT pglogq.cluster_import(%s)", (Jsonb(move),))
+        ca.execute("SELECT pglogq.cluster_export(%s)", (Jsonb(move),))
+        fences = one(ca, "SELECT pglogq.cluster_fence(%s)", (move["move_id"],))
+        cb.execute("SELECT pglogq.cluster_finish_move(%s, %s)", (move["move_id"], Jsonb(fences)))
+        ca.execute("SELECT pglogq.cluster_finish_move(%s, NULL)", (move["move_id"],))
+
+
+def test_add_shard_with_rebalance_and_remove_shard(dbs: Callable[[int], list[str]]) -> None:
+    a, b, c = dbs(3)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    got = js(a, "cluster", "add-shard", "--new-dsn", c, "--rebalance")
+    assert got["map"]["self"] == "shard0"
+    m = cmap(c)
+    assert m["self"] == "shard0" and m["version"] == 2 + len(got["moves"])
+    counts = cluster_admin.slot_counts(m)
+    assert counts["shard0"] == 16384 // 3 and sum(counts.values()) == 16384
+    assert max(counts.values()) - min(counts.values()) <= 2
+    for d in (a, b):
+        assert cmap(d)["ranges"] == m["ranges"] and cmap(d)["version"] == m["version"]
+    # the new shard routes keys like the others
+    with psycopg.connect(c, autocommit=True) as conn:
+        assert one(conn, "SELECT sharded FROM pglogq.queue WHERE queue_name = 'q'") is True
+    # add the same shard again: refused (a member already under that name elsewhere is fine)
+    fails(a, 4, "cluster", "add-shard", "--new-dsn", c, "--name", "other")
+    # remove: its slots go to the others; consumers still gated keep it in the map
+    r = fails(a, 6, "cluster", "remove-shard", "--name", "a")
+    assert "gate" in r.stderr
+    m = cmap(b)
+    assert cluster_admin.slot_counts(m)["a"] == 0 and "a" in [s["name"] for s in m["shards"]]
+    got = js(b, "cluster", "remove-shard", "--name", "a", "--force")
+    assert got["removed"] is True and [s["name"] for s in got["map"]["shards"]] == ["b", "shard0"]
+    with psycopg.connect(a, autocommit=True) as conn:
+        assert one(conn, "SELECT count(*) FROM pglogq.cluster_node") == 0
+        assert one(conn, "SELECT sharded FROM pglogq.queue") is False
+    st = js(b, "cluster", "status")
+    assert st["consistent"] is True and [s["name"] for s in st["shards"]] == ["b", "shard0"]
+    fails(b, 4, "cluster", "remove-shard", "--name", "nope")
+    js(b, "cluster", "remove-shard", "--name", "shard0", "--force")
+    fails(b, 4, "cluster", "remove-shard", "--name", "b")  # the last shard stays
+
+
+def test_remove_shard_once_consumers_finished(dbs: Callable[[int], list[str]]) -> None:
+    a, b = dbs(2)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    fails(a, 6, "cluster", "remove-shard", "--name", "b")
+    # the consumer finishes b up to the fence, then passes its gate on a
+    with psycopg.connect(a, autocommit=True) as ca, psycopg.connect(b, autocommit=True) as cb:
+        with pytest.raises(psycopg.Error) as exc:
+            ca.execute("SELECT * FROM pglogq.receive('q', 'c')")
+        assert exc.value.sqlstate == "PQ079"
+        detail = json.loads(exc.value.diag.message_detail or "")
+        assert one(cb, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (detail["fence"],)) is False
+        assert cb.execute("SELECT * FROM pglogq.receive('q', 'c')").fetchall() == []  # passes the fence tick
+        assert one(cb, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (detail["fence"],)) is True
+        assert one(ca, "SELECT pglogq.cluster_gate_pass('q', 'c', %s)", (detail["move_id"],)) is True
+    got = js(a, "cluster", "remove-shard", "--name", "b")
+    assert got["removed"] is True and got["moves"] == []
+    assert cluster_admin.slot_counts(got["map"]) == {"a": 16384}
+
+
+def test_a_shard_that_does_not_answer(dbs: Callable[[int], list[str]]) -> None:
+    (a,) = dbs(1)
+    r = run(None, "cluster", "init", "--dsn", a, "--dsn", "host=127.0.0.1 port=1 dbname=x connect_timeout=2")
+    assert r.exit_code == 6, r.stderr
+    assert "did not answer" in r.stderr
