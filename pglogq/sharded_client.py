@@ -63,7 +63,9 @@ class ShardedClient:
     with the user, password and options of the seed that answered (see
     :func:`pglogq.shardmap.shard_dsn`).
 
-    ``min_size``, ``max_size``, ``pooled``: as for :class:`Client`, for each shard's pool;
+    ``min_size``, ``max_size``, ``pooled``: as for :class:`Client`, for each shard's pool
+    (a :class:`Consumer` given this client uses each shard's pool for its loops there: give
+    ``max_size`` at least ``workers * (concurrency + 2)``);
     ``shard_timeout``: the seconds a call waits for a connection to a shard before it counts the
     shard down (:class:`~pglogq.errors.ShardUnavailable`).
 
@@ -78,7 +80,7 @@ class ShardedClient:
         seeds: str | Sequence[str],
         *,
         min_size: int = 1,
-        max_size: int = 4,
+        max_size: int = 8,
         pooled: bool = False,
         shard_timeout: float = 5.0,
     ) -> None:

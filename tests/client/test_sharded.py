@@ -14,8 +14,9 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 import pglogq
+from pglogq import cluster_admin
 from tests.plugins.database import SyncOverAsync
-from tests.support.cluster import Cluster, admin, make_cluster
+from tests.support.cluster import Cluster, make_cluster
 from tests.support.db import state
 from tests.support.waiting import wait_for
 
@@ -96,7 +97,7 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     sapi.send("q", {"n": 1}, key=key)
     assert sapi.map.version == 1
     slot = pglogq.key_slot(key)
-    admin().move_slots(cluster.seeds[1], slot, slot, "s1")
+    cluster_admin.move_slots(cluster.seeds[1], slot, slot, "s1")
     assert sapi.map.version == 1  # nothing told the client yet
     sapi.send("q", {"n": 2}, key=key)  # s0 answers "moved": the map is read again, sent to s1
     assert sapi.map.version == 2 and sapi.map.shard_for_key(key) == "s1"
@@ -106,7 +107,7 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     stale = pglogq.ShardedClient(cluster.seeds[2:], shard_timeout=2.0)
     try:
         stale.refresh_map()
-        admin().move_slots(cluster.seeds[0], slot, slot, "s2")
+        cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s2")
         others = cluster.keys_of("s0", 2, prefix="other")
         ids = stale.send_batch("q", [{"n": 3}, {"n": 4}, {"n": 5}], keys=[key, *others])
         assert len(ids) == 3 and stale.map is not None and stale.map.version == 3

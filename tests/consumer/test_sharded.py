@@ -16,7 +16,8 @@ import psycopg
 import pytest
 
 import pglogq
-from tests.support.cluster import Cluster, admin, make_cluster
+from pglogq import cluster_admin
+from tests.support.cluster import Cluster, make_cluster
 from tests.support.consumers import MODES, Spec, run_once, running
 from tests.support.waiting import wait_for
 
@@ -182,7 +183,7 @@ def test_a_move_of_slots_while_producers_and_the_consumer_run(mode: str, cluster
         for p in producers:
             p.start()
         wait_for(lambda: rec.handled() > 100, "events handled before the move")
-        admin().move_slots(cluster.seeds[0], lo, half, "s1")
+        cluster_admin.move_slots(cluster.seeds[0], lo, half, "s1")
         handled_at_move = rec.handled()
         wait_for(lambda: rec.handled() > handled_at_move + 100, "events handled after the move")
         for p in producers:
