@@ -493,7 +493,7 @@ class Consumer:
     returns their summed :class:`RunStats` (``max_batches`` counts per loop).  ``workers > 1``
     refuses ``transactional=True`` (one page transaction at a time).
 
-    ``client_or_dsn`` may also be an :class:`ShardedClient` (a cluster of shards): the
+    ``client_or_dsn`` may also be a sharded client (:class:`ShardedClient`, of a cluster): the
     consumer then runs ``workers`` receive loops on every shard of the map (read when ``run``
     starts, and every ``MAP_REFRESH`` seconds while it runs: a shard added meanwhile gets its
     loops), each with its own LISTEN connection to its shard and polling fallback, the handlers

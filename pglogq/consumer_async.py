@@ -491,7 +491,7 @@ class AsyncConsumer:
     returns their summed :class:`RunStats` (``max_batches`` counts per loop).  ``workers > 1``
     refuses ``transactional=True`` (one page transaction at a time).
 
-    ``client_or_dsn`` may also be an :class:`AsyncShardedClient` (a cluster of shards): the
+    ``client_or_dsn`` may also be a sharded client (:class:`AsyncShardedClient`, of a cluster): the
     consumer then runs ``workers`` receive loops on every shard of the map (read when ``run``
     starts, and every ``MAP_REFRESH`` seconds while it runs: a shard added meanwhile gets its
     loops), each with its own LISTEN connection to its shard and polling fallback, the handlers

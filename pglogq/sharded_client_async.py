@@ -70,7 +70,7 @@ class AsyncShardedClient:
     Message, batch and tick ids are numbered by each shard: an id names an event within its
     shard only (a received :class:`AsyncBatch` says which, ``batch.shard``).
 
-    Use one client per event loop (its pools belong to the loop that first used them).
+    With asyncio, use one client per event loop (its pools belong to the loop that first used them).
     """
 
     def __init__(
