@@ -4,8 +4,8 @@
 -- Returns:    the fences, {queue_name: tick_id}: every event of the moved slots sent to this
 --             shard is in a batch ending at or before its queue's fence (the same fences again
 --             when they were recorded already).
--- Raises:     PQ082 not a cluster member; PQ019 move_id NULL; PQ081 unknown move, or not
---             exported by this shard, or its export has not committed (call this in a later
+-- Raises:     PQ082 not a cluster member; PQ019 invalid argument (move_id NULL); PQ081 unknown
+--             move, or not exported by this shard, or its export has not committed (call this in a later
 --             transaction); PQ014 not in READ COMMITTED.
 -- Tables:     tick (one forced tick per sharded queue, see _tick), cluster_move (fences).
 -- Every transaction that sent to a queue before the export has ended (the export waited for

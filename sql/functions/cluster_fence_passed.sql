@@ -7,8 +7,8 @@
 --             and nothing of a key this shard no longer owns waits for it: no retry, no delayed
 --             send of the queue, no event (a retry or a delayed send delivered again, a replay)
 --             not yet passed.  false otherwise.
--- Raises:     PQ082 not a cluster member; PQ001 unknown queue; PQ002 unknown consumer; PQ019
---             fence_tick NULL or negative.
+-- Raises:     PQ082 not a cluster member; PQ001 unknown queue; PQ002 unknown consumer;
+--             PQ019 invalid argument (fence_tick NULL or negative).
 -- Tables:     subscription, tick, retry, delayed, event, cluster_slots (read).
 -- The client calls this before cluster_gate_pass on the target: then every event of the moved
 -- keys handled here is acknowledged before the consumer gets that key's new events there.
