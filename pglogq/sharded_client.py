@@ -268,9 +268,10 @@ class ShardedClient:
     # -- queues and consumers, on every shard -------------------------------------------------
 
     def _on_every(self, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Call ``method`` of every shard's client; their results by shard.  Shards that are down
-        are left out, then ShardUnavailable names them (after every other shard was called)."""
-        m = self._current()
+        """Call ``method`` of every shard's client; their results by shard.  The map is read
+        first (a shard added lately gets the call too).  Shards that are down are left out, then
+        ShardUnavailable names them (after every other shard was called)."""
+        m = self.refresh_map()
         results: dict[str, Any] = {}
         down: list[ShardUnavailable] = []
         for name in m.shard_names:
@@ -289,9 +290,12 @@ class ShardedClient:
         return results
 
     def create_queue(self, queue: str, *, partitions: int = 1, urgent_lane: bool = False) -> bool:
-        """Create ``queue`` on every shard (see :meth:`Client.create_queue`); True when it
-        was created on at least one.  Not atomic across shards: a shard that is down raises
-        ShardUnavailable after the others (call again)."""
+        """Create ``queue`` on every shard of the map, read anew (see
+        :meth:`Client.create_queue`); True when it was created on at least one.  Not atomic
+        across shards: a shard that is down raises ShardUnavailable after the others (call
+        again).  A shard added to the cluster has no queue yet: call ``create_queue`` and
+        ``subscribe`` again for each queue and consumer (they are idempotent), before moving
+        slots to it."""
         done = self._on_every("create_queue", queue, partitions=partitions, urgent_lane=urgent_lane)
         return any(done.values())
 
@@ -442,11 +446,12 @@ class ShardedClient:
         for shard, idx in groups.items():
             try:
                 self._send_group(queue, shard, idx, events, ev_keys, idem, options, ids)
-            except KeyMoved as exc:
+            except KeyMoved:
                 m = self.refresh_map(prefer=shard)
-                for again, sub in _group(m, ev_keys, idx).items():
-                    if again == shard:
-                        raise exc
+                regrouped = _group(m, ev_keys, idx)
+                if list(regrouped) == [shard]:
+                    raise  # the map read says they are that shard's still
+                for again, sub in regrouped.items():
                     try:
                         self._send_group(queue, again, sub, events, ev_keys, idem, options, ids)
                     except ShardUnavailable as exc2:

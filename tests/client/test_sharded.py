@@ -108,13 +108,14 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     try:
         stale.refresh_map()
         cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s2")
-        others = cluster.keys_of("s0", 2, prefix="other")
+        others = cluster.keys_of("s1", 2, prefix="other")  # in the same group as key, and staying
         ids = stale.send_batch("q", [{"n": 3}, {"n": 4}, {"n": 5}], keys=[key, *others])
         assert len(ids) == 3 and stale.map is not None and stale.map.version == 3
     finally:
         stale.close()
     assert cluster.events("s2", "q") == [(key, {"n": 3})]
-    assert [p for _, p in cluster.events("s0", "q")] == [{"n": 1}, {"n": 4}, {"n": 5}]
+    assert [p for _, p in cluster.events("s1", "q")] == [{"n": 2}, {"n": 4}, {"n": 5}]
+    assert cluster.events("s0", "q") == [(key, {"n": 1})]
 
 
 def test_send_on_the_wrong_shards_connection_raises_key_moved(cluster: Cluster) -> None:
