@@ -506,10 +506,13 @@ class ShardedClient:
         start = self._next_receive.get(turn, 0) % len(names)
         answered = 0
         down: list[str] = []
+        left_alone = [n for n in names if self._down.is_down(n)]
+        if len(left_alone) == len(names):
+            left_alone = []  # every shard failed lately: try them all rather than answer nothing
         for step in range(len(names)):
             pos = (start + step) % len(names)
             name = names[pos]
-            if self._down.is_down(name):
+            if name in left_alone:
                 down.append(name)
                 continue
             try:
