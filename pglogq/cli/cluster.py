@@ -117,10 +117,14 @@ def status(app: App) -> None:
 @click.option("--slots", callback=_slots, metavar="LO-HI", help="The slots to move (0..16383), e.g. 0-1023.")
 @click.option("--to", "to_shard", metavar="NAME", help="The shard that gets them.")
 @click.option("--resume", is_flag=True, help="First finish the moves a crash left half done.")
+@click.option("--lock-timeout", type=click.FloatRange(0.001, 3600), default=10.0, show_default=True,
+              metavar="SECONDS", help="How long an export waits for the transactions sending to its "
+                                      "queues (each of 3 attempts); sends wait meanwhile.")
 @common_options
 @json_option
 @pass_app
-def move_slots(app: App, slots: tuple[int, int] | None, to_shard: str | None, resume: bool) -> None:
+def move_slots(app: App, slots: tuple[int, int] | None, to_shard: str | None, resume: bool,
+               lock_timeout: float) -> None:
     """Move slots LO-HI to shard --to (one move per current owner, each a new map version).
 
     Each move: the target imports the slots, the source exports them (it waits for the
@@ -136,7 +140,7 @@ def move_slots(app: App, slots: tuple[int, int] | None, to_shard: str | None, re
     if (slots is None) != (to_shard is None):
         raise click.UsageError("give both --slots and --to")
     lo, hi = slots if slots else (None, None)
-    moves = cluster_admin.move_slots(app.dsn, lo, hi, to_shard, resume=resume)
+    moves = cluster_admin.move_slots(app.dsn, lo, hi, to_shard, resume=resume, lock_timeout=lock_timeout)
     if app.json:
         emit_json(moves)
         return
@@ -182,7 +186,8 @@ def remove_shard(app: App, name: str, force: bool) -> None:
     """Move every slot of shard --name to the other shards, then drop it from the map.
 
     While consumers still have to finish its events up to the moves' fences, it stays in the map
-    without slots (run the command again later, or --force).
+    without slots (run the command again later, or --force: their gates are then passed, and the
+    order of the moved keys is not kept for them).
 
     JSON: {"map": the map, "moves": [moves made], "removed": bool}
     """

@@ -36,7 +36,7 @@ BEGIN
     IF m.fences IS NOT NULL THEN
         RETURN m.fences;
     END IF;
-    IF pg_xact_status(m.exported_txid) IS DISTINCT FROM 'committed' THEN
+    IF pg_xact_status(m.exported_txid) = 'in progress' THEN  -- (NULL: too old to be running)
         RAISE EXCEPTION 'invalid move: the export of move % has not committed', m.move_id
             USING ERRCODE = 'PQ081', HINT = 'commit cluster_export first, then call cluster_fence in a new transaction';
     END IF;

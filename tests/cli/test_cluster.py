@@ -189,6 +189,9 @@ def test_add_shard_with_rebalance_and_remove_shard(dbs: Callable[[int], list[str
     with psycopg.connect(a, autocommit=True) as conn:
         assert one(conn, "SELECT count(*) FROM pglogq.cluster_node") == 0
         assert one(conn, "SELECT sharded FROM pglogq.queue") is False
+    with psycopg.connect(b, autocommit=True) as conn:  # forced: no gate waits for the removed shard
+        assert not any(mv["from_shard"] == "a" for mv in cmap(b)["moves"])
+        conn.execute("SELECT * FROM pglogq.receive('q', 'c')")
     st = js(b, "cluster", "status")
     assert st["consistent"] is True and [s["name"] for s in st["shards"]] == ["b", "shard0"]
     fails(b, 4, "cluster", "remove-shard", "--name", "nope")
@@ -220,3 +223,72 @@ def test_a_shard_that_does_not_answer(dbs: Callable[[int], list[str]]) -> None:
     r = run(None, "cluster", "init", "--dsn", a, "--dsn", "host=127.0.0.1 port=1 dbname=x connect_timeout=2")
     assert r.exit_code == 6, r.stderr
     assert "did not answer" in r.stderr
+
+
+def test_a_shard_of_the_map_that_does_not_answer(dbs: Callable[[int], list[str]]) -> None:
+    a, b = dbs(2)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    m = cmap(a)
+    ghost = {k: m[k] for k in ("cluster", "shards", "ranges")} | {
+        "version": 2, "shards": [*m["shards"], {"name": "ghost", "dsn": "host=127.0.0.1 port=1 dbname=x"}]}
+    for d in (a, b):
+        with psycopg.connect(d, autocommit=True) as conn:
+            conn.execute("SELECT pglogq.cluster_apply(%s)", (Jsonb(ghost),))
+    st = js(a, "cluster", "status")
+    assert st["consistent"] is False
+    assert [(s["name"], s["reachable"]) for s in st["shards"]] == [("a", True), ("b", True), ("ghost", False)]
+    assert "did not answer" in st["shards"][2]["error"]
+    assert "unreachable" in ok(a, "cluster", "status").stdout
+    r = fails(a, 6, "cluster", "move-slots", "--slots", "0-9", "--to", "b")
+    assert '"ghost"' in r.stderr
+    assert cmap(a)["version"] == 2 and cmap(b)["version"] == 2  # nothing moved
+
+
+def test_add_shard_copies_queues_and_consumers_so_they_are_gated(dbs: Callable[[int], list[str]],
+                                                                  new_db: Callable[[], str]) -> None:
+    a, b = dbs(2)
+    with psycopg.connect(a, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.create_queue('p')")
+        conn.execute("SELECT pglogq.set_queue_config('p', 'partitions', '4')")
+        conn.execute("SELECT pglogq.set_queue_config('p', 'retry_delay', '42 seconds')")
+        conn.execute("SELECT pglogq.subscribe('p', 'billing')")
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    fresh = new_db()
+    got = js(a, "cluster", "add-shard", "--new-dsn", fresh, "--name", "n", "--rebalance")
+    assert got["moves"]
+    with psycopg.connect(fresh, autocommit=True) as conn:
+        assert conn.execute("SELECT queue_name, partitions, sharded, retry_delay::text FROM pglogq.queue"
+                            " ORDER BY queue_name").fetchall() == [("p", 4, True, "00:00:42"),
+                                                                   ("q", 1, True, "00:00:10")]
+        assert conn.execute("SELECT q.queue_name, s.consumer_name FROM pglogq.subscriber s JOIN pglogq.queue q"
+                            " USING (queue_id) WHERE s.parent_id IS NULL ORDER BY 1").fetchall() == [
+            ("p", "billing"), ("q", "c")]
+        with pytest.raises(psycopg.Error) as exc:
+            conn.execute("SELECT * FROM pglogq.receive('p', 'billing')")
+        assert exc.value.sqlstate == "PQ079"
+
+
+def test_an_open_sending_transaction_stops_the_export_and_resume_finishes_it(
+        dbs: Callable[[int], list[str]]) -> None:
+    a, b = dbs(2)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    k = key_in(0, 99)
+    with psycopg.connect(a) as sender:
+        sender.execute("SELECT pglogq.send_keyed('q', '\"held\"', %s)", (k,))  # left open
+        pid = one(sender, "SELECT pg_backend_pid()")
+        r = fails(b, 6, "cluster", "move-slots", "--slots", "0-99", "--to", "b", "--lock-timeout", "0.2")
+        assert "could not export" in r.stderr and "--resume" in r.stderr and str(pid) in r.stderr
+        # sends of other transactions were not held up for good
+        with psycopg.connect(a, autocommit=True) as other:
+            other.execute("SELECT pglogq.send_keyed('q', '2', %s)", (key_in(200, 300),))
+        st = js(b, "cluster", "status")
+        assert [m["states"] for m in st["moves"]] == [{"b": "importing"}]
+        sender.commit()
+    moves = js(b, "cluster", "move-slots", "--resume")
+    assert [m["move_id"] for m in moves] == [2]
+    # the held event is before the fence on a
+    with psycopg.connect(a, autocommit=True) as conn:
+        rows = conn.execute("SELECT payload FROM pglogq.receive('q', 'c', 100)").fetchall()
+        assert ("held",) in rows
+        assert one(conn, "SELECT batch_cur_tick FROM pglogq.subscription WHERE consumer_name = 'c'") <= \
+            moves[0]["fences"]["q"]
