@@ -293,9 +293,8 @@ class ShardedClient:
         """Create ``queue`` on every shard of the map, read anew (see
         :meth:`Client.create_queue`); True when it was created on at least one.  Not atomic
         across shards: a shard that is down raises ShardUnavailable after the others (call
-        again).  A shard added to the cluster has no queue yet: call ``create_queue`` and
-        ``subscribe`` again for each queue and consumer (they are idempotent), before moving
-        slots to it."""
+        again).  The map is read first: a shard added to the cluster gets the queue too
+        (``pglogq cluster add-shard`` makes the existing queues and consumers there already)."""
         done = self._on_every("create_queue", queue, partitions=partitions, urgent_lane=urgent_lane)
         return any(done.values())
 

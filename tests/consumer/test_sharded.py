@@ -276,8 +276,7 @@ def test_a_shard_added_while_the_consumer_runs_gets_its_loops(
         with running("thread", spec) as r:
             wait_for(lambda: rec.handled() == 36, "the events of the first two shards")
             cluster_admin.add_shard(cluster.seeds[0], new_db(), "s2")
-            client.create_queue("q")  # on the new shard (the map is read anew)
-            client.subscribe("q", "c")
+            client.refresh_map()  # add_shard made the queue and the consumer on the new shard
             moved = [k for k in keys if client.map is not None and client.map.shard_for_key(k) == "s0"][:3]
             for k in moved:
                 slot = pglogq.key_slot(k)
