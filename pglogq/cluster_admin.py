@@ -33,12 +33,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 
 from pglogq.errors import InvalidShardMap, PglogqError, ShardUnavailable, translate
+from pglogq.keys import SLOTS
+from pglogq.shardmap import shard_dsn  # the one merge of a shard's place and the seed's credentials
 
-SLOT_COUNT = 16384
+SLOT_COUNT = SLOTS  # 16,384 hash slots (pglogq.keys)
 DEFAULT_CLUSTER = "pglogq"
-# what a client brings from its own DSN to every shard's (the map stores none of it)
-CREDENTIAL_KEYS = ("user", "password", "passfile", "sslmode", "sslcert", "sslkey", "sslrootcert",
-                   "sslpassword", "sslcrl", "connect_timeout")
 # never stored in the map
 SECRET_KEYS = ("password", "passfile", "sslpassword")
 _LOCK_SQL = "SELECT pg_try_advisory_lock(hashtext('pglogq.cluster.admin'))"
@@ -55,16 +54,6 @@ def public_dsn(dsn: str) -> str:
     except psycopg.ProgrammingError as exc:
         raise InvalidShardMap(f"cannot parse the DSN: {exc}") from exc
     return make_conninfo("", **{k: v for k, v in parts.items() if k not in SECRET_KEYS and v is not None})
-
-
-def shard_dsn(map_dsn: str, seed_dsn: str) -> str:
-    """A shard's DSN from the map completed with the credentials of ``seed_dsn``."""
-    seed = conninfo_to_dict(seed_dsn)
-    target = conninfo_to_dict(map_dsn)
-    for key in CREDENTIAL_KEYS:
-        if key not in target and seed.get(key) is not None:
-            target[key] = seed[key]
-    return make_conninfo("", **{k: v for k, v in target.items() if v is not None})
 
 
 def describe(dsn: str) -> str:
