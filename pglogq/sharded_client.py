@@ -44,6 +44,8 @@ from pglogq.errors import (
     NotAClusterMember,
     PglogqError,
     ShardUnavailable,
+    UnknownConsumer,
+    UnknownQueue,
     translate,
 )
 from pglogq.models import ConsumerInfo, Message, QueueInfo, ShardedConsumerInfo, ShardedQueueInfo
@@ -551,7 +553,8 @@ class ShardedClient:
         """Pass the gate ``gated`` (raised by receive on ``shard``) when ``consumer`` has finished
         the move's old shard up to its fence (``cluster_fence_passed`` there); True when passed
         (receive again), False when not yet (the old shard has work left, is down, or the move
-        has no fence yet)."""
+        has no fence yet).  A consumer (or queue) the old shard does not have has nothing to
+        finish there: its gate passes."""
         move_id, old, fence = gated.move_id, gated.from_shard, gated.fence
         if move_id is None or old is None:
             return False
@@ -563,8 +566,12 @@ class ShardedClient:
             if old not in m.shards and old not in self._clients:
                 return False  # the old shard left the map: nobody can tell (an operator's call)
         try:
-            with self._on(old) as client:
-                passed = _scalar(client, _FENCE_PASSED, (queue, consumer, fence))
+            try:
+                with self._on(old) as client:
+                    passed = _scalar(client, _FENCE_PASSED, (queue, consumer, fence))
+            except (UnknownQueue, UnknownConsumer):
+                # the consumer (or its queue) is not on the old shard: it has nothing to finish there
+                passed = True
             if not passed:
                 return False
             with self._on(shard) as client:

@@ -147,6 +147,26 @@ def test_receive_passes_the_gate_of_a_move_once_the_old_shard_is_done(sapi: Any,
     assert not sapi.receive("q", "c")
 
 
+def test_a_consumer_the_old_shard_does_not_have_passes_its_gate(sapi: Any, cluster: Cluster) -> None:
+    """Subscribed on the new shard only: it has nothing to finish on the old one (which answers
+    "unknown consumer" to cluster_fence_passed), so its gate passes and the moved key comes."""
+    setup_queue(sapi)
+    with pglogq.Client(cluster.dsns["s1"]) as one:
+        one.subscribe("q", "solo")
+    key = cluster.keys_of("s0", 1)[0]
+    slot = pglogq.key_slot(key)
+    cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s1")
+    sapi.send("q", {"n": 1}, key=key)
+    sapi.tick("q", force=True)
+    with pglogq.Client(cluster.dsns["s1"]) as one:
+        with pytest.raises(pglogq.ConsumerGated) as gated:
+            one.receive("q", "solo")
+        assert sapi.pass_gate("q", "solo", "s1", gated.value) is True
+        got = one.receive("q", "solo")
+        assert [m.payload for m in got] == [{"n": 1}]
+        assert got.ack() is True
+
+
 def test_send_on_the_wrong_shards_connection_raises_key_moved(cluster: Cluster) -> None:
     sapi = pglogq.ShardedClient(cluster.seeds[:1])
     try:
