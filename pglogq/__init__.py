@@ -76,11 +76,16 @@ from pglogq.models import (
     QueueInfo,
     Schedule,
     SeekPlan,
+    ShardedConsumerInfo,
+    ShardedQueueInfo,
     TickerHolder,
     TypeConfig,
     Undecodable,
 )
 from pglogq.retry import RetryPolicy
+from pglogq.sharded_client import ShardedClient
+from pglogq.sharded_client_async import AsyncShardedClient
+from pglogq.shardmap import ShardMap
 from pglogq.tickerd.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
 
 __version__ = "0.1.0"
@@ -91,6 +96,7 @@ __all__ = [
     "AsyncClient",
     "AsyncConsumer",
     "AsyncDelivery",
+    "AsyncShardedClient",
     "AsyncTickerHandle",
     "Batch",
     "BatchLost",
@@ -149,7 +155,11 @@ __all__ = [
     "SchemaTooNew",
     "SeekOutOfRange",
     "SeekPlan",
+    "ShardMap",
     "ShardUnavailable",
+    "ShardedClient",
+    "ShardedConsumerInfo",
+    "ShardedQueueInfo",
     "StaleBatch",
     "StaleShardMap",
     "TickerHandle",
