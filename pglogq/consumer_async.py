@@ -67,6 +67,7 @@ from pglogq.errors import (
     BatchLost,
     ConsumerGated,
     PglogqError,
+    ShardUnavailable,
     StaleBatch,
     UndecodableEvent,
     UnknownConsumer,
@@ -505,7 +506,8 @@ class AsyncConsumer:
     loops), each with its own LISTEN connection to its shard and polling fallback, the handlers
     shared; ``run`` returns the sum over all loops (``max_batches`` counts per loop).  A shard that
     is down stops only its own loops: they try again after ``poll_interval``, doubling up to
-    ``SHARD_BACKOFF_MAX`` seconds, while the other shards flow.  A shard where the consumer is gated
+    ``SHARD_BACKOFF_MAX`` seconds, while the other shards flow (and while no seed answers when
+    ``run`` starts, it waits so for the map).  A shard where the consumer is gated
     by an unfinished move of slots waits until the consumer has finished the move's old shard up
     to the move's fence (its loops there go on meanwhile), then passes the gate and reads; a
     drain (``stop_when_idle``) waits so while the old shard's loops run.  ``listen_dsn`` is refused
@@ -791,13 +793,28 @@ class AsyncConsumer:
         loop that fails stops the others); while not a drain, a watcher reads the map every
         ``MAP_REFRESH`` seconds and starts the loops of shards added meanwhile."""
         assert self._sharded is not None
-        shard_map = await self._sharded.refresh_map()
+        need = self.workers * (self.concurrency + 2)
+        if self._sharded.max_size < need:
+            log.warning("%r: the sharded client's pools hold %d connections per shard; %d loops of concurrency %d "
+                        "on each shard may need %d (make the client with max_size=%d)", self,
+                        self._sharded.max_size, self.workers, self.concurrency, need, need)
+        early = RunStats()  # the map cannot be read while no seed answers: wait, as a loop would
+        while True:
+            try:
+                shard_map = await self._sharded.refresh_map()
+                break
+            except ShardUnavailable as exc:
+                early.errors += 1
+                wait = float(min(max(self.poll_interval, SHARD_BACKOFF_MAX), self.poll_interval * 2.0 ** early.errors))
+                log.warning("%r: cannot read the shard map (%s); trying again in %g s", self, exc, wait)
+                if await _concurrency_async.wait_event(self._stop_event, wait):
+                    return early
         run = _ShardRun()
         try:
             runs = await self._serve_shards(run, list(shard_map.shard_names), stop_when_idle, max_batches)
         finally:
             self._loops = []
-        return total(runs)
+        return total([early, *runs])
 
     async def _serve_shards(
         self, run: _ShardRun, shards: list[str], stop_when_idle: bool, max_batches: int | None

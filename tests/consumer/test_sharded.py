@@ -276,8 +276,7 @@ def test_a_shard_added_while_the_consumer_runs_gets_its_loops(
         with running("thread", spec) as r:
             wait_for(lambda: rec.handled() == 36, "the events of the first two shards")
             cluster_admin.add_shard(cluster.seeds[0], new_db(), "s2")
-            client.create_queue("q")  # on the new shard (the map is read anew)
-            client.subscribe("q", "c")
+            client.refresh_map()  # add_shard made the queue and the consumer on the new shard
             moved = [k for k in keys if client.map is not None and client.map.shard_for_key(k) == "s0"][:3]
             for k in moved:
                 slot = pglogq.key_slot(k)
@@ -291,3 +290,28 @@ def test_a_shard_added_while_the_consumer_runs_gets_its_loops(
     assert rec.shards["s2"] == 2 * len(moved) and len(moved) == 3
     assert set(rec.count.values()) == {1}
     assert dict(rec.done) == {k: first[k] + second[k] for k in keys}
+
+
+def test_a_consumer_started_while_its_seed_is_down_waits_for_it(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pglogq.ShardedClient(cluster.seeds) as client:
+        client.create_queue("q")
+        client.subscribe("q", "c")
+        order = send_keyed(client, [f"key-{i}" for i in range(9)], 2)
+        client.tick("q", force=True)
+    rec = Recorder("thread")
+    spec = Spec("", "q", "c", kwargs={"poll_interval": 0.1}, sharded=cluster.seeds[:1],
+                sharded_kwargs={"shard_timeout": 1.0})
+    spec.handler()(rec)
+    with contextlib.ExitStack() as outage:
+        outage.enter_context(cluster.down("s0"))
+        with running("thread", spec) as r:
+            wait_for(lambda: "cannot read the shard map" in caplog.text, "the consumer meeting its seed down")
+            assert r.thread.is_alive() and rec.handled() == 0
+            outage.close()
+            wait_for(lambda: rec.handled() == 18, "every event once the seed is back")
+            r.stop()
+            stats = r.join()
+    assert stats.errors >= 1 and stats.handled == 18
+    assert dict(rec.done) == dict(order)
