@@ -903,6 +903,7 @@ class AsyncConsumer:
         wake = self.wakeup = await self._wakeup()
         beat = _concurrency_async.Background(self._heartbeat_loop, name=f"pglogq-heartbeat-{self.label}")
         polled = False
+        last_look = False  # a drain's gated loop looked at the fence after the old shard's loops ended
         try:
             while not self._stopping:
                 if max_batches is not None and stats.pages >= max_batches:
@@ -954,8 +955,11 @@ class AsyncConsumer:
                     log.warning("%r: database error (%s); trying again in %g s", self, exc, wait)
                     await _concurrency_async.wait_event(self._stop_event, wait)
                     continue
-                if stop_when_idle and not (gated is not None and self._old_shard_runs(gated)):
-                    break
+                if stop_when_idle:
+                    if gated is None or (not self._old_shard_runs(gated) and last_look):
+                        break
+                    # gated: wait while the old shard's loops run, then look at the fence once more
+                    last_look = not self._old_shard_runs(gated)
                 if await wake.wait(self.poll_interval):
                     self.health.notified()
                     polled = False
