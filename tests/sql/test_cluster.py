@@ -14,6 +14,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
+import pglogq
 from pglogq import cluster_admin
 from pglogq.keys import key_slot
 from tests.support.db import is_superuser
@@ -631,3 +632,64 @@ def test_every_event_of_the_moved_slots_stored_on_the_source_is_within_its_fence
         "  JOIN pglogq.tick t ON t.queue_id = q.queue_id AND t.tick_id = %s"
         " WHERE q.queue_name = 'q' AND e.ev_key = ANY (%s)", (fences["q"], keys)).fetchone() or (0, 0)
     assert stored == 2 * counts["sent"] and outside == 0
+
+
+# -- the rows of docs/reliability/attacks-sharding.md that had no test yet ---------------------
+
+
+def test_a_join_with_an_older_map_is_refused(pair: tuple[Conn, Conn]) -> None:
+    a, b = pair
+    old = one(a, "SELECT pglogq.cluster_map()")
+    full_move(a, b, 0, 99)
+    fails(a, "PQ080", "SELECT pglogq.cluster_join('c1', 'a', %s)", (Jsonb(old),))
+    assert one(a, "SELECT pglogq.cluster_map()")["version"] == 2
+
+
+def test_a_gate_passed_without_checking_the_fence_is_the_clients_word(pair: tuple[Conn, Conn]) -> None:
+    """The server cannot ask another server: a gate_pass is accepted once the move has a fence,
+    whatever the consumer did on the old shard (the clients check cluster_fence_passed first)."""
+    a, b = pair
+    k = key_in(0, 99)
+    a.execute("SELECT pglogq.send_keyed('q', '\"old\"', %s)", (k,))
+    a.execute("SELECT pglogq.force_tick('q')")
+    fences = full_move(a, b, 0, 99)
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is False
+    assert one(b, "SELECT pglogq.cluster_gate_pass('q', 'c', 2)") is True
+    b.execute("SELECT pglogq.send_keyed('q', '\"new\"', %s)", (k,))
+    b.execute("SELECT pglogq.force_tick('q')")
+    assert [r[0] for r in b.execute("SELECT payload FROM pglogq.receive('q', 'c')").fetchall()] == ["new"]
+
+
+def test_fence_passed_waits_for_a_replayed_dead_letter_of_a_moved_key(pair: tuple[Conn, Conn]) -> None:
+    a, b = pair
+    k = key_in(0, 99)
+    a.execute("SELECT pglogq.set_queue_config('q', 'max_retries', '0')")
+    a.execute("SELECT pglogq.send_keyed('q', '\"x\"', %s)", (k,))
+    a.execute("SELECT pglogq.force_tick('q')")
+    row = a.execute("SELECT batch_id, msg_id FROM pglogq.receive('q', 'c')").fetchone()
+    assert row is not None
+    assert one(a, "SELECT pglogq.nack(%s, %s)", row) == "dead"
+    a.execute("SELECT pglogq.ack(%s)", (row[0],))
+    fences = full_move(a, b, 0, 99)
+    assert a.execute("SELECT * FROM pglogq.receive('q', 'c')").fetchall() == []
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is True
+    dead_id = one(a, "SELECT dead_id FROM pglogq.dlq_inspect('q', 'c')")
+    replayed = one(a, "SELECT pglogq.dlq_replay(%s)", (dead_id,))
+    assert replayed is not None
+    a.execute("SELECT pglogq.force_tick('q')")
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is False
+    rows = a.execute("SELECT batch_id, payload FROM pglogq.receive('q', 'c')").fetchall()
+    assert [r[1] for r in rows] == ["x"]
+    a.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is True
+
+
+def test_a_shard_whose_schema_was_installed_afresh_is_no_member(pair: tuple[Conn, Conn]) -> None:
+    a, _ = pair
+    a.execute("DROP SCHEMA pglogq CASCADE")
+    with pglogq.Client(a.info.dsn) as client:
+        client.install_schema()
+    fails(a, "PQ082", "SELECT pglogq.cluster_map()")
+    a.execute("SELECT pglogq.create_queue('q')")
+    assert one(a, "SELECT sharded FROM pglogq.queue WHERE queue_name = 'q'") is False
+    a.execute("SELECT pglogq.send_keyed('q', '{}', %s)", (key_in(8192, 8300),))  # routes nothing
