@@ -48,8 +48,23 @@ MODE_INTERVAL: dict[str, dict[str, float]] = {
 RETENTION_LIMIT = "2 seconds"
 
 
+# the modes with faults of their own instead of the plain run's (``--mode sharded``: three
+# servers, each a shard of one cluster; no proxy, no 2PC, no rotation faults)
+OWN_INTERVAL: dict[str, dict[str, float]] = {
+    "sharded": {
+        "move_slots": 4.0,  # cluster_admin.move_slots of a range holding a key, to another shard
+        "shard_crash": 60.0,  # pg_ctl stop -m immediate of one shard's server, restarted 0.5-2 s later
+        "kill_consumer": 8.0,
+        "kill_producer": 8.0,
+        "kill_ticker": 15.0,
+    },
+}
+
+
 def kinds(mode: str | None = None) -> dict[str, float]:
     """The fault kinds of a run in ``mode`` (None: the plain run) and their mean intervals."""
+    if mode in OWN_INTERVAL:
+        return dict(OWN_INTERVAL[mode])
     return {**MEAN_INTERVAL, **(MODE_INTERVAL[mode] if mode else {})}
 
 
