@@ -68,13 +68,17 @@ _DEFAULT_OPTIONS = (None, 100, None, None)
 
 @dataclass
 class Batch:
-    """A page of a consumer's batch.  Iterate it, then ``ack()`` (and ``nack(msg)`` failures first)."""
+    """A page of a consumer's batch.  Iterate it, then ``ack()`` (and ``nack(msg)`` failures first).
+
+    ``shard``: the shard of a cluster the page was received from (``ShardedClient.receive``;
+    ack and nack go there), None from a single server's client."""
 
     id: int | None
     queue: str
     consumer: str
     messages: list[Message]
     client: Client = field(repr=False)
+    shard: str | None = None
 
     def __iter__(self) -> Iterator[Message]:
         return iter(self.messages)
@@ -144,6 +148,7 @@ class Client:
         self._closed = False
         self._lock = threading.Lock()  # never held across an await
         self._loop: object | None = None  # the event loop the pool works on (asyncio only)
+        self._pool_timeout = 30.0  # seconds a call waits for a connection (a sharded client's is shorter)
 
     @property
     def max_size(self) -> int:
@@ -196,6 +201,7 @@ class Client:
                     kwargs=({"autocommit": True, "prepare_threshold": None} if self.pooled
                             else {"autocommit": True}),
                     open=False,
+                    timeout=self._pool_timeout,
                 )
                 self._pool = pool
             ready = self._opened

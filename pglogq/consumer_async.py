@@ -63,9 +63,10 @@ from pglogq._runtime import (
     total,
 )
 from pglogq.client_async import AsyncBatch, AsyncClient
-from pglogq.errors import BatchLost, PglogqError, StaleBatch, UndecodableEvent
+from pglogq.errors import BatchLost, ConsumerGated, PglogqError, StaleBatch, UndecodableEvent
 from pglogq.models import Message
 from pglogq.retry import RetryPolicy
+from pglogq.sharded_client_async import AsyncShardedClient
 
 log = logging.getLogger("pglogq.consumer")
 
@@ -86,6 +87,23 @@ PAGE_SECONDS = 0.1
 
 _RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolTimeout)
 """Errors the run loop survives (it waits and tries again): the database is away for a while."""
+
+SHARD_BACKOFF_MAX = 5.0
+"""The longest wait (seconds; at least ``poll_interval``) of a shard's loop between two tries
+while its shard is down: the wait doubles from ``poll_interval`` at each failure in a row."""
+
+MAP_REFRESH = 30.0
+"""Seconds between two reads of the shard map by a sharded consumer that runs (not a drain):
+a shard added to the cluster meanwhile gets its loops then."""
+
+
+class _ShardRun:
+    """What the loops of a sharded consumer's run share: how many loops of each shard still run
+    (a gated loop of a drain waits while the loops of the move's old shard run)."""
+
+    def __init__(self) -> None:
+        self.active: dict[str, int] = {}
+        self.served: set[str] = set()
 
 
 class _Dropped(Exception):
@@ -468,6 +486,18 @@ class AsyncConsumer:
     returns their summed :class:`RunStats` (``max_batches`` counts per loop).  ``workers > 1``
     refuses ``transactional=True`` (one page transaction at a time).
 
+    ``client_or_dsn`` may also be an :class:`AsyncShardedClient` (a cluster of shards): the
+    consumer then runs ``workers`` receive loops on every shard of the map (read when ``run``
+    starts, and every ``MAP_REFRESH`` seconds while it runs: a shard added meanwhile gets its
+    loops), each with its own LISTEN connection to its shard and polling fallback, the handlers
+    shared; ``run`` returns the sum over all loops (``max_batches`` counts per loop).  A shard that
+    is down stops only its own loops: they try again after ``poll_interval``, doubling up to
+    ``SHARD_BACKOFF_MAX`` seconds, while the other shards flow.  A shard where the consumer is gated
+    by an unfinished move of slots waits until the consumer has finished the move's old shard up
+    to the move's fence (its loops there go on meanwhile), then passes the gate and reads; a
+    drain (``stop_when_idle``) waits so while the old shard's loops run.  ``listen_dsn`` is refused
+    with a sharded client (each loop LISTENs on its own shard; a ``pooled`` one polls).
+
     Behind a connection pooler in transaction mode (PgBouncer): give a client made with
     ``pooled=True`` (or ``pooled=True`` here with a DSN) and ``listen_dsn``, a direct DSN to
     PostgreSQL for the one connection that LISTENs for ticks (everything else goes through the
@@ -479,7 +509,7 @@ class AsyncConsumer:
 
     def __init__(
         self,
-        client_or_dsn: AsyncClient | str | None,
+        client_or_dsn: AsyncClient | AsyncShardedClient | str | None,
         queue: str,
         consumer_name: str,
         *,
@@ -519,8 +549,10 @@ class AsyncConsumer:
             raise ValueError(f"listen_dsn must be a non-empty DSN or None, got {listen_dsn!r}")
         if not isinstance(pooled, bool):
             raise TypeError(f"pooled must be True or False, got {pooled!r}")
-        if isinstance(client_or_dsn, AsyncClient) and pooled and not client_or_dsn.pooled:
+        if isinstance(client_or_dsn, (AsyncClient, AsyncShardedClient)) and pooled and not client_or_dsn.pooled:
             raise ValueError("pooled=True with a client made without it: make the client with pooled=True")
+        if isinstance(client_or_dsn, AsyncShardedClient) and listen_dsn is not None:
+            raise ValueError("listen_dsn with a sharded client: each shard's loop LISTENs on its own shard")
         for name, value in (("poll_interval", poll_interval), ("heartbeat_interval", heartbeat_interval),
                             ("progress_interval", progress_interval),
                             ("listen_probe_timeout", listen_probe_timeout)):
@@ -569,7 +601,8 @@ class AsyncConsumer:
         self.start_ahead = float(start_ahead)
         self._pace: float | None = None  # seconds per handler start, measured over pages
         self.listen_dsn = listen_dsn
-        self.pooled = pooled or (isinstance(client_or_dsn, AsyncClient) and client_or_dsn.pooled)
+        self.pooled = pooled or (isinstance(client_or_dsn, (AsyncClient, AsyncShardedClient))
+                                 and client_or_dsn.pooled)
         self.listen_probe_timeout = listen_probe_timeout
         self.label = worker if worker is not None else host_label()
         self.stats = RunStats()
@@ -577,7 +610,12 @@ class AsyncConsumer:
         self._routes = Routes()
         self._client: AsyncClient | None = client_or_dsn if isinstance(client_or_dsn, AsyncClient) else None
         self._dsn = client_or_dsn if isinstance(client_or_dsn, str) else None
-        self._own_client = self._client is None
+        self._sharded = client_or_dsn if isinstance(client_or_dsn, AsyncShardedClient) else None
+        self._own_client = self._client is None and self._sharded is None
+        self.shard: str | None = None
+        """The shard a receive loop of a sharded consumer reads (None: not such a loop)."""
+        self._shard_run: _ShardRun | None = None
+        self._failures_in_row = 0
         self._page: _Page | None = None
         self._running = False
         self._stopping = False
@@ -589,18 +627,27 @@ class AsyncConsumer:
 
     def __repr__(self) -> str:
         who = f" worker={self.worker_name!r}" if self.worker_name else ""
-        return f"<{type(self).__name__} {self.queue}/{self.consumer_name}{who}>"
+        where = f" shard={self.shard!r}" if self.shard is not None else ""
+        return f"<{type(self).__name__} {self.queue}/{self.consumer_name}{who}{where}>"
 
     # -- configuration --------------------------------------------------------------------
 
     @property
     def client(self) -> AsyncClient:
         if self._client is None:
+            if self._sharded is not None:
+                raise RuntimeError(f"{self!r} reads a cluster: its loops have a client per shard "
+                                   "(sharded_client.shard_client(name))")
             self._client = AsyncClient(
                 self._dsn, min_size=1, max_size=max(4, self.workers * (self.concurrency + 2) + 1),
                 pooled=self.pooled,
             )
         return self._client
+
+    @property
+    def sharded_client(self) -> AsyncShardedClient | None:
+        """The sharded client the consumer was given (None: a single server's consumer)."""
+        return self._sharded
 
     @property
     def accepts_dsn(self) -> bool:
@@ -699,7 +746,9 @@ class AsyncConsumer:
         self._stopping = False
         self._stop_event.clear()
         try:
-            if self.workers > 1:
+            if self._sharded is not None:
+                self.stats = await self._run_shards(stop_when_idle, max_batches)
+            elif self.workers > 1:
                 self.stats = await self._run_loops(stop_when_idle, max_batches)
             else:
                 await self._serve(stop_when_idle, max_batches)
@@ -724,19 +773,87 @@ class AsyncConsumer:
             self._loops = []
         return total(runs)
 
+    async def _run_shards(self, stop_when_idle: bool, max_batches: int | None) -> RunStats:
+        """Run ``workers`` receive loops on every shard of the sharded client's map (the first
+        loop that fails stops the others); while not a drain, a watcher reads the map every
+        ``MAP_REFRESH`` seconds and starts the loops of shards added meanwhile."""
+        assert self._sharded is not None
+        shard_map = await self._sharded.refresh_map()
+        run = _ShardRun()
+        try:
+            runs = await self._serve_shards(run, list(shard_map.shard_names), stop_when_idle, max_batches)
+        finally:
+            self._loops = []
+        return total(runs)
+
+    async def _serve_shards(
+        self, run: _ShardRun, shards: list[str], stop_when_idle: bool, max_batches: int | None
+    ) -> list[RunStats]:
+        """The loops of ``shards`` (and, unless a drain, the watcher of the map), until they end."""
+        assert self._sharded is not None
+        loops: list[AsyncConsumer] = []
+        names: list[str | None] = [*self._loop_names] or [self.worker_name]
+        for shard in shards:
+            client = await self._sharded.shard_client(shard)
+            run.served.add(shard)
+            run.active[shard] = run.active.get(shard, 0) + len(names)
+            for name in names:
+                loop = self._loop_consumer(name, client)
+                loop.shard, loop._shard_run = shard, run
+                loops.append(loop)
+        self._loops.extend(loops)
+        if self._stopping:  # stop() came before the loops existed
+            for loop in loops:
+                loop.stop()
+        fns: list[Callable[[], Any]] = [
+            functools.partial(self._loop_run, loop, stop_when_idle, max_batches) for loop in loops
+        ]
+        if not stop_when_idle and max_batches is None:
+            fns.append(functools.partial(self._watch_map, run))
+        runs = await _concurrency_async.gather(fns)
+        out: list[RunStats] = []
+        for r in runs:
+            out.extend(r if isinstance(r, list) else [r])
+        return out
+
+    async def _watch_map(self, run: _ShardRun) -> list[RunStats]:
+        """Read the shard map every ``MAP_REFRESH`` seconds until stopped (or every loop ended); a
+        shard that is new gets its loops (and this watcher goes on beside them)."""
+        assert self._sharded is not None
+        read_at = time.monotonic() + MAP_REFRESH
+        while any(run.active.values()) and not await _concurrency_async.wait_event(self._stop_event, 0.5):
+            if time.monotonic() < read_at:
+                continue
+            read_at = time.monotonic() + MAP_REFRESH
+            try:
+                shard_map = await self._sharded.refresh_map()
+            except (PglogqError, *_RECOVERABLE) as exc:
+                log.warning("%r: cannot read the shard map (%s); trying again in %g s", self, exc, MAP_REFRESH)
+                continue
+            new = [s for s in shard_map.shard_names if s not in run.served]
+            if new:
+                log.info("%r: shard(s) %s joined the cluster: starting their loops", self, ", ".join(new))
+                return await self._serve_shards(run, new, False, None)
+        return []
+
     async def _loop_run(self, loop: AsyncConsumer, stop_when_idle: bool, max_batches: int | None) -> RunStats:
         try:
             await loop._serve(stop_when_idle, max_batches)
         except BaseException:
             self.stop()
             raise
+        finally:
+            run = loop._shard_run
+            if run is not None and loop.shard is not None:
+                run.active[loop.shard] -= 1
         return loop.stats
 
-    def _loop_consumer(self, name: str, client: AsyncClient) -> AsyncConsumer:
+    def _loop_consumer(self, name: str | None, client: AsyncClient) -> AsyncConsumer:
         """A receive loop of this consumer: a shallow copy with its own worker name and run state."""
         loop = copy.copy(self)
         loop.workers = 1
-        loop.worker_name = loop.label = name
+        if name is not None:
+            loop.worker_name = loop.label = name
         loop._client, loop._own_client = client, False
         loop._loops, loop._loop_names = [], []
         loop._page, loop.wakeup = None, None
@@ -760,13 +877,25 @@ class AsyncConsumer:
             while not self._stopping:
                 if max_batches is not None and stats.pages >= max_batches:
                     break
+                gated: ConsumerGated | None = None
                 try:
                     if self._partitioned is None:
                         self._partitioned = (await self.client.queue_info(self.queue))[0].partitions > 1
-                    batch = await self.client.receive(
-                        self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
-                        start_first=self._ahead(),
-                    )
+                    try:
+                        batch = await self.client.receive(
+                            self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
+                            start_first=self._ahead(),
+                        )
+                    except ConsumerGated as exc:
+                        if self._sharded is None or self.shard is None:
+                            raise
+                        if await self._sharded.pass_gate(self.queue, self.consumer_name, self.shard, exc):
+                            log.info("%r: passed the gate of move %s (the old shard %s is done up to its fence)",
+                                     self, exc.move_id, exc.from_shard)
+                            continue
+                        gated = exc
+                        batch = AsyncBatch(None, self.queue, self.consumer_name, [], self.client)
+                    self._failures_in_row = 0
                     if batch:
                         if polled and self.health.found_by_polling():
                             log.warning(
@@ -781,10 +910,11 @@ class AsyncConsumer:
                         continue
                 except _RECOVERABLE as exc:
                     stats.errors += 1
-                    log.warning("%r: database error (%s); trying again in %g s", self, exc, self.poll_interval)
-                    await _concurrency_async.wait_event(self._stop_event, self.poll_interval)
+                    wait = self._error_wait()
+                    log.warning("%r: database error (%s); trying again in %g s", self, exc, wait)
+                    await _concurrency_async.wait_event(self._stop_event, wait)
                     continue
-                if stop_when_idle:
+                if stop_when_idle and not (gated is not None and self._old_shard_runs(gated)):
                     break
                 if await wake.wait(self.poll_interval):
                     self.health.notified()
@@ -797,6 +927,21 @@ class AsyncConsumer:
             self._hb_stop.set()
             await beat.join()
             await wake.close()
+
+    def _error_wait(self) -> float:
+        """The wait after a database error: ``poll_interval``; on a shard's loop, doubling at each
+        failure in a row up to ``SHARD_BACKOFF_MAX`` (the other shards flow meanwhile)."""
+        if self.shard is None:
+            return self.poll_interval
+        self._failures_in_row += 1
+        longest = max(self.poll_interval, SHARD_BACKOFF_MAX)
+        return float(min(longest, self.poll_interval * 2.0 ** (self._failures_in_row - 1)))
+
+    def _old_shard_runs(self, gated: ConsumerGated) -> bool:
+        """True while loops of this run still read the old shard of the move that gates this loop
+        (a drain's gated loop waits for them: they may pass the fence)."""
+        run = self._shard_run
+        return run is not None and gated.from_shard is not None and run.active.get(gated.from_shard, 0) > 0
 
     # -- one page -------------------------------------------------------------------------
 

@@ -331,6 +331,57 @@ class InvalidUrgentLane(InvalidInput):
     sqlstate = "PQ077"
 
 
+class KeyMoved(PglogqError):
+    """PLACEHOLDER until cl-core lands: a keyed send reached a shard that does not own the key's
+    slot (PQ078).  ``slot``, ``shard`` and ``version`` come from the error's DETAIL JSON."""
+
+    sqlstate = "PQ078"
+
+    def __init__(self, message: str, *, hint: str | None = None, slot: int | None = None,
+                 shard: str | None = None, version: int | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.slot = slot
+        self.shard = shard
+        self.version = version
+
+
+class ConsumerGated(PglogqError):
+    """PLACEHOLDER: receive on a shard whose gate of an unfinished move holds the consumer (PQ079)."""
+
+    sqlstate = "PQ079"
+
+    def __init__(self, message: str, *, hint: str | None = None, move_id: int | None = None,
+                 from_shard: str | None = None, fence: int | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.move_id = move_id
+        self.from_shard = from_shard
+        self.fence = fence
+
+
+class StaleShardMap(PglogqError):
+    """PLACEHOLDER (PQ080)."""
+
+    sqlstate = "PQ080"
+
+
+class InvalidShardMap(InvalidInput):
+    """PLACEHOLDER (PQ081)."""
+
+    sqlstate = "PQ081"
+
+
+class NotAClusterMember(PglogqError):
+    """PLACEHOLDER (PQ082)."""
+
+    sqlstate = "PQ082"
+
+
+class ShardUnavailable(PglogqError):
+    """PLACEHOLDER (PQ083)."""
+
+    sqlstate = "PQ083"
+
+
 class BatchLost(PglogqError):
     """The batch being handled is no longer this worker's (another worker took it over after this
     one fell silent, or it was acknowledged).  Raised by ``msg.progress()``/``msg.heartbeat()`` in a
@@ -359,4 +410,13 @@ def translate(exc: psycopg.Error) -> Exception:
         return exc
     diag = exc.diag
     err = cls(diag.message_primary or str(exc), hint=diag.message_hint)
+    if cls in (KeyMoved, ConsumerGated) and diag.message_detail:  # PLACEHOLDER
+        import json
+
+        try:
+            detail = json.loads(diag.message_detail)
+        except ValueError:
+            detail = {}
+        for k, val in detail.items():
+            setattr(err, k, val)
     return err

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -249,3 +250,46 @@ class CaptureInfo:
     old_values: str
     """'changed', 'full' or 'none': what an UPDATE carries of the old row."""
     only_if: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ShardedQueueInfo(QueueInfo):
+    """A queue of a cluster (``ShardedClient.queue_info``): the :class:`QueueInfo` fields summed
+    or combined over the shards that answered, and each shard's own row in ``shards``.
+
+    Sums: ``events_per_second``, ``pending_estimate``, ``retry_depth``, ``dead_letters``,
+    ``delayed``, ``size_bytes``.  The worst shard: ``last_tick_time`` and ``last_rotation`` (the
+    oldest), ``last_tick_age`` and ``ticker_lag`` (the largest), ``paused`` (any shard),
+    ``rotation_blocked_by`` (the first shard's reason, prefixed by its name).  The largest:
+    ``consumers``, ``partitions``, ``rotation_period``, ``last_tick_id`` (tick ids are per shard:
+    compare them within a shard only)."""
+
+    shards: Mapping[str, QueueInfo | None] = field(default_factory=dict)
+    """Each shard of the map by name: its own row, or None when it did not answer (down)."""
+
+    @property
+    def unavailable(self) -> list[str]:
+        """The shards that did not answer: the figures above leave them out."""
+        return [name for name, row in self.shards.items() if row is None]
+
+
+@dataclass(frozen=True)
+class ShardedConsumerInfo(ConsumerInfo):
+    """A consumer of a cluster's queue (``ShardedClient.consumer_info``): the
+    :class:`ConsumerInfo` fields combined over the shards that answered, and each shard's own
+    row in ``shards``.
+
+    Sums: ``lag_events``, ``pending_events``, ``open_batches``, ``retry_depth``,
+    ``dead_letters``, ``skipped_events``.  The worst shard: ``lag`` (the largest),
+    ``batch_open_since`` (the oldest).  The latest: ``last_seen``, ``skipped_at``.  The largest:
+    ``workers`` (a consumer's workers read every shard), ``last_tick`` (per shard: compare within
+    a shard only).  ``batch_id`` is the open batch when exactly one shard has one, else None
+    (batch ids are per shard: see ``shards``)."""
+
+    shards: Mapping[str, ConsumerInfo | None] = field(default_factory=dict)
+    """Each shard of the map by name: its own row, or None when it did not answer (down)."""
+
+    @property
+    def unavailable(self) -> list[str]:
+        """The shards that did not answer: the figures above leave them out."""
+        return [name for name, row in self.shards.items() if row is None]

@@ -18,9 +18,11 @@ PKG = Path(__file__).resolve().parents[2] / "pglogq"
 PAIRS: dict[str, str] = {
     "client_async.py": "client.py",
     "consumer_async.py": "consumer.py",
+    "sharded_client_async.py": "sharded_client.py",
 }
 
 WORDS: dict[str, str] = {
+    "AsyncShardedClient": "ShardedClient",
     "AsyncClient": "Client",
     "AsyncBatch": "Batch",
     "AsyncConsumer": "Consumer",
@@ -39,6 +41,7 @@ WORDS: dict[str, str] = {
     "_concurrency_async": "_concurrency",
     "client_async": "client",
     "consumer_async": "consumer",
+    "sharded_client_async": "sharded_client",
 }
 
 PATTERNS: list[tuple[str, str]] = [
@@ -47,6 +50,7 @@ PATTERNS: list[tuple[str, str]] = [
     (r"\basync for ", "for "),
     (r"\bawait ", ""),
     (r"\bclient for asyncio\b", "client (blocking)"),
+    (r"\bclient of a cluster of shards, for asyncio\b", "client of a cluster of shards (blocking)"),
 ]
 
 
