@@ -232,6 +232,11 @@ class Delivery:
         return self._consumer.label
 
     @property
+    def shard(self) -> str | None:
+        """The shard of a cluster the message came from (a consumer of a sharded client), else None."""
+        return self._consumer.shard
+
+    @property
     def lost(self) -> bool:
         """True once the batch was found taken over: stop working, the result will be dropped."""
         return self._page.lost

@@ -163,13 +163,21 @@ class ShardedClient:
                 return self._use(got, None)
         for seed in self.seeds:
             try:
-                with psycopg.Connection.connect(
+                seed_conn = psycopg.Connection.connect(
                     seed, autocommit=True, **_connect_options(seed, self.shard_timeout)
-                ) as conn:
-                    got = _read_map(conn)
-            except (psycopg.Error, NotAClusterMember, OSError) as exc:
-                if isinstance(exc, psycopg.Error) and not _sharding.unreachable(exc):
-                    raise translate(exc) from exc
+                )
+            except (psycopg.OperationalError, OSError) as exc:  # whatever the reason, not reachable
+                errors.append(f"{redacted(seed)}: {exc}")
+                continue
+            try:
+                with seed_conn:
+                    got = _read_map(seed_conn)
+            except NotAClusterMember as exc:
+                errors.append(f"{redacted(seed)}: {exc}")
+                continue
+            except psycopg.Error as exc:
+                if not _sharding.unreachable(exc):
+                    raise
                 errors.append(f"{redacted(seed)}: {exc}")
                 continue
             if current is None or got.version >= current.version:

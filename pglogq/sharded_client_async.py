@@ -161,13 +161,21 @@ class AsyncShardedClient:
                 return self._use(got, None)
         for seed in self.seeds:
             try:
-                async with await psycopg.AsyncConnection.connect(
+                seed_conn = await psycopg.AsyncConnection.connect(
                     seed, autocommit=True, **_connect_options(seed, self.shard_timeout)
-                ) as conn:
-                    got = await _read_map(conn)
-            except (psycopg.Error, NotAClusterMember, OSError) as exc:
-                if isinstance(exc, psycopg.Error) and not _sharding.unreachable(exc):
-                    raise translate(exc) from exc
+                )
+            except (psycopg.OperationalError, OSError) as exc:  # whatever the reason, not reachable
+                errors.append(f"{redacted(seed)}: {exc}")
+                continue
+            try:
+                async with seed_conn:
+                    got = await _read_map(seed_conn)
+            except NotAClusterMember as exc:
+                errors.append(f"{redacted(seed)}: {exc}")
+                continue
+            except psycopg.Error as exc:
+                if not _sharding.unreachable(exc):
+                    raise
                 errors.append(f"{redacted(seed)}: {exc}")
                 continue
             if current is None or got.version >= current.version:

@@ -5,8 +5,9 @@
 --             deliver_at / delay  as for send
 --             keys  text[] of the same length, one key per event (see send_batch_keyed), or NULL
 -- Returns:    the message ids, in the order of payloads.
--- Raises:     as send; PQ076 keys of another length, with a NULL or an invalid key; the whole
---             batch is refused if one element is invalid.
+-- Raises:     as send; PQ076 keys of another length, with a NULL or an invalid key; PQ078 a key
+--             of another shard on a sharded queue (_cluster_route); the whole batch is refused
+--             if one element is invalid.
 -- Idempotency keys are claimed in one fixed order (by key), so concurrent batches sharing keys
 -- in any order wait for each other and never deadlock; ids follow the order of payloads.
 -- Tables:     event (insert into the current child); with keys or delays, as send.
@@ -29,11 +30,13 @@ DECLARE
     got bigint;
     bad integer;
     parts integer;
+    sharded boolean;
 BEGIN
     -- a drop_queue of this queue runs first or waits for this transaction (see pglogq._queue)
     PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(_send_batch.queue_name));
-    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window, q.partitions
-      INTO qid, slot, seq, maxbytes, win, parts
+    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window, q.partitions,
+           q.sharded
+      INTO qid, slot, seq, maxbytes, win, parts, sharded
       FROM pglogq.queue q WHERE q.queue_name = _send_batch.queue_name;
     IF NOT FOUND THEN
         PERFORM pglogq._queue(queue_name);
@@ -57,6 +60,9 @@ BEGIN
     END IF;
     IF keys IS NOT NULL THEN
         PERFORM pglogq._check_keys(keys, cardinality(payloads));
+        IF sharded THEN
+            PERFORM pglogq._cluster_route(keys);  -- a key of another shard: PQ078
+        END IF;
     END IF;
     IF idempotency_keys IS NOT NULL OR deliver_at IS NOT NULL OR delay IS NOT NULL THEN
         IF idempotency_keys IS NOT NULL AND cardinality(idempotency_keys) <> cardinality(payloads) THEN

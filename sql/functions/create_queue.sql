@@ -2,7 +2,7 @@
 -- Parameters: queue_name  ASCII name, letters/digits/_.-, at most 48 bytes
 -- Returns:    true if created, false if it already existed (nothing changed).
 -- Raises:     PQ004 invalid name.
--- Tables:     queue, tick and event partitions (created: tick_<id> with its 3 rotated slots,
+-- Tables:     queue (sharded on a cluster member), cluster_node (read), tick and event partitions (created: tick_<id> with its 3 rotated slots,
 --             event_<id> with its ntables children), a per-queue id sequence.
 -- Concurrency: racing creators of one name serialise on an advisory lock; one wins.  Locks in
 -- drop_queue's order: the name's advisory lock, the registry lock, then the event table.
@@ -22,7 +22,10 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pglogq.queue x WHERE x.queue_name = create_queue.queue_name) THEN
         RETURN false;
     END IF;
-    INSERT INTO pglogq.queue (queue_name) VALUES (create_queue.queue_name) RETURNING * INTO q;
+    -- on a cluster member the queue is sharded (its keyed sends are routed by the shard map)
+    INSERT INTO pglogq.queue (queue_name, sharded)
+    VALUES (create_queue.queue_name, EXISTS (SELECT 1 FROM pglogq.cluster_node))
+    RETURNING * INTO q;
     qtab := 'event_' || q.queue_id;
     EXECUTE format('CREATE SEQUENCE pglogq.%I', qtab || '_seq');
     EXECUTE format('CREATE TABLE pglogq.%I PARTITION OF pglogq.event FOR VALUES IN (%s) PARTITION BY LIST (ev_slot)',

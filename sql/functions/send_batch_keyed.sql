@@ -9,7 +9,9 @@
 --             the other parameters as send_batch
 -- Returns:    the message ids, in the order of the array.
 -- Raises:     as send_batch; PQ007 when payloads is not a JSON array; PQ076 keys of another
---             length, one-dimensional only, with a NULL or an empty or longer than 255 bytes key.
+--             length, one-dimensional only, with a NULL or an empty or longer than 255 bytes key;
+--             PQ078 on a sharded queue, a key whose slot another shard owns, or (REPEATABLE READ)
+--             a transaction whose snapshot predates a change of the shard map (_cluster_route).
 -- Tables:     as send_batch.
 -- The one implementation of send_batch_json and send_keyed.  Clients use this JSON form: one JSON
 -- document is far cheaper to encode and ship than a jsonb[].  Without idempotency keys and delays
@@ -32,6 +34,7 @@ DECLARE
     done bigint;
     ids bigint[];
     parts integer;
+    sharded boolean;
 BEGIN
     IF payloads IS NULL OR jsonb_typeof(payloads) <> 'array' THEN
         RAISE EXCEPTION 'payloads must be a JSON array, got %', coalesce(jsonb_typeof(payloads), 'NULL')
@@ -43,8 +46,8 @@ BEGIN
     END IF;
     -- from here as send_batch without keys and delays, in the same order of checks
     PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send_batch_keyed.queue_name));
-    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.partitions
-      INTO qid, slot, seq, maxbytes, parts
+    SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.partitions, q.sharded
+      INTO qid, slot, seq, maxbytes, parts, sharded
       FROM pglogq.queue q WHERE q.queue_name = send_batch_keyed.queue_name;
     IF NOT FOUND THEN
         PERFORM pglogq._queue(queue_name);
@@ -62,6 +65,9 @@ BEGIN
     PERFORM pglogq._check_event('{}'::jsonb, type, headers, priority, maxbytes, NULL);
     IF keys IS NOT NULL THEN
         PERFORM pglogq._check_keys(keys, n);
+        IF sharded THEN
+            PERFORM pglogq._cluster_route(keys);  -- a key of another shard: PQ078
+        END IF;
     END IF;
     hsize := coalesce(pg_column_size(headers), 0);
     -- ids taken first, in the order of the array (the delivery order within the batch); no

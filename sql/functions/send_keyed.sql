@@ -4,7 +4,8 @@
 --             gets them in send order, one at a time (see send_batch_keyed); the other
 --             parameters as send
 -- Returns:    the message id.
--- Raises:     as send; PQ076 invalid key (NULL, empty or longer than 255 bytes).
+-- Raises:     as send; PQ076 invalid key (NULL, empty or longer than 255 bytes); PQ078 on a
+--             sharded queue, a key whose slot another shard owns (see send_batch_keyed).
 -- Tables:     as send_batch_keyed, which does the work (one event).
 CREATE OR REPLACE FUNCTION pglogq.send_keyed(
     queue_name text, payload jsonb, key text, type text DEFAULT NULL, headers jsonb DEFAULT NULL,

@@ -2,7 +2,8 @@
 -- Parameters: queue_name; consumer_name  ASCII name, at most 63 bytes
 -- Returns:    true if subscribed, false if it already was (nothing changed).
 -- Raises:     PQ001 unknown queue; PQ004 invalid name.
--- Tables:     subscriber and sub_state (insert), tick (read).
+-- Tables:     subscriber and sub_state (insert), tick (read); on a sharded queue, cluster_gate
+--             (a gate per unfinished import of this shard, see cluster_import).
 -- On a partitioned queue the consumer gets one stream per partition too (subscriber rows with
 -- parent_id and stream set), each with a cursor at the same tick: receive reads them; on a queue
 -- with an urgent lane, the lane's stream (stream -1).
@@ -45,6 +46,14 @@ BEGIN
         )
         INSERT INTO pglogq.sub_state (sub_id, last_tick, handed_from)
         SELECT st.sub_id, last, snap FROM st;
+    END IF;
+    IF q.sharded THEN
+        -- slots being imported here: the consumer may get their keys' events only after it
+        -- finished the old shard up to the move's fence
+        INSERT INTO pglogq.cluster_gate (move_id, queue_id, sub_id)
+        SELECT m.move_id, q.queue_id, new_id
+          FROM pglogq.cluster_move m JOIN pglogq.cluster_node n ON n.shard_name = m.to_shard
+         WHERE m.state <> 'done';
     END IF;
     RETURN true;
 END $$;

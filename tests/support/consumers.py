@@ -31,6 +31,10 @@ class Spec:
     handlers: list[tuple[str, tuple[str | None, ...], Callable[..., Any]]] = field(default_factory=list)
     post_build: Callable[[Any], None] | None = None
     """Called with the consumer once it is built (tests that need to reach inside)."""
+    sharded: list[str] | None = None
+    """Seed DSNs of a cluster: the consumer gets a ShardedClient (AsyncShardedClient) of them,
+    made in its own thread or event loop and closed after it (``dsn`` is then unused)."""
+    sharded_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def handler(self, *types: str | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -47,6 +51,19 @@ class Spec:
         return deco
 
 
+def close_thread(c: pglogq.Consumer) -> None:
+    """Close the consumer's client, and the sharded client a Spec made for it."""
+    c.close()
+    if c.sharded_client is not None:
+        c.sharded_client.close()
+
+
+async def close_async(c: pglogq.AsyncConsumer) -> None:
+    await c.aclose()
+    if c.sharded_client is not None:
+        await c.sharded_client.close()
+
+
 def _wrap_async(fn: Callable[..., Any]) -> Callable[..., Any]:
     async def call(arg: Any) -> None:
         result = fn(arg)
@@ -57,7 +74,8 @@ def _wrap_async(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_thread(spec: Spec) -> pglogq.Consumer:
-    c = pglogq.Consumer(spec.dsn, spec.queue, spec.consumer, **spec.kwargs)
+    target: Any = spec.dsn if spec.sharded is None else pglogq.ShardedClient(spec.sharded, **spec.sharded_kwargs)
+    c = pglogq.Consumer(target, spec.queue, spec.consumer, **spec.kwargs)
     for kind, types, fn in spec.handlers:
         getattr(c, kind)(*types)(fn)
     if spec.post_build is not None:
@@ -66,7 +84,8 @@ def build_thread(spec: Spec) -> pglogq.Consumer:
 
 
 def build_async(spec: Spec) -> pglogq.AsyncConsumer:
-    c = pglogq.AsyncConsumer(spec.dsn, spec.queue, spec.consumer, **spec.kwargs)
+    target: Any = spec.dsn if spec.sharded is None else pglogq.AsyncShardedClient(spec.sharded, **spec.sharded_kwargs)
+    c = pglogq.AsyncConsumer(target, spec.queue, spec.consumer, **spec.kwargs)
     for kind, types, fn in spec.handlers:
         getattr(c, kind)(*types)(_wrap_async(fn))
     if spec.post_build is not None:
@@ -96,7 +115,7 @@ class Running:
                 try:
                     self.stats = self.consumer.run(**self.run_kwargs)
                 finally:
-                    self.consumer.close()
+                    close_thread(self.consumer)
             else:
                 self.loop = asyncio.new_event_loop()
                 self.stats = self.loop.run_until_complete(self._amain())
@@ -114,7 +133,7 @@ class Running:
             result: pglogq.RunStats = await self.consumer.run(**self.run_kwargs)
             return result
         finally:
-            await self.consumer.aclose()
+            await close_async(self.consumer)
 
     def start(self) -> Running:
         self.thread.start()
@@ -143,7 +162,7 @@ def run_once(mode: str, spec: Spec, **run_kwargs: Any) -> pglogq.RunStats:
         try:
             return c.run(**run_kwargs)
         finally:
-            c.close()
+            close_thread(c)
 
     async def main() -> pglogq.RunStats:
         c = build_async(spec)
@@ -151,7 +170,7 @@ def run_once(mode: str, spec: Spec, **run_kwargs: Any) -> pglogq.RunStats:
             result: pglogq.RunStats = await c.run(**run_kwargs)
             return result
         finally:
-            await c.aclose()
+            await close_async(c)
 
     return asyncio.run(main())
 
