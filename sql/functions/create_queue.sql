@@ -35,6 +35,9 @@ BEGIN
                        ' WITH (autovacuum_vacuum_insert_threshold = -1)',
                        qtab || '_' || n, qtab, n);
     END LOOP;
+    -- the events of a priority other than the default: _batch_page reads a batch without them
+    -- in index order instead of sorting it (migration 0022)
+    EXECUTE format('CREATE INDEX %I ON pglogq.%I (ev_txid) WHERE ev_priority <> 100', qtab || '_prio_idx', qtab);
     -- the tick partition is made apart and then attached: ATTACH locks the parent tick table in
     -- SHARE UPDATE EXCLUSIVE mode, which lets receivers and tickers of other queues go on (a
     -- CREATE ... PARTITION OF would lock it exclusively, after the event table's lock above:

@@ -1,0 +1,488 @@
+"""The orchestrator of a sharded cluster: one queue across several PostgreSQL servers (issue 15).
+
+Every shard stores the same shard map (``pglogq.cluster_map()``): 16,384 hash slots
+(``pglogq.key_slot``) in ranges, each owned by one shard, under one version that grows by one per
+change.  This module changes the map through the SQL API of every shard, synchronously (it is
+what ``pglogq cluster ...`` runs):
+
+- :func:`init` makes databases the shards of a new cluster (map version 1, slots spread evenly);
+- :func:`status` reads every shard's map, version and unfinished moves;
+- :func:`move_slots` moves a slot range to a shard, one move per current owner, each a new map
+  version: ``cluster_import`` on the target, ``cluster_export`` then ``cluster_fence`` on the
+  source, ``cluster_finish_move`` on the target and then on the source, and the new map applied
+  on every other shard; a move left half done (a crash, a shard that went away) is finished by
+  ``move_slots(..., resume=True)``, every step being idempotent;
+- :func:`add_shard` joins a new database with the current map (and may move it an even share);
+- :func:`remove_shard` moves a shard's slots away, then drops it from the map.
+
+One operation runs at a time: each holds a session advisory lock on the cluster's first shard
+(by name) and checks that every shard has the same map version and no unfinished move first.
+The DSNs stored in the map carry no password: connections to the other shards take their
+credentials (user, password, passfile, SSL files) from the seed DSN given here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.types.json import Jsonb
+
+from pglogq.errors import InvalidShardMap, PglogqError, ShardUnavailable, translate
+
+SLOT_COUNT = 16384
+DEFAULT_CLUSTER = "pglogq"
+# what a client brings from its own DSN to every shard's (the map stores none of it)
+CREDENTIAL_KEYS = ("user", "password", "passfile", "sslmode", "sslcert", "sslkey", "sslrootcert",
+                   "sslpassword", "sslcrl", "connect_timeout")
+# never stored in the map
+SECRET_KEYS = ("password", "passfile", "sslpassword")
+_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtext('pglogq.cluster.admin'))"
+_UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtext('pglogq.cluster.admin'))"
+
+
+# -- DSNs ----------------------------------------------------------------------------------------
+
+
+def public_dsn(dsn: str) -> str:
+    """``dsn`` without its password (what the map stores: every shard and client reads it)."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidShardMap(f"cannot parse the DSN: {exc}") from exc
+    return make_conninfo("", **{k: v for k, v in parts.items() if k not in SECRET_KEYS and v is not None})
+
+
+def shard_dsn(map_dsn: str, seed_dsn: str) -> str:
+    """A shard's DSN from the map completed with the credentials of ``seed_dsn``."""
+    seed = conninfo_to_dict(seed_dsn)
+    target = conninfo_to_dict(map_dsn)
+    for key in CREDENTIAL_KEYS:
+        if key not in target and seed.get(key) is not None:
+            target[key] = seed[key]
+    return make_conninfo("", **{k: v for k, v in target.items() if v is not None})
+
+
+def describe(dsn: str) -> str:
+    """A DSN for messages: host, port and database, never a password."""
+    try:
+        d = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(a DSN that cannot be parsed)"
+    return f"{d.get('host') or 'localhost'}:{d.get('port') or 5432}/{d.get('dbname') or d.get('user') or ''}"
+
+
+# -- talking to shards ---------------------------------------------------------------------------
+
+
+def connect(dsn: str, name: str | None = None) -> psycopg.Connection[Any]:
+    """An autocommit connection to a shard, or :class:`ShardUnavailable`."""
+    try:
+        return psycopg.connect(dsn, autocommit=True, connect_timeout=10, application_name="pglogq-cluster",
+                               prepare_threshold=None)
+    except psycopg.OperationalError as exc:
+        why = " ".join(str(exc).split())
+        who = f'shard "{name}" ({describe(dsn)})' if name else describe(dsn)
+        raise ShardUnavailable(f"{who} did not answer: {why}") from exc
+
+
+def call(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] = ()) -> Any:
+    """The first column of the first row of one SQL call; pglogq errors translated."""
+    try:
+        row = conn.execute(sql, params).fetchone()
+    except psycopg.OperationalError as exc:
+        if exc.sqlstate and not exc.sqlstate.startswith("08"):
+            raise translate(exc) from exc
+        raise ShardUnavailable(f"{describe(conn.info.dsn)} went away: {' '.join(str(exc).split())}") from exc
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+    return None if row is None else row[0]
+
+
+def read_map(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """``pglogq.cluster_map()`` of one shard."""
+    got = call(conn, "SELECT pglogq.cluster_map()")
+    assert isinstance(got, dict)
+    return got
+
+
+def even_ranges(names: Sequence[str]) -> list[dict[str, Any]]:
+    """Slots 0..16383 in len(names) contiguous ranges of (nearly) equal size, in that order."""
+    n = len(names)
+    return [{"lo": i * SLOT_COUNT // n, "hi": (i + 1) * SLOT_COUNT // n - 1, "shard": name}
+            for i, name in enumerate(names)]
+
+
+def slot_counts(cmap: dict[str, Any]) -> dict[str, int]:
+    """Shard name → how many slots it owns (0 for a shard without ranges)."""
+    counts = {s["name"]: 0 for s in cmap["shards"]}
+    for r in cmap["ranges"]:
+        counts[r["shard"]] += r["hi"] - r["lo"] + 1
+    return counts
+
+
+class _Cluster:
+    """Connections to the shards of one map, opened on demand, closed together."""
+
+    def __init__(self, seed: str) -> None:
+        self.seed = seed
+        self.conns: dict[str, psycopg.Connection[Any]] = {}
+        seed_conn = connect(seed)
+        try:
+            self.map = read_map(seed_conn)
+        except BaseException:
+            seed_conn.close()
+            raise
+        self.conns[self.map["self"]] = seed_conn
+        self.lock_conn: psycopg.Connection[Any] | None = None
+
+    def dsn_of(self, name: str) -> str:
+        for s in self.map["shards"]:
+            if s["name"] == name:
+                return shard_dsn(str(s["dsn"]), self.seed)
+        raise InvalidShardMap(f'no shard "{name}" in map version {self.map["version"]}'
+                              f' (shards: {", ".join(s["name"] for s in self.map["shards"])})')
+
+    def conn(self, name: str) -> psycopg.Connection[Any]:
+        if name not in self.conns or self.conns[name].closed:
+            self.conns[name] = connect(self.dsn_of(name), name)
+        return self.conns[name]
+
+    def maps(self) -> dict[str, dict[str, Any]]:
+        """Every shard's map (all must answer)."""
+        return {s["name"]: read_map(self.conn(s["name"])) for s in self.map["shards"]}
+
+    def lock(self) -> None:
+        """The cluster's operation lock, on its first shard by name."""
+        first = min(s["name"] for s in self.map["shards"])
+        conn = self.conn(first)
+        if not call(conn, _LOCK_SQL):
+            raise ShardUnavailable(
+                f'another cluster operation is running (it holds the lock on shard "{first}")',
+                hint="wait for it to end; a crashed one releases the lock with its connection")
+        self.lock_conn = conn
+
+    def close(self) -> None:
+        if self.lock_conn is not None and not self.lock_conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                self.lock_conn.execute(_UNLOCK_SQL)
+        for c in self.conns.values():
+            c.close()
+
+
+@contextlib.contextmanager
+def _cluster(seed: str, *, lock: bool = True) -> Iterator[_Cluster]:
+    cl = _Cluster(seed)
+    try:
+        if lock:
+            cl.lock()
+        yield cl
+    finally:
+        cl.close()
+
+
+def _latest(cl: _Cluster) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Every shard's map (the highest version becomes ``cl.map``) and the unfinished moves."""
+    maps = cl.maps()
+    best = max(maps.values(), key=lambda m: int(m["version"]))
+    if int(best["version"]) > int(cl.map["version"]):
+        cl.map = best
+        maps = cl.maps()  # a shard the seed's map did not list yet
+        best = max(maps.values(), key=lambda m: int(m["version"]))
+    cl.map = best
+    unfinished: dict[int, dict[str, Any]] = {}
+    for m in maps.values():
+        for mv in m["moves"]:
+            if mv["state"] != "done":
+                unfinished.setdefault(int(mv["move_id"]), mv)
+    return maps, [unfinished[k] for k in sorted(unfinished)]
+
+
+def _in_step(cl: _Cluster) -> dict[str, Any]:
+    """The current map, after bringing every lagging shard up to it; refused while a move is
+    unfinished (``resume`` finishes it)."""
+    maps, unfinished = _latest(cl)
+    if unfinished:
+        ids = ", ".join(str(mv["move_id"]) for mv in unfinished)
+        raise InvalidShardMap(f"move {ids} is unfinished",
+                              hint="pglogq cluster move-slots --resume finishes it")
+    for name, m in maps.items():
+        if int(m["version"]) < int(cl.map["version"]) and any(s["name"] == name for s in cl.map["shards"]):
+            call(cl.conn(name), "SELECT pglogq.cluster_apply(%s)", (Jsonb(_bare(cl.map)),))
+    return cl.map
+
+
+def _bare(cmap: dict[str, Any]) -> dict[str, Any]:
+    return {"cluster": cmap["cluster"], "version": cmap["version"], "slot_count": SLOT_COUNT,
+            "shards": cmap["shards"], "ranges": cmap["ranges"]}
+
+
+# -- the operations ------------------------------------------------------------------------------
+
+
+def init(dsns: Sequence[str], names: Sequence[str] | None = None, *,
+         cluster_name: str = DEFAULT_CLUSTER) -> dict[str, Any]:
+    """Make the databases of ``dsns`` the shards of a new cluster: map version 1, the slots in
+    contiguous ranges of nearly equal size, in the order given.  ``names`` default to
+    ``shard0``, ``shard1``, ...  Running it again with the same arguments changes nothing (a run
+    cut short is finished that way).  Returns the map."""
+    if not dsns:
+        raise InvalidShardMap("a cluster needs at least one shard")
+    names = list(names) if names else [f"shard{i}" for i in range(len(dsns))]
+    if len(names) != len(dsns):
+        raise InvalidShardMap(f"{len(dsns)} DSNs and {len(names)} names: give one name per DSN")
+    if len(set(names)) != len(names):
+        raise InvalidShardMap("shard names must differ")
+    cmap = {"cluster": cluster_name, "version": 1, "slot_count": SLOT_COUNT,
+            "shards": [{"name": n, "dsn": public_dsn(d)} for n, d in zip(names, dsns, strict=True)],
+            "ranges": even_ranges(names)}
+    conns = []
+    try:
+        for name, dsn in zip(names, dsns, strict=True):
+            conns.append((name, connect(dsn, name)))
+        joined: list[str] = []
+        for name, conn in conns:
+            try:
+                call(conn, "SELECT pglogq.cluster_join(%s, %s, %s)", (cluster_name, name, Jsonb(cmap)))
+            except ShardUnavailable as exc:
+                raise ShardUnavailable(f"{exc.message}; joined so far: {', '.join(joined) or 'none'}",
+                                       hint="run the same init again to finish") from exc
+            joined.append(name)
+        return read_map(conns[0][1])
+    finally:
+        for _, conn in conns:
+            conn.close()
+
+
+def status(seed: str) -> dict[str, Any]:
+    """The cluster as every shard sees it: ``{"cluster", "version" (the highest), "consistent"
+    (every shard answered with that version and no move is unfinished), "shards": [{"name",
+    "dsn", "version", "reachable", "slots", "ranges", "error"}], "moves": [unfinished moves]}``."""
+    with _cluster(seed, lock=False) as cl:
+        shards: list[dict[str, Any]] = []
+        maps: dict[str, dict[str, Any]] = {}
+        for s in cl.map["shards"]:
+            entry: dict[str, Any] = {"name": s["name"], "dsn": s["dsn"], "version": None, "reachable": False,
+                                     "slots": 0, "ranges": [], "error": None}
+            try:
+                m = read_map(cl.conn(s["name"]))
+            except PglogqError as exc:
+                entry["error"] = str(exc)
+            else:
+                maps[s["name"]] = m
+                entry.update(version=m["version"], reachable=True)
+            shards.append(entry)
+        best = max(maps.values(), key=lambda m: int(m["version"])) if maps else cl.map
+        counts = slot_counts(best)
+        for entry in shards:
+            entry["slots"] = counts.get(entry["name"], 0)
+            entry["ranges"] = [[r["lo"], r["hi"]] for r in best["ranges"] if r["shard"] == entry["name"]]
+        moves: dict[int, dict[str, Any]] = {}
+        for name, m in maps.items():
+            for mv in m["moves"]:
+                if mv["state"] != "done" or mv["gates"]:
+                    got = moves.setdefault(int(mv["move_id"]), {
+                        k: mv[k] for k in ("move_id", "map_version", "slot_lo", "slot_hi", "from_shard", "to_shard")}
+                        | {"states": {}, "fences": None, "gates": 0})
+                    got["states"][name] = mv["state"]
+                    got["fences"] = got["fences"] or mv["fences"]
+                    got["gates"] += mv["gates"]
+        unfinished = [mv for mv in moves.values() if any(st != "done" for st in mv["states"].values())]
+        gated = [mv for mv in moves.values() if mv not in unfinished]
+        consistent = (len(maps) == len(shards) and not unfinished
+                      and all(int(m["version"]) == int(best["version"]) for m in maps.values()))
+        return {"cluster": best["cluster"], "version": best["version"], "consistent": consistent,
+                "shards": shards, "moves": sorted(unfinished, key=lambda mv: mv["move_id"]),
+                "gated_moves": sorted(gated, key=lambda mv: mv["move_id"])}
+
+
+def _plan(cmap: dict[str, Any], lo: int, hi: int, to_shard: str) -> list[tuple[int, int, str]]:
+    """(lo, hi, owner) of each part of lo..hi that is not ``to_shard``'s yet."""
+    parts = []
+    for r in cmap["ranges"]:
+        a, b = max(lo, r["lo"]), min(hi, r["hi"])
+        if a <= b and r["shard"] != to_shard:
+            parts.append((a, b, str(r["shard"])))
+    return parts
+
+
+def _run_move(cl: _Cluster, mv: dict[str, Any]) -> dict[str, Any]:
+    """Every step of one move, each idempotent (a resume runs them all again)."""
+    move = {k: mv[k] for k in ("move_id", "map_version", "slot_lo", "slot_hi", "from_shard", "to_shard")}
+    target, source = cl.conn(move["to_shard"]), cl.conn(move["from_shard"])
+    call(target, "SELECT pglogq.cluster_import(%s)", (Jsonb(move),))
+    for attempt in range(5):
+        try:
+            call(source, "SELECT pglogq.cluster_export(%s)", (Jsonb(move),))
+            break
+        except psycopg.errors.DeadlockDetected:  # a sending transaction that went to two queues
+            if attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    fences = call(source, "SELECT pglogq.cluster_fence(%s)", (move["move_id"],))
+    call(target, "SELECT pglogq.cluster_finish_move(%s, %s)", (move["move_id"], Jsonb(fences)))
+    call(source, "SELECT pglogq.cluster_finish_move(%s, %s)", (move["move_id"], Jsonb(fences)))
+    cl.map = read_map(target)
+    failed = []
+    for s in cl.map["shards"]:
+        if s["name"] in (move["from_shard"], move["to_shard"]):
+            continue
+        try:
+            call(cl.conn(s["name"]), "SELECT pglogq.cluster_apply(%s)", (Jsonb(_bare(cl.map)),))
+        except ShardUnavailable as exc:
+            failed.append(exc.message)
+    if failed:
+        raise ShardUnavailable(f"move {move['move_id']} is done, but map version {cl.map['version']} could not"
+                               f" be applied everywhere: {'; '.join(failed)}",
+                               hint="the next cluster command brings those shards up to date")
+    return move | {"fences": fences}
+
+
+def move_slots(seed: str, lo: int | None = None, hi: int | None = None, to_shard: str | None = None, *,
+               resume: bool = False) -> list[dict[str, Any]]:
+    """Move slots ``lo``..``hi`` to shard ``to_shard``: one move per current owner of a part of
+    the range (a part that is ``to_shard``'s already stays), each its own map version.  With
+    ``resume``, first finish the unfinished moves (a crash half way); the range may then be left
+    out.  Returns the moves made or finished, each with its fences ({queue: tick on the
+    source})."""
+    with _cluster(seed) as cl:
+        done: list[dict[str, Any]] = []
+        if resume:
+            _, unfinished = _latest(cl)
+            for mv in unfinished:
+                done.append(_run_move(cl, mv))
+        if lo is None and hi is None and to_shard is None:
+            if not resume:
+                raise InvalidShardMap("give the slots and the target shard (or resume)")
+            _in_step(cl)
+            return done
+        if lo is None or hi is None or to_shard is None:
+            raise InvalidShardMap("give both ends of the slot range and the target shard")
+        if not (0 <= lo <= hi < SLOT_COUNT):
+            raise InvalidShardMap(f"slots {lo}-{hi} are not within 0..{SLOT_COUNT - 1} (lo <= hi)")
+        cmap = _in_step(cl)
+        cl.dsn_of(to_shard)  # an unknown target: InvalidShardMap naming the shards
+        for a, b, owner in _plan(cmap, lo, hi, to_shard):
+            v = int(cl.map["version"]) + 1
+            done.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,
+                                       "from_shard": owner, "to_shard": to_shard}))
+        return done
+
+
+def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool = False) -> dict[str, Any]:
+    """Join the database of ``dsn`` to the cluster as shard ``name`` (default: the first free
+    ``shardN``), with no slots; with ``rebalance``, then move it an even share (taken from the
+    shards with the most slots, in contiguous ranges).  Returns ``{"map": the map, "moves":
+    [moves made]}``."""
+    with _cluster(seed) as cl:
+        cmap = _in_step(cl)
+        taken = {s["name"] for s in cmap["shards"]}
+        if name is None:
+            name = next(f"shard{i}" for i in range(len(taken) + 1) if f"shard{i}" not in taken)
+        new_dsn = public_dsn(dsn)
+        if name in taken:
+            listed = next(s for s in cmap["shards"] if s["name"] == name)
+            if listed["dsn"] != new_dsn:
+                raise InvalidShardMap(f'shard "{name}" exists already, with another DSN')
+            new_map = cmap
+        else:
+            new_map = _bare(cmap) | {"version": int(cmap["version"]) + 1,
+                                     "shards": [*cmap["shards"], {"name": name, "dsn": new_dsn}]}
+        with contextlib.closing(connect(dsn, name)) as conn:
+            call(conn, "SELECT pglogq.cluster_join(%s, %s, %s)", (cmap["cluster"], name, Jsonb(new_map)))
+        for s in cmap["shards"]:
+            call(cl.conn(s["name"]), "SELECT pglogq.cluster_apply(%s)", (Jsonb(_bare(new_map)),))
+        cl.map = read_map(cl.conn(name))
+        moves: list[dict[str, Any]] = []
+        if rebalance:
+            for a, b, owner in _rebalance_plan(cl.map, name):
+                v = int(cl.map["version"]) + 1
+                moves.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,
+                                            "from_shard": owner, "to_shard": name}))
+        return {"map": cl.map, "moves": moves}
+
+
+def _rebalance_plan(cmap: dict[str, Any], new: str) -> list[tuple[int, int, str]]:
+    """Contiguous pieces to move to shard ``new`` so that it gets an even share: from each shard
+    its slots above the share, taken from the top of its ranges."""
+    counts = slot_counts(cmap)
+    share = SLOT_COUNT // len(counts)
+    want = share - counts[new]
+    plan: list[tuple[int, int, str]] = []
+    for owner in sorted(counts, key=lambda s: (-counts[s], s)):
+        if want <= 0:
+            break
+        if owner == new:
+            continue
+        spare = min(counts[owner] - share, want)
+        for r in sorted((r for r in cmap["ranges"] if r["shard"] == owner), key=lambda r: -int(r["hi"])):
+            if spare <= 0:
+                break
+            k = min(spare, r["hi"] - r["lo"] + 1)
+            plan.append((r["hi"] - k + 1, r["hi"], owner))
+            spare -= k
+            want -= k
+    return plan
+
+
+def remove_shard(seed: str, name: str, *, force: bool = False) -> dict[str, Any]:
+    """Move every slot of shard ``name`` to the other shards (evenly, in contiguous pieces), then
+    drop it from the map and end its membership (``cluster_leave``).  While consumers are still
+    gated on another shard by a move from it (they have not finished its events up to the
+    move's fence: its DSN stays in the map so that they can), the shard stays listed without
+    slots and :class:`ShardUnavailable` says so: run it again later, or ``force`` to drop it
+    anyway.  Returns ``{"map": the map, "moves": [moves made], "removed": bool}``."""
+    if not isinstance(name, str) or not name:
+        raise InvalidShardMap("name the shard to remove")
+    with _cluster(seed) as cl:
+        cmap = _in_step(cl)
+        cl.dsn_of(name)
+        others = sorted(s["name"] for s in cmap["shards"] if s["name"] != name)
+        if not others:
+            raise InvalidShardMap(f'shard "{name}" is the only shard: a cluster keeps one')
+        moves: list[dict[str, Any]] = []
+        for a, b, to in _spread_plan(cmap, name, others):
+            v = int(cl.map["version"]) + 1
+            moves.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,
+                                        "from_shard": name, "to_shard": to}))
+        gated = 0
+        for other in others:
+            m = read_map(cl.conn(other))
+            gated += sum(int(mv["gates"]) for mv in m["moves"] if mv["from_shard"] == name)
+        if gated and not force:
+            raise ShardUnavailable(
+                f'shard "{name}" has no slots left, but {gated} consumer gate(s) still wait for consumers to '
+                f"finish its events; it stays in the map until then",
+                hint="run remove-shard again later (or with --force to drop it now)")
+        final = _bare(cl.map) | {"version": int(cl.map["version"]) + 1,
+                                 "shards": [s for s in cl.map["shards"] if s["name"] != name]}
+        removed_conn = cl.conn(name)
+        for other in others:
+            call(cl.conn(other), "SELECT pglogq.cluster_apply(%s)", (Jsonb(final),))
+        call(removed_conn, "SELECT pglogq.cluster_leave()")
+        cl.map = read_map(cl.conn(others[0]))
+        return {"map": cl.map, "moves": moves, "removed": True}
+
+
+def _spread_plan(cmap: dict[str, Any], name: str, others: list[str]) -> list[tuple[int, int, str]]:
+    """Pieces of shard ``name``'s ranges for each of ``others``, nearly equal in size."""
+    slots = [(r["lo"], r["hi"]) for r in sorted(cmap["ranges"], key=lambda r: int(r["lo"])) if r["shard"] == name]
+    total = sum(b - a + 1 for a, b in slots)
+    if not total:
+        return []
+    quotas = [total // len(others) + (1 if i < total % len(others) else 0) for i in range(len(others))]
+    plan: list[tuple[int, int, str]] = []
+    i = 0
+    for a, b in slots:
+        while a <= b:
+            while quotas[i] == 0:
+                i += 1
+            k = min(quotas[i], b - a + 1)
+            plan.append((a, a + k - 1, others[i]))
+            quotas[i] -= k
+            a += k
+    return plan

@@ -1,0 +1,505 @@
+"""Sharding through SQL (issue 15): the shard map, moves of slots, the moved answer of keyed sends,
+the fences and the gates.  A cluster here is several databases of one server (``new_db``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
+
+from pglogq import cluster_admin
+from pglogq.keys import key_slot
+from tests.support.db import is_superuser
+from tests.support.waiting import wait_for
+
+Conn = psycopg.Connection[Any]
+
+
+def key_in(lo: int, hi: int) -> str:
+    """A key whose slot lies in lo..hi."""
+    for i in range(1_000_000):
+        k = f"k{i}"
+        if lo <= key_slot(k) <= hi:
+            return k
+    raise AssertionError("no key found")
+
+
+def fails(conn: Conn, code: str, sql: str, params: Any = ()) -> psycopg.Error:
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(sql, params)
+    assert exc.value.sqlstate == code, (exc.value.sqlstate, str(exc.value))
+    return exc.value
+
+
+def one(conn: Conn, sql: str, params: Any = ()) -> Any:
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def two_map(dsns: list[str], version: int = 1) -> dict[str, Any]:
+    return {"version": version, "shards": [{"name": "a", "dsn": "dbname=a"}, {"name": "b", "dsn": "dbname=b"}],
+            "ranges": [{"lo": 0, "hi": 8191, "shard": "a"}, {"lo": 8192, "hi": 16383, "shard": "b"}]}
+
+
+@pytest.fixture
+def pair(new_db: Callable[[], str]) -> Iterator[tuple[Conn, Conn]]:
+    """Two shards a (slots 0-8191) and b (8192-16383) of cluster "c1", each with queue q and
+    consumer c (subscribed before the join: the join marks the queue sharded)."""
+    dsns = [new_db(), new_db()]
+    conns = [psycopg.connect(d, autocommit=True) for d in dsns]
+    for conn in conns:
+        conn.execute("SELECT pglogq.create_queue('q')")
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+    cluster_admin.init(dsns, ["a", "b"], cluster_name="c1")
+    yield conns[0], conns[1]
+    for conn in conns:
+        conn.close()
+
+
+def move(lo: int, hi: int, src: str, dst: str, version: int = 2, move_id: int | None = None) -> Jsonb:
+    return Jsonb({"move_id": move_id or version, "map_version": version, "slot_lo": lo, "slot_hi": hi,
+                  "from_shard": src, "to_shard": dst})
+
+
+def full_move(a: Conn, b: Conn, lo: int, hi: int, version: int = 2) -> dict[str, int]:
+    """Slots lo..hi from a to b, every step."""
+    assert one(b, "SELECT pglogq.cluster_import(%s)", (move(lo, hi, "a", "b", version),))
+    assert one(a, "SELECT pglogq.cluster_export(%s)", (move(lo, hi, "a", "b", version),))
+    fences = one(a, "SELECT pglogq.cluster_fence(%s)", (version,))
+    assert one(b, "SELECT pglogq.cluster_finish_move(%s, %s)", (version, Jsonb(fences)))
+    assert one(a, "SELECT pglogq.cluster_finish_move(%s, NULL)", (version,))
+    return dict(fences)
+
+
+# -- membership and the map ----------------------------------------------------------------------
+
+
+def test_join_gives_every_shard_the_map_and_marks_queues_sharded(pair: tuple[Conn, Conn]) -> None:
+    a, b = pair
+    for conn, me in ((a, "a"), (b, "b")):
+        m = one(conn, "SELECT pglogq.cluster_map()")
+        assert m["cluster"] == "c1" and m["self"] == me and m["version"] == 1 and m["slot_count"] == 16384
+        assert [s["name"] for s in m["shards"]] == ["a", "b"]
+        assert m["ranges"] == [{"lo": 0, "hi": 8191, "shard": "a"}, {"lo": 8192, "hi": 16383, "shard": "b"}]
+        assert m["moves"] == []
+        assert one(conn, "SELECT sharded FROM pglogq.queue WHERE queue_name = 'q'") is True
+        conn.execute("SELECT pglogq.create_queue('later')")
+        assert one(conn, "SELECT sharded FROM pglogq.queue WHERE queue_name = 'later'") is True
+    # the same join again changes nothing; another name or cluster is refused
+    cmap = one(a, "SELECT pglogq.cluster_map()")
+    assert one(a, "SELECT pglogq.cluster_join('c1', 'a', %s)", (Jsonb(cmap),)) is False
+    fails(a, "PQ081", "SELECT pglogq.cluster_join('c2', 'a', %s)", (Jsonb(cmap | {"cluster": "c2"}),))
+    fails(a, "PQ081", "SELECT pglogq.cluster_join('c1', 'b', %s)", (Jsonb(cmap),))
+    # leaving: no queue is sharded, the map is gone
+    assert one(a, "SELECT pglogq.cluster_leave()") is True
+    assert one(a, "SELECT count(*) FROM pglogq.queue WHERE sharded") == 0
+    fails(a, "PQ082", "SELECT pglogq.cluster_map()")
+    assert one(a, "SELECT pglogq.cluster_leave()") is False
+
+
+def test_a_non_member_refuses_every_cluster_function_and_routes_nothing(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.create_queue('q')")
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        for sql, params in [
+            ("SELECT pglogq.cluster_map()", ()),
+            ("SELECT pglogq.cluster_apply(%s)", (Jsonb(two_map([])),)),
+            ("SELECT pglogq.cluster_import(%s)", (move(0, 1, "a", "b"),)),
+            ("SELECT pglogq.cluster_export(%s)", (move(0, 1, "a", "b"),)),
+            ("SELECT pglogq.cluster_fence(2)", ()),
+            ("SELECT pglogq.cluster_finish_move(2, '{}')", ()),
+            ("SELECT pglogq.cluster_fence_passed('q', 'c', 1)", ()),
+            ("SELECT pglogq.cluster_gate_pass('q', 'c', 2)", ()),
+        ]:
+            fails(conn, "PQ082", sql, params)
+        assert one(conn, "SELECT pglogq.cluster_leave()") is False
+        assert one(conn, "SELECT sharded FROM pglogq.queue") is False
+        # every key is sent here
+        for i in range(20):
+            conn.execute("SELECT pglogq.send_keyed('q', '{}', %s)", (f"k{i}",))
+
+
+GOOD = two_map([])
+BAD_MAPS: list[Any] = [
+    None, "[]", '"x"', {"version": 1}, {"version": 1, "shards": [], "ranges": []},
+    GOOD | {"version": 0}, GOOD | {"version": "1"}, GOOD | {"version": 1.5},
+    {k: v for k, v in GOOD.items() if k != "version"},
+    GOOD | {"ranges": [{"lo": 0, "hi": 8190, "shard": "a"}, {"lo": 8192, "hi": 16383, "shard": "b"}]},  # hole
+    GOOD | {"ranges": [{"lo": 0, "hi": 8192, "shard": "a"}, {"lo": 8192, "hi": 16383, "shard": "b"}]},  # overlap
+    GOOD | {"ranges": [{"lo": 0, "hi": 8191, "shard": "a"}, {"lo": 8192, "hi": 16384, "shard": "b"}]},  # beyond
+    GOOD | {"ranges": [{"lo": -1, "hi": 8191, "shard": "a"}, {"lo": 8192, "hi": 16383, "shard": "b"}]},
+    GOOD | {"ranges": [{"lo": 0, "hi": 8191, "shard": "a"}, {"lo": 8192, "hi": 16383, "shard": "x"}]},  # unknown
+    GOOD | {"ranges": [{"lo": 0, "hi": 8191, "shard": "a"}]},  # slots left over at the end
+    GOOD | {"ranges": [{"lo": 0, "hi": 16383, "shard": "a"}, {"lo": 5, "hi": 4, "shard": "b"}]},  # lo > hi
+    GOOD | {"ranges": [{"lo": 0, "hi": 16383}]},
+    GOOD | {"ranges": [{"lo": 0, "hi": 16383, "shard": None}]},
+    GOOD | {"shards": [{"name": "a", "dsn": "dbname=a"}, {"name": "a", "dsn": "dbname=b"}]},  # repeated
+    GOOD | {"shards": [{"name": "a", "dsn": "dbname=a password=secret"}, {"name": "b", "dsn": "dbname=b"}]},
+    GOOD | {"shards": [{"name": "a", "dsn": "postgresql://u:secret@h/db"}, {"name": "b", "dsn": "dbname=b"}]},
+    GOOD | {"shards": [{"name": "a", "dsn": ""}, {"name": "b", "dsn": "dbname=b"}]},
+    GOOD | {"shards": [{"name": "a", "dsn": None}, {"name": "b", "dsn": "dbname=b"}]},
+    GOOD | {"shards": [{"name": "1a", "dsn": "x"}, {"name": "b", "dsn": "dbname=b"}]},
+    GOOD | {"slot_count": 100},
+    GOOD | {"cluster": "other"},
+]
+
+
+@pytest.mark.parametrize("bad", BAD_MAPS)
+def test_invalid_maps_are_refused_and_change_nothing(new_db: Callable[[], str], bad: Any) -> None:
+    with psycopg.connect(new_db(), autocommit=True) as conn:
+        param = Jsonb(bad) if isinstance(bad, dict) else bad
+        fails(conn, "PQ081", "SELECT pglogq.cluster_join('c1', 'a', %s::jsonb)", (param,))
+        fails(conn, "PQ082", "SELECT pglogq.cluster_map()")
+        # a member's cluster_apply refuses them too (with a newer version)
+        conn.execute("SELECT pglogq.cluster_join('c1', 'a', %s)", (Jsonb(GOOD),))
+        if isinstance(bad, dict) and bad.get("version") == 1:
+            param = Jsonb(bad | {"version": 2})
+        fails(conn, "PQ081", "SELECT pglogq.cluster_apply(%s::jsonb)", (param,))
+        assert one(conn, "SELECT pglogq.cluster_map()")["version"] == 1
+
+
+def test_bad_names_and_a_map_without_this_shard(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        good = Jsonb(two_map([]))
+        fails(conn, "PQ004", "SELECT pglogq.cluster_join(NULL, 'a', %s)", (good,))
+        fails(conn, "PQ004", "SELECT pglogq.cluster_join('c1', NULL, %s)", (good,))
+        fails(conn, "PQ004", "SELECT pglogq.cluster_join('c 1', 'a', %s)", (good,))
+        fails(conn, "PQ004", "SELECT pglogq.cluster_join('c1', 'a''; --', %s)", (good,))
+        fails(conn, "PQ081", "SELECT pglogq.cluster_join('c1', 'z', %s)", (good,))
+        conn.execute("SELECT pglogq.cluster_join('c1', 'a', %s)", (good,))
+        without = two_map([], 2) | {"shards": [{"name": "b", "dsn": "dbname=b"}],
+                                    "ranges": [{"lo": 0, "hi": 16383, "shard": "b"}]}
+        fails(conn, "PQ081", "SELECT pglogq.cluster_apply(%s)", (Jsonb(without),))
+
+
+def test_apply_versions_stale_equal_and_gaps(pair: tuple[Conn, Conn]) -> None:
+    a, _ = pair
+    cmap = one(a, "SELECT pglogq.cluster_map()")
+    bare = {k: cmap[k] for k in ("cluster", "version", "shards", "ranges")}
+    assert one(a, "SELECT pglogq.cluster_apply(%s)", (Jsonb(bare),)) is False  # same version, same map
+    changed = bare | {"ranges": [{"lo": 0, "hi": 99, "shard": "a"}, {"lo": 100, "hi": 16383, "shard": "b"}]}
+    err = fails(a, "PQ080", "SELECT pglogq.cluster_apply(%s)", (Jsonb(changed),))  # same version, other map
+    assert "1" in str(err)
+    # a gap is fine: a shard catching up
+    assert one(a, "SELECT pglogq.cluster_apply(%s)", (Jsonb(changed | {"version": 4}),)) is True
+    assert one(a, "SELECT pglogq.cluster_map()")["version"] == 4
+    err = fails(a, "PQ080", "SELECT pglogq.cluster_apply(%s)", (Jsonb(bare | {"version": 3}),))
+    assert "version 3" in str(err) and "version 4" in str(err)
+    # split ranges of one shard are the same map as the merged one
+    split = changed | {"version": 4, "ranges": [{"lo": 0, "hi": 49, "shard": "a"}, {"lo": 50, "hi": 99, "shard": "a"},
+                                                {"lo": 100, "hi": 16383, "shard": "b"}]}
+    assert one(a, "SELECT pglogq.cluster_apply(%s)", (Jsonb(split),)) is False
+
+
+# -- routing of keyed sends ----------------------------------------------------------------------
+
+
+def test_keyed_sends_of_another_shards_slot_are_moved_unkeyed_never(pair: tuple[Conn, Conn]) -> None:
+    a, b = pair
+    mine, theirs = key_in(0, 8191), key_in(8192, 16383)
+    assert one(a, "SELECT pglogq.send_keyed('q', '1', %s)", (mine,)) > 0
+    err = fails(a, "PQ078", "SELECT pglogq.send_keyed('q', '1', %s)", (theirs,))
+    detail = json.loads(err.diag.message_detail or "")
+    assert detail == {"slot": key_slot(theirs), "shard": "b", "version": 1}
+    assert f"slot {key_slot(theirs)}" in str(err) and '"b"' in str(err)
+    fails(a, "PQ078", "SELECT pglogq.send_batch_keyed('q', '[1, 2]', ARRAY[%s, %s])", (mine, theirs))
+    # the paths through _send_batch: idempotency keys, delays
+    fails(a, "PQ078", "SELECT pglogq.send_batch_keyed('q', '[1]', ARRAY[%s], idempotency_keys => ARRAY['i'])",
+          (theirs,))
+    fails(a, "PQ078", "SELECT pglogq.send_keyed('q', '1', %s, delay => '1 hour')", (theirs,))
+    assert one(b, "SELECT pglogq.send_keyed('q', '1', %s, delay => '1 hour')", (theirs,)) > 0
+    # unkeyed events go anywhere
+    for conn in (a, b):
+        conn.execute("SELECT pglogq.send('q', '1')")
+        conn.execute("SELECT pglogq.send_batch('q', ARRAY['1', '2']::jsonb[])")
+        conn.execute("SELECT pglogq.send_batch_json('q', '[1, 2]')")
+        conn.execute("SELECT pglogq.send_batch_keyed('q', '[1, 2]', NULL)")
+    # nothing of the refused sends was stored
+    assert one(a, "SELECT count(*) FROM pglogq.event WHERE ev_key IS NOT NULL") == 1
+
+
+def test_a_repeatable_read_transaction_across_a_map_change_is_moved(pair: tuple[Conn, Conn], new_db: Any) -> None:
+    a, b = pair
+    mine = key_in(100, 8191)  # stays a's
+    with psycopg.connect(a.info.dsn) as rr:
+        rr.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        rr.execute("SELECT pglogq.send_keyed('q', '1', %s)", (mine,))  # the snapshot is taken
+        rr.commit()
+        rr.execute("SELECT 1")  # a new transaction, its snapshot before the move
+        full_move(a, b, 0, 99)
+        err = fails(rr, "PQ078", "SELECT pglogq.send_keyed('q', '1', %s)", (mine,))
+        assert err.diag.message_hint == "retry the transaction"
+        assert json.loads(err.diag.message_detail or "")["version"] == 2
+        rr.rollback()
+        rr.execute("SELECT pglogq.send_keyed('q', '1', %s)", (mine,))  # retried: fine
+        rr.commit()
+    # READ COMMITTED sees the new map at once
+    a.execute("SELECT pglogq.send_keyed('q', '1', %s)", (mine,))
+    fails(a, "PQ078", "SELECT pglogq.send_keyed('q', '1', %s)", (key_in(0, 99),))
+
+
+# -- moves ---------------------------------------------------------------------------------------
+
+
+def test_import_and_export_contracts(pair: tuple[Conn, Conn]) -> None:
+    a, b = pair
+    fails(b, "PQ080", "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b", 1),))  # stale
+    fails(b, "PQ080", "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b", 3),))  # a gap
+    fails(b, "PQ081", "SELECT pglogq.cluster_import(%s)", (move(0, 99, "b", "a"),))  # not the target
+    fails(b, "PQ081", "SELECT pglogq.cluster_import(%s)", (move(8100, 8300, "a", "b"),))  # not all a's
+    fails(b, "PQ081", "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "x"),))  # unknown shard
+    fails(b, "PQ081", "SELECT pglogq.cluster_import(%s)", (move(0, 16384, "a", "b"),))
+    fails(b, "PQ081", "SELECT pglogq.cluster_import(%s)", (move(99, 0, "a", "b"),))
+    fails(b, "PQ081", "SELECT pglogq.cluster_import(NULL)")
+    fails(b, "PQ081", "SELECT pglogq.cluster_import('[]')")
+    fails(b, "PQ081", "SELECT pglogq.cluster_import(%s)", (Jsonb({"move_id": "x"}),))
+    assert one(b, "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),)) is True
+    assert one(b, "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),)) is False  # again: nothing
+    fails(b, "PQ081", "SELECT pglogq.cluster_import(%s)", (move(0, 98, "a", "b"),))  # same id, other move
+    m = one(b, "SELECT pglogq.cluster_map()")
+    assert m["version"] == 2 and m["ranges"][0] == {"lo": 0, "hi": 99, "shard": "b"}
+    assert [(x["move_id"], x["state"], x["fences"], x["gates"]) for x in m["moves"]] == [(2, "importing", None, 1)]
+    # another move overlapping the unfinished one is refused
+    fails(b, "PQ081", "SELECT pglogq.cluster_import(%s)", (move(50, 150, "a", "b", 3),))
+    # export: only by the source, at its version + 1
+    fails(a, "PQ081", "SELECT pglogq.cluster_export(%s)", (move(8192, 8200, "b", "a"),))
+    fails(a, "PQ080", "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b", 3),))
+    with psycopg.connect(a.info.dsn) as tx:  # fence in the export's own transaction: refused
+        tx.execute("SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),))
+        fails(tx, "PQ081", "SELECT pglogq.cluster_fence(2)")
+        tx.rollback()
+    with psycopg.connect(a.info.dsn) as tx:
+        tx.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        fails(tx, "PQ014", "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),))
+    assert one(a, "SELECT pglogq.cluster_map()")["version"] == 1
+    assert one(a, "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),)) is True
+    assert one(a, "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),)) is False
+    fails(a, "PQ081", "SELECT pglogq.cluster_finish_move(2, NULL)")  # no fences yet
+    fails(a, "PQ019", "SELECT pglogq.cluster_fence(NULL)")
+    fails(a, "PQ081", "SELECT pglogq.cluster_fence(77)")
+    fences = one(a, "SELECT pglogq.cluster_fence(2)")
+    assert set(fences) == {"q"} and fences["q"] > 1
+    assert one(a, "SELECT pglogq.cluster_fence(2)") == fences  # again: the same fences
+    # finish: the target wants the fences, as an object of ticks
+    for bad in (None, "[]", '{"q": "x"}', '{"q": 0}', '{"q": 1.5}'):
+        fails(b, "PQ081", "SELECT pglogq.cluster_finish_move(2, %s::jsonb)", (bad,))
+    fails(b, "PQ081", "SELECT pglogq.cluster_finish_move(9, '{}')")
+    fails(b, "PQ019", "SELECT pglogq.cluster_finish_move(NULL, '{}')")
+    assert one(b, "SELECT pglogq.cluster_finish_move(2, %s)", (Jsonb(fences),)) is True
+    assert one(b, "SELECT pglogq.cluster_finish_move(2, %s)", (Jsonb(fences),)) is False
+    fails(b, "PQ081", "SELECT pglogq.cluster_finish_move(2, '{\"q\": 1}')")
+    fails(a, "PQ081", "SELECT pglogq.cluster_finish_move(2, '{\"q\": 1}')")  # not the recorded fences
+    assert one(a, "SELECT pglogq.cluster_finish_move(2, %s)", (Jsonb(fences),)) is True
+    assert one(a, "SELECT pglogq.cluster_map()")["moves"] == []
+    assert [x["state"] for x in one(b, "SELECT pglogq.cluster_map()")["moves"]] == ["done"]  # a gate left
+    assert one(a, "SELECT pglogq.cluster_map()")["ranges"] == one(b, "SELECT pglogq.cluster_map()")["ranges"]
+
+
+def test_the_export_waits_for_a_sending_transaction_and_its_event_is_before_the_fence(
+        pair: tuple[Conn, Conn]) -> None:
+    a, b = pair
+    k = key_in(0, 99)
+    assert one(b, "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),))
+    sender = psycopg.connect(a.info.dsn)
+    sender.execute("SELECT pglogq.send_keyed('q', '\"early\"', %s)", (k,))  # not committed
+    pid = one(sender, "SELECT pg_backend_pid()")
+    done: list[Any] = []
+
+    def export() -> None:
+        with psycopg.connect(a.info.dsn, autocommit=True) as conn:
+            done.append(one(conn, "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),)))
+
+    t = threading.Thread(target=export)
+    t.start()
+    # the export waits for the sender's lock (an advisory lock held by pid)
+    wait_for(lambda: one(a, "SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = w.locktype"
+                            " AND h.objid = w.objid AND h.classid = w.classid AND h.granted"
+                            " WHERE NOT w.granted AND w.locktype = 'advisory' AND h.pid = %s", (pid,)) > 0,
+             timeout=10)
+    assert done == []
+    sender.commit()
+    t.join(10)
+    assert done == [True]
+    fences = one(a, "SELECT pglogq.cluster_fence(2)")
+    # after the export: refused here
+    fails(a, "PQ078", "SELECT pglogq.send_keyed('q', '\"late\"', %s)", (k,))
+    sender.close()
+    # the early event is in a batch at or before the fence
+    rows = a.execute("SELECT msg_id, payload, batch_id FROM pglogq.receive('q', 'c', 100)").fetchall()
+    assert [r[1] for r in rows] == ["early"]
+    assert one(a, "SELECT batch_cur_tick FROM pglogq.subscription WHERE consumer_name = 'c'") <= fences["q"]
+
+
+def test_receive_is_gated_until_the_fence_is_passed(pair: tuple[Conn, Conn]) -> None:
+    a, b = pair
+    k = key_in(0, 99)
+    a.execute("SELECT pglogq.send_keyed('q', '\"old\"', %s)", (k,))
+    b.execute("SELECT pglogq.subscribe('q', 'before')")
+    assert one(b, "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),))
+    b.execute("SELECT pglogq.subscribe('q', 'during')")  # an import is unfinished: gated too
+    for consumer in ("c", "before", "during"):
+        err = fails(b, "PQ079", "SELECT * FROM pglogq.receive('q', %s)", (consumer,))
+        assert json.loads(err.diag.message_detail or "") == {"move_id": 2, "from_shard": "a", "fence": None}
+    fails(b, "PQ079", "SELECT pglogq.cluster_gate_pass('q', 'c', 2)")  # no fence yet
+    a.execute("SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),))
+    fences = one(a, "SELECT pglogq.cluster_fence(2)")
+    b.execute("SELECT pglogq.cluster_finish_move(2, %s)", (Jsonb(fences),))
+    b.execute("SELECT pglogq.subscribe('q', 'after')")  # the move is done: not gated
+    assert b.execute("SELECT * FROM pglogq.receive('q', 'after')").fetchall() == []
+    b.execute("SELECT pglogq.send_keyed('q', '\"new\"', %s)", (k,))
+    b.execute("SELECT pglogq.force_tick('q')")
+    err = fails(b, "PQ079", "SELECT * FROM pglogq.receive('q', 'c', worker_name => 'w1')")
+    assert json.loads(err.diag.message_detail or "") == {"move_id": 2, "from_shard": "a", "fence": fences["q"]}
+    # the consumer has not passed the fence on a
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is False
+    rows = a.execute("SELECT batch_id, payload FROM pglogq.receive('q', 'c')").fetchall()
+    assert [r[1] for r in rows] == ["old"]
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is False  # batch open
+    a.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
+    assert a.execute("SELECT * FROM pglogq.receive('q', 'c')").fetchall() == []
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is True
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', 0)") is True
+    # still gated until the gate is passed; then the new event comes
+    fails(b, "PQ079", "SELECT * FROM pglogq.receive('q', 'c')")
+    assert one(b, "SELECT pglogq.cluster_gate_pass('q', 'c', 2)") is True
+    assert one(b, "SELECT pglogq.cluster_gate_pass('q', 'c', 2)") is False
+    assert [r[0] for r in b.execute("SELECT payload FROM pglogq.receive('q', 'c')").fetchall()] == ["new"]
+    fails(b, "PQ079", "SELECT * FROM pglogq.receive('q', 'before')")  # each consumer its own gate
+    # bad input
+    fails(b, "PQ081", "SELECT pglogq.cluster_gate_pass('q', 'c', 99)")
+    fails(b, "PQ019", "SELECT pglogq.cluster_gate_pass('q', 'c', NULL)")
+    fails(b, "PQ001", "SELECT pglogq.cluster_gate_pass('nope', 'c', 2)")
+    fails(b, "PQ002", "SELECT pglogq.cluster_gate_pass('q', 'nope', 2)")
+    fails(a, "PQ019", "SELECT pglogq.cluster_fence_passed('q', 'c', NULL)")
+    fails(a, "PQ019", "SELECT pglogq.cluster_fence_passed('q', 'c', -1)")
+    fails(a, "PQ001", "SELECT pglogq.cluster_fence_passed(NULL, 'c', 1)")
+    fails(a, "PQ002", "SELECT pglogq.cluster_fence_passed('q', NULL, 1)")
+
+
+def test_fence_passed_waits_for_a_retry_of_a_moved_key(pair: tuple[Conn, Conn]) -> None:
+    a, b = pair
+    k = key_in(0, 99)
+    a.execute("SELECT pglogq.send_keyed('q', '\"old\"', %s)", (k,))
+    a.execute("SELECT pglogq.send_keyed('q', '\"stays\"', %s)", (key_in(100, 8191),))
+    fences = full_move(a, b, 0, 99)
+    rows = a.execute("SELECT batch_id, msg_id, payload FROM pglogq.receive('q', 'c')").fetchall()
+    assert sorted(r[2] for r in rows) == ["old", "stays"]
+    batch = rows[0][0]
+    old = next(r[1] for r in rows if r[2] == "old")
+    a.execute("SELECT pglogq.nack(%s, %s, '0', 'boom')", (batch, old))
+    a.execute("SELECT pglogq.ack(%s)", (batch,))
+    assert a.execute("SELECT * FROM pglogq.receive('q', 'c')").fetchall() == []
+    assert one(a, "SELECT count(*) FROM pglogq.retry") == 1
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is False  # the retry waits
+    # delivered again, after the fence: still not passed until it is acknowledged
+    assert one(a, "SELECT pglogq.maint_pump()") == 1
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is False
+    a.execute("SELECT pglogq.force_tick('q')")
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is False
+    rows = a.execute("SELECT batch_id, payload FROM pglogq.receive('q', 'c')").fetchall()
+    assert [r[1] for r in rows] == ["old"]
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is False
+    a.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is True
+
+
+def test_fence_passed_waits_for_a_delayed_send_of_a_moved_key(pair: tuple[Conn, Conn]) -> None:
+    a, b = pair
+    a.execute("SELECT pglogq.send_keyed('q', '1', %s, delay => '1 hour')", (key_in(0, 99),))
+    fences = full_move(a, b, 0, 99)
+    assert a.execute("SELECT * FROM pglogq.receive('q', 'c')").fetchall() == []
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is False
+    a.execute("UPDATE pglogq.delayed SET deliver_at = now() - interval '1 second'")
+    a.execute("SELECT pglogq.maint_pump()")
+    a.execute("SELECT pglogq.force_tick('q')")
+    rows = a.execute("SELECT batch_id FROM pglogq.receive('q', 'c')").fetchall()
+    a.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
+    assert a.execute("SELECT * FROM pglogq.receive('q', 'c')").fetchall() == []
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fences["q"],)) is True
+
+
+def test_fence_passed_with_cooperating_workers_and_partitions(new_db: Callable[[], str]) -> None:
+    dsns = [new_db(), new_db()]
+    conns = [psycopg.connect(d, autocommit=True) for d in dsns]
+    try:
+        for conn in conns:
+            conn.execute("SELECT pglogq.create_queue('p')")
+            conn.execute("SELECT pglogq.set_queue_config('p', 'partitions', '4')")
+            conn.execute("SELECT pglogq.subscribe('p', 'c')")
+        cluster_admin.init(dsns, ["a", "b"])
+        a, b = conns
+        keys = [key_in(i * 20, i * 20 + 19) for i in range(5)]
+        for k in keys:
+            a.execute("SELECT pglogq.send_keyed('p', '1', %s)", (k,))
+        fences = full_move(a, b, 0, 99)
+        pages = []
+        for w in ("w1", "w2"):
+            rows = a.execute("SELECT batch_id FROM pglogq.receive('p', 'c', 100, %s)", (w,)).fetchall()
+            if rows:
+                pages.append(rows[0][0])
+        assert pages
+        assert one(a, "SELECT pglogq.cluster_fence_passed('p', 'c', %s)", (fences["p"],)) is False
+        for _ in range(20):
+            for p in pages:
+                a.execute("SELECT pglogq.ack(%s)", (p,))
+            pages = [r[0] for w in ("w1", "w2")
+                     for r in a.execute("SELECT batch_id FROM pglogq.receive('p', 'c', 100, %s)", (w,)).fetchall()[:1]]
+            if not pages:
+                break
+        assert one(a, "SELECT pglogq.cluster_fence_passed('p', 'c', %s)", (fences["p"],)) is True
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+def test_a_queue_dropped_or_unsubscribed_consumer_takes_its_gates_along(pair: tuple[Conn, Conn]) -> None:
+    _, b = pair
+    b.execute("SELECT pglogq.create_queue('q2')")
+    b.execute("SELECT pglogq.subscribe('q2', 'c')")
+    b.execute("SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),))
+    assert one(b, "SELECT count(*) FROM pglogq.cluster_gate") == 2
+    b.execute("SELECT pglogq.drop_queue('q2', true)")
+    b.execute("SELECT pglogq.unsubscribe('q', 'c')")
+    assert one(b, "SELECT count(*) FROM pglogq.cluster_gate") == 0
+
+
+# -- roles ---------------------------------------------------------------------------------------
+
+
+def test_roles(pair: tuple[Conn, Conn]) -> None:
+    a, _ = pair
+    dsn = a.info.dsn
+    if not is_superuser(dsn):
+        pytest.skip("needs a superuser to create roles")
+    made = []
+    try:
+        for role in ("pglogq_writer", "pglogq_reader"):
+            name = f"pglogq_cl_{uuid.uuid4().hex[:10]}"
+            a.execute(f'CREATE ROLE "{name}" LOGIN'.encode())
+            a.execute(f'GRANT "{role}" TO "{name}"'.encode())
+            made.append(name)
+            with psycopg.connect(make_conninfo(dsn, user=name), autocommit=True) as conn:
+                assert one(conn, "SELECT pglogq.cluster_map()")["self"] == "a"
+                for sql in ("SELECT pglogq.cluster_apply('{}')", "SELECT pglogq.cluster_leave()",
+                            "SELECT pglogq.cluster_import('{}')", "SELECT pglogq.cluster_export('{}')",
+                            "SELECT pglogq.cluster_fence(1)", "SELECT pglogq.cluster_finish_move(1, '{}')",
+                            "SELECT pglogq.cluster_join('c', 'a', '{}')"):
+                    fails(conn, "42501", sql)
+                if role == "pglogq_reader":
+                    assert one(conn, "SELECT pglogq.cluster_fence_passed('q', 'c', 0)") is True
+                    fails(conn, "PQ081", "SELECT pglogq.cluster_gate_pass('q', 'c', 5)")
+                else:
+                    fails(conn, "42501", "SELECT pglogq.cluster_fence_passed('q', 'c', 0)")
+                    fails(conn, "42501", "SELECT pglogq.cluster_gate_pass('q', 'c', 5)")
+    finally:
+        for name in made:
+            a.execute(f'DROP OWNED BY "{name}"'.encode())
+            a.execute(f'DROP ROLE "{name}"'.encode())
