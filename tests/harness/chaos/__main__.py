@@ -37,11 +37,14 @@ from tests.harness.chaos.report import render_markdown
                    "sharded: one queue across three servers, slot moves and a shard's crash.")
 @click.option("--partitions", type=click.IntRange(2, 1024),
               help=f"The queue's partitions in the keyed mode [default: {KEYED_PARTITIONS}].")
+@click.option("--settle-moves", type=float, default=0.0, show_default=True,
+              help="sharded: before each slot move, wait up to this many seconds until no consumer is gated "
+                   "by an earlier move (0: move on the schedule, whatever the gates).")
 @click.option("--keep", is_flag=True, help="Keep the server and history directory afterwards.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 def main(
     seed: int, duration: float, mode: str, partitions: int | None, out: Path | None, markdown: Path | None,
-    keep: bool, quiet: bool
+    keep: bool, quiet: bool, settle_moves: float
 ) -> None:
     """Run the total-queue chaos check on a throw-away PostgreSQL."""
     if partitions is not None and mode != "keyed":
@@ -56,7 +59,8 @@ def main(
     if mode == "sharded":
         from tests.harness.chaos.sharded import ShardedHarness
 
-        report = ShardedHarness(seed=seed, duration=duration, keep=keep, verbose=not quiet).run()
+        report = ShardedHarness(seed=seed, duration=duration, keep=keep, verbose=not quiet,
+                                settle_moves=settle_moves).run()
         write_report(report, out)
         if markdown is not None:
             markdown.write_text(render_markdown(report))

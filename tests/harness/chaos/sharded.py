@@ -75,6 +75,8 @@ class ShardedHarness:
     duration: float
     keep: bool = False
     verbose: bool = True
+    settle_moves: float = 0.0  # before a move, wait up to this long until no consumer is gated
+    producing: bool = True
     faults: Counter[str] = field(default_factory=Counter)
     procs: list[Proc] = field(default_factory=list)
     moves: list[Move] = field(default_factory=list)
@@ -162,6 +164,8 @@ class ShardedHarness:
         """Restart, as a supervisor would, a process that exited by itself (an error: counted)."""
         waiting = {id(p) for _, p in pending}
         for p in self.procs:
+            if p.role == "producer" and not self.producing:
+                continue
             if p.popen is not None and p.popen.poll() is not None and id(p) not in waiting:
                 self.faults[f"exited_{p.role}"] += 1
                 self.log(f"{p.name} exited ({p.popen.returncode}): restarted")
@@ -234,6 +238,12 @@ class ShardedHarness:
         from pglogq.keys import key_slot
 
         rng = self.rng
+        if self.settle_moves > 0:
+            end = time.monotonic() + self.settle_moves
+            while gated(self.cluster_map()) and time.monotonic() < end:
+                time.sleep(0.1)
+            if gated(self.cluster_map()):
+                self.faults["move_while_gated"] += 1
         key = f"{rng.choice(PRODUCERS)}:{rng.randrange(KEYS_PER_PRODUCER)}"
         slot = key_slot(key)
         cmap = self.cluster_map()
@@ -254,6 +264,7 @@ class ShardedHarness:
     # -- stop, drain, check -------------------------------------------------------------------
 
     def stop_producers(self) -> None:
+        self.producing = False
         for p in self.procs:
             if p.role == "producer":
                 p.terminate(20)
@@ -262,16 +273,16 @@ class ShardedHarness:
                 p.start(self.base)
 
     def finish_moves(self) -> list[dict[str, Any]]:
-        """Unfinished moves left by a failure: resumed (``move_slots(..., resume=True)``)."""
+        """Unfinished moves left by a failure: resumed (``move_slots(seed, resume=True)``); those
+        still unfinished after that."""
         from pglogq import cluster_admin
 
-        left = self.cluster_map().get("moves") or []
-        for m in left:
+        if unfinished(self.cluster_map()):
             try:
-                cluster_admin.move_slots(self.shards[0].dsn, m["slot_lo"], m["slot_hi"], m["to_shard"], resume=True)
+                cluster_admin.move_slots(self.shards[0].dsn, resume=True)
             except Exception as exc:
-                self.log(f"resume of move {m}: {exc}")
-        return list(self.cluster_map().get("moves") or [])
+                self.log(f"resume of the unfinished moves: {exc}")
+        return unfinished(self.cluster_map())
 
     def drained_shard(self, conn: psycopg.Connection[Any]) -> bool:
         """One drain step on one shard: force a tick, wait until every consumer is past it with
@@ -336,7 +347,7 @@ class ShardedHarness:
             self.run_faults()
             self.log("stopping producers")
             self.stop_producers()
-            unfinished = self.finish_moves()
+            left = self.finish_moves()
             self.log("draining")
             drained = self.drain(timeout=180.0)
             self.log(f"drained: {drained}")
@@ -345,12 +356,12 @@ class ShardedHarness:
             final_map = self.cluster_map()
             for p in self.procs:
                 p.terminate(20)
-            return self.report(drained, dead, final_map, unfinished)
+            return self.report(drained, dead, final_map, left)
         finally:
             self.teardown()
 
     def report(self, drained: bool, dead: dict[str, set[str]], final_map: dict[str, Any],
-               unfinished: list[dict[str, Any]]) -> dict[str, Any]:
+               left: list[dict[str, Any]]) -> dict[str, Any]:
         from tests.harness.chaos.checker import read_sends
 
         sends = read_sends(self.hist)
@@ -379,13 +390,16 @@ class ShardedHarness:
             moves_done=len(moves_ok),
             moves_failed=len(self.moves) - len(moves_ok),
             moves=[vars(m) for m in self.moves],
-            moves_unfinished=unfinished,
+            moves_unfinished=left,
+            settle_moves_s=self.settle_moves,
+            gates_left=[{k: m.get(k) for k in ("move_id", "from_shard", "to_shard", "gates")}
+                        for m in final_map.get("moves") or [] if m.get("gates")],
             crashes=self.crashes,
             map_version=final_map.get("version"),
             keys_moved=len({k for k in all_keys() if any(m.lo <= _slot(k) <= m.hi for m in moves_ok)}),
         )
         report["passed"] = (
-            drained and not self.regressions and not unfinished and report["moves_failed"] == 0
+            drained and not self.regressions and not left and report["moves_failed"] == 0
             and bool(self.crashes) and all(
                 s["lost"] == 0 and s["unexpected"] == 0 and s["duplicates"] == 0
                 and s["per_key_order_violations"] == 0 and s["same_key_in_flight"] == 0
@@ -404,6 +418,16 @@ class ShardedHarness:
             stop_servers(self.shards)
         if hasattr(self, "base") and not self.keep:
             shutil.rmtree(self.base, ignore_errors=True)
+
+
+def unfinished(cmap: dict[str, Any]) -> list[dict[str, Any]]:
+    """The moves of a map (``cluster_map()``) that are not done."""
+    return [m for m in cmap.get("moves") or [] if m.get("state") != "done"]
+
+
+def gated(cmap: dict[str, Any]) -> bool:
+    """Whether a consumer is still gated by a move the map lists (``gates`` > 0)."""
+    return any(m.get("gates") for m in cmap.get("moves") or [])
 
 
 def all_keys() -> list[str]:
