@@ -76,6 +76,7 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
     s = ctx.settings
     with hosts(ctx) as where:
         made: list[tuple[Host, str]] = []
+        phases: dict[str, float] = ctx.results.details.setdefault(SCENARIO, {}).setdefault("phase_seconds", {})
         try:
             drains: list[tuple[int, float]] = []
             for n in s.shard_counts:
@@ -87,16 +88,22 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
                 from pglogq import cluster_admin
 
                 cluster_admin.init(dsns, names=[f"s{i}" for i in range(n)])
+                t = time.monotonic()
                 produce(ctx, n, dsns)
+                phases[f"{n}: produce"] = round(time.monotonic() - t, 1)
+                t = time.monotonic()
                 drains.append((n, drain(ctx, n, dsns)))
+                phases[f"{n}: drain"] = round(time.monotonic() - t, 1)
                 if n == 1:
+                    t = time.monotonic()
                     made.append((where[0], "pglogq_shards_none"))
                     plain = make_database(where[0], "pglogq_shards_none")
                     overhead(ctx, dsns[0], plain)
+                    phases["router overhead"] = round(time.monotonic() - t, 1)
             ctx.results.series.append(Series(SCENARIO, "drain (Consumer)", [float(n) for n, _ in drains],
                                              [r for _, r in drains], "shards", "events/s"))
         finally:
-            for host, db in made:
+            for host, db in [*made, *((h, TEMPLATE) for h in where)]:
                 with contextlib.suppress(psycopg.Error), psycopg.connect(host.admin_dsn, autocommit=True) as conn:
                     conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'.encode())
     where_text = (f"{len(where)} embedded servers of the bench's own, pinned to cores "
@@ -135,15 +142,20 @@ def hosts(ctx: BenchContext) -> Iterator[list[Host]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+TEMPLATE = "pglogq_shards_tpl"
+
+
 def make_database(host: Host, name: str) -> str:
-    """A fresh database ``name`` on ``host`` with the schema installed; its DSN."""
+    """A fresh database ``name`` on ``host`` with the schema installed (cloned from a template
+    database of that server, made with the schema on first use); its DSN."""
     with psycopg.connect(host.admin_dsn, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE,)).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{TEMPLATE}"'.encode())
+            with pglogq.Client(make_conninfo(host.admin_dsn, dbname=TEMPLATE)) as client:
+                client.install_schema()
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
-        conn.execute(f'CREATE DATABASE "{name}"'.encode())
-    dsn = make_conninfo(host.admin_dsn, dbname=name)
-    with pglogq.Client(dsn) as client:
-        client.install_schema()
-    return dsn
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"'.encode())
+    return make_conninfo(host.admin_dsn, dbname=name)
 
 
 def label(n: int) -> str:
