@@ -77,6 +77,7 @@ class ShardedHarness:
     verbose: bool = True
     settle_moves: float = 0.0  # before a move, wait up to this long until no consumer is gated
     producing: bool = True
+    gates_left: list[str] = field(default_factory=list)
     faults: Counter[str] = field(default_factory=Counter)
     procs: list[Proc] = field(default_factory=list)
     moves: list[Move] = field(default_factory=list)
@@ -231,6 +232,27 @@ class ShardedHarness:
                 return result
         raise RuntimeError("no shard answered cluster_map()")
 
+    def gates(self) -> int:
+        """Gate rows left on every shard that answers (consumers not yet past a move's fence)."""
+        n = 0
+        for s in self.shards:
+            with contextlib.suppress(psycopg.Error), psycopg.connect(s.dsn, autocommit=True, connect_timeout=3) as conn:
+                row = conn.execute("SELECT count(*) FROM pglogq.cluster_gate").fetchone()
+                n += int(row[0]) if row else 0
+        return n
+
+    def gate_rows(self) -> list[str]:
+        """Every gate row left: ``shard: consumer gated by move N (from shard, fence)``."""
+        out: list[str] = []
+        for s in self.shards:
+            with contextlib.suppress(psycopg.Error), psycopg.connect(s.dsn, autocommit=True, connect_timeout=3) as conn:
+                for consumer, move_id, src, fences in conn.execute(
+                    "SELECT s.consumer_name, g.move_id, m.from_shard, m.fences FROM pglogq.cluster_gate g"
+                    " JOIN pglogq.subscription s ON s.sub_id = g.sub_id"
+                    " JOIN pglogq.cluster_move m ON m.move_id = g.move_id ORDER BY 2, 1").fetchall():
+                    out.append(f"{s.name}: {consumer} gated by move {move_id} (from {src}, fences {fences})")
+        return out
+
     def move(self) -> None:
         """Move the slots around one producer key's slot (within the range that holds it) to
         another shard: the keys of the run go back and forth between the shards."""
@@ -240,9 +262,9 @@ class ShardedHarness:
         rng = self.rng
         if self.settle_moves > 0:
             end = time.monotonic() + self.settle_moves
-            while gated(self.cluster_map()) and time.monotonic() < end:
+            while self.gates() and time.monotonic() < end:
                 time.sleep(0.1)
-            if gated(self.cluster_map()):
+            if self.gates():
                 self.faults["move_while_gated"] += 1
         key = f"{rng.choice(PRODUCERS)}:{rng.randrange(KEYS_PER_PRODUCER)}"
         slot = key_slot(key)
@@ -354,6 +376,7 @@ class ShardedHarness:
             self.sample_cursors()
             dead = self.dead_letters()
             final_map = self.cluster_map()
+            self.gates_left = self.gate_rows()
             for p in self.procs:
                 p.terminate(20)
             return self.report(drained, dead, final_map, left)
@@ -392,8 +415,7 @@ class ShardedHarness:
             moves=[vars(m) for m in self.moves],
             moves_unfinished=left,
             settle_moves_s=self.settle_moves,
-            gates_left=[{k: m.get(k) for k in ("move_id", "from_shard", "to_shard", "gates")}
-                        for m in final_map.get("moves") or [] if m.get("gates")],
+            gates_left=self.gates_left,
             crashes=self.crashes,
             map_version=final_map.get("version"),
             keys_moved=len({k for k in all_keys() if any(m.lo <= _slot(k) <= m.hi for m in moves_ok)}),
@@ -423,11 +445,6 @@ class ShardedHarness:
 def unfinished(cmap: dict[str, Any]) -> list[dict[str, Any]]:
     """The moves of a map (``cluster_map()``) that are not done."""
     return [m for m in cmap.get("moves") or [] if m.get("state") != "done"]
-
-
-def gated(cmap: dict[str, Any]) -> bool:
-    """Whether a consumer is still gated by a move the map lists (``gates`` > 0)."""
-    return any(m.get("gates") for m in cmap.get("moves") or [])
 
 
 def all_keys() -> list[str]:
