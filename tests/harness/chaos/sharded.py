@@ -56,6 +56,10 @@ SUBSCRIBERS = ("c1", "c3")
 COOP = "c3"
 WORKERS = ("w1", "w2", "w3")
 MOVE_WIDTHS = (0, 40, 400)  # slots on either side of the chosen key's slot
+SHARDED_CONFIG = {"retry_delay": "100 ms"}
+"""On a partitioned queue a nacked event holds its partition back until it is delivered again
+(strict order): a shorter retry delay than the other modes' keeps the consumers near the head."""
+C1_WORKERS = 2  # receive loops per shard of the c1 process (c3: one per worker process)
 
 
 @dataclass
@@ -113,7 +117,7 @@ class ShardedHarness:
 
         for s in self.shards:
             with pglogq.Client(s.dsn) as plain:
-                for k, v in QUEUE_CONFIG.items():
+                for k, v in {**QUEUE_CONFIG, **SHARDED_CONFIG}.items():
                     plain.set_queue_config(QUEUE, k, v)
         self.rng = random.Random(self.seed)
         seeds = [a for s in self.shards for a in ("--seed-dsn", s.dsn)]
@@ -123,7 +127,8 @@ class ShardedHarness:
                                                    "--keys", str(KEYS_PER_PRODUCER),
                                                    "--seed", str(self.seed * 100 + i)]))
         self.procs.append(Proc("consumer", "c1", ["tests.harness.chaos.sharded_consumer", *common,
-                                                  "--consumer", "c1", "--seed", str(self.seed * 100 + 20)]))
+                                                  "--consumer", "c1", "--workers", str(C1_WORKERS),
+                                                  "--seed", str(self.seed * 100 + 20)]))
         for i, w in enumerate(WORKERS):
             self.procs.append(Proc("consumer", f"{COOP}-{w}", [
                 "tests.harness.chaos.sharded_consumer", *common, "--consumer", COOP, "--worker", w,

@@ -1,17 +1,19 @@
 """A chaos consumer of the ``sharded`` mode: a :class:`pglogq.Consumer` over a ShardedClient.
 
 ``python -m tests.harness.chaos.sharded_consumer --seed-dsn DSN [...] --queue Q --consumer C [--worker W]
---dir D --seed N``
+[--workers N] --dir D --seed N``
 
-The Consumer runs one receive loop per shard (each with its own listener and polling fallback;
-a shard that is down only stops its loop).  Its handler records every delivery *before* the
+The Consumer runs ``--workers`` receive loops per shard (each with its own listener and polling
+fallback; a shard that is down only stops its loops).  Its handler records every delivery *before* the
 Consumer acknowledges it, as a page of one event in the keyed mode's format (``page`` with the
 handler's start as both the receive's call and return time, ``deliver`` with the key and its
 sequence, ``done`` when the handler ends): the checker's per-key order and keys-in-flight
 analyses then read it as they read the keyed mode's pages.  Each thread of the process (one per
-shard loop) writes its own file ``consumer-<tag>-<pid>-<n>.log``, so that a file's pages are
-sequential; the worker field is the process's ``--worker`` (``-`` without), the same across
-restarts, so that a restarted process getting its own page back is not an overlap.
+loop) writes its own file ``consumer-<tag>-<pid>-<n>.log``, so that a file's pages are
+sequential; the worker field is the receive loop's worker name (``--worker`` itself for a worker
+process of one loop per shard, the same across restarts, so that a restarted process getting its
+own page back is not an overlap; ``host:pid-i`` for the loops of ``--workers N`` without
+``--worker``: a restarted process's loops take the dead one's pages over after dead_interval).
 
 Poison events raise (nacked until dead-lettered); about 1 % of the others raise once (their
 first delivery).  The handler takes 0-3 ms.
@@ -69,9 +71,10 @@ class Recording:
             slow = self.rng.uniform(0, 0.003)
             flaky = self.rng.random() < 0.01
         body = msg.payload
+        worker = msg.worker or self.worker
         out.write_many([
-            ("page", page, self.consumer, self.worker, f"{now:.6f}", f"{now:.6f}", 1),
-            ("deliver", body["id"], msg.batch_id, self.consumer, self.worker, msg.retry_count, page,
+            ("page", page, self.consumer, worker, f"{now:.6f}", f"{now:.6f}", 1),
+            ("deliver", body["id"], msg.batch_id, self.consumer, worker, msg.retry_count, page,
              body.get("key", "-"), body.get("kseq", "-")),
         ])
         time.sleep(slow)
@@ -88,6 +91,7 @@ def main() -> None:
     ap.add_argument("--worker")
     ap.add_argument("--dir", required=True, type=Path)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=1, help="Receive loops per shard in this process.")
     ap.add_argument("--tag", help="Name of the record files (default: consumer[-worker]).")
     a = ap.parse_args()
     tag = a.tag or a.consumer + (f"-{a.worker}" if a.worker else "")
@@ -103,7 +107,8 @@ def main() -> None:
             time.sleep(0.2)
     rng = random.Random(a.seed)
     consumer = pglogq.Consumer(client, a.queue, a.consumer, worker=a.worker, heartbeat_interval=0.5,
-                               poll_interval=0.5, max_messages=rng.choice((None, 20, 200)))
+                               poll_interval=0.5, max_messages=rng.choice((None, 20, 200)),
+                               workers=a.workers)
     consumer.handler()(Recording(a.dir, tag, a.consumer, a.worker, a.seed))
 
     def stop(*_: object) -> None:
