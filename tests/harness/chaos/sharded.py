@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import random
 import shutil
 import sys
@@ -81,6 +82,7 @@ class ShardedHarness:
     verbose: bool = True
     settle_moves: float = 0.0  # before a move, wait up to this long until no consumer is gated
     producing: bool = True
+    run_end: float = math.inf  # when the faults end (monotonic): no move waits for gates past it
     gates_left: list[str] = field(default_factory=list)
     faults: Counter[str] = field(default_factory=Counter)
     procs: list[Proc] = field(default_factory=list)
@@ -146,6 +148,7 @@ class ShardedHarness:
         plan = nemesis.schedule(self.seed, self.duration, "sharded")
         restarts: list[tuple[float, Proc]] = []
         start = time.monotonic()
+        self.run_end = start + self.duration
         last_sample = 0.0
         while True:
             now = time.monotonic() - start
@@ -266,7 +269,7 @@ class ShardedHarness:
 
         rng = self.rng
         if self.settle_moves > 0:
-            end = time.monotonic() + self.settle_moves
+            end = min(time.monotonic() + self.settle_moves, self.run_end)
             while self.gates() and time.monotonic() < end:
                 time.sleep(0.1)
             if self.gates():
