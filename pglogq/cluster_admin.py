@@ -96,10 +96,16 @@ def call(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] = ()) ->
         row = conn.execute(sql, params).fetchone()
     except psycopg.OperationalError as exc:
         if exc.sqlstate and not exc.sqlstate.startswith("08"):
-            raise translate(exc) from exc
+            err = translate(exc)
+            if err is exc:
+                raise
+            raise err from exc
         raise ShardUnavailable(f"{describe(conn.info.dsn)} went away: {' '.join(str(exc).split())}") from exc
     except psycopg.Error as exc:
-        raise translate(exc) from exc
+        err = translate(exc)
+        if err is exc:
+            raise
+        raise err from exc
     return None if row is None else row[0]
 
 
@@ -310,19 +316,40 @@ def _plan(cmap: dict[str, Any], lo: int, hi: int, to_shard: str) -> list[tuple[i
     return parts
 
 
-def _run_move(cl: _Cluster, mv: dict[str, Any]) -> dict[str, Any]:
+def _export(conn: psycopg.Connection[Any], move: dict[str, Any], lock_timeout: float, attempts: int = 3) -> None:
+    """``cluster_export`` on the source.  It waits for every transaction sending to a sharded
+    queue there, and new sends wait behind it: each attempt waits at most ``lock_timeout``
+    seconds (a transaction left open would otherwise hold every send of its queue), and a
+    deadlock with a transaction that sent to two queues is tried again."""
+    for attempt in range(attempts):
+        try:
+            with conn.transaction():
+                conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(lock_timeout * 1000)}ms",))
+                call(conn, "SELECT pglogq.cluster_export(%s)", (Jsonb(move),))
+            return
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable) as exc:
+            if attempt == attempts - 1:
+                # sessions idle in a transaction that holds a shared advisory lock (a send's)
+                holders = conn.execute(
+                    "SELECT string_agg(DISTINCT l.pid::text, ', ') FROM pg_locks l JOIN pg_stat_activity a"
+                    " ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted"
+                    " AND a.datname = current_database() AND a.state LIKE 'idle in transaction%'"
+                    " AND l.pid <> pg_backend_pid()").fetchone()
+                raise ShardUnavailable(
+                    f"move {move['move_id']}: shard \"{move['from_shard']}\" could not export, transactions sending"
+                    f" to its queues stayed open ({type(exc).__name__}; sessions idle in a transaction that sent: "
+                    f"{(holders or [None])[0] or 'unknown'})",
+                    hint="the slots are imported on the target but still the source's: end those transactions,"
+                         " then pglogq cluster move-slots --resume") from exc
+            time.sleep(0.2 * (attempt + 1))
+
+
+def _run_move(cl: _Cluster, mv: dict[str, Any], lock_timeout: float = 10.0) -> dict[str, Any]:
     """Every step of one move, each idempotent (a resume runs them all again)."""
     move = {k: mv[k] for k in ("move_id", "map_version", "slot_lo", "slot_hi", "from_shard", "to_shard")}
     target, source = cl.conn(move["to_shard"]), cl.conn(move["from_shard"])
     call(target, "SELECT pglogq.cluster_import(%s)", (Jsonb(move),))
-    for attempt in range(5):
-        try:
-            call(source, "SELECT pglogq.cluster_export(%s)", (Jsonb(move),))
-            break
-        except psycopg.errors.DeadlockDetected:  # a sending transaction that went to two queues
-            if attempt == 4:
-                raise
-            time.sleep(0.2 * (attempt + 1))
+    _export(source, move, lock_timeout)
     fences = call(source, "SELECT pglogq.cluster_fence(%s)", (move["move_id"],))
     call(target, "SELECT pglogq.cluster_finish_move(%s, %s)", (move["move_id"], Jsonb(fences)))
     call(source, "SELECT pglogq.cluster_finish_move(%s, %s)", (move["move_id"], Jsonb(fences)))
@@ -343,18 +370,20 @@ def _run_move(cl: _Cluster, mv: dict[str, Any]) -> dict[str, Any]:
 
 
 def move_slots(seed: str, lo: int | None = None, hi: int | None = None, to_shard: str | None = None, *,
-               resume: bool = False) -> list[dict[str, Any]]:
+               resume: bool = False, lock_timeout: float = 10.0) -> list[dict[str, Any]]:
     """Move slots ``lo``..``hi`` to shard ``to_shard``: one move per current owner of a part of
     the range (a part that is ``to_shard``'s already stays), each its own map version.  With
     ``resume``, first finish the unfinished moves (a crash half way); the range may then be left
-    out.  Returns the moves made or finished, each with its fences ({queue: tick on the
-    source})."""
+    out.  ``lock_timeout``: how long (seconds) an export waits for the transactions sending to
+    its shard's queues, per attempt (three attempts), before :class:`ShardUnavailable` leaves
+    the move to ``resume``.  Returns the moves made or finished, each with its fences ({queue:
+    tick on the source})."""
     with _cluster(seed) as cl:
         done: list[dict[str, Any]] = []
         if resume:
             _, unfinished = _latest(cl)
             for mv in unfinished:
-                done.append(_run_move(cl, mv))
+                done.append(_run_move(cl, mv, lock_timeout))
         if lo is None and hi is None and to_shard is None:
             if not resume:
                 raise InvalidShardMap("give the slots and the target shard (or resume)")
@@ -369,13 +398,14 @@ def move_slots(seed: str, lo: int | None = None, hi: int | None = None, to_shard
         for a, b, owner in _plan(cmap, lo, hi, to_shard):
             v = int(cl.map["version"]) + 1
             done.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,
-                                       "from_shard": owner, "to_shard": to_shard}))
+                                       "from_shard": owner, "to_shard": to_shard}, lock_timeout))
         return done
 
 
 def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool = False) -> dict[str, Any]:
     """Join the database of ``dsn`` to the cluster as shard ``name`` (default: the first free
-    ``shardN``), with no slots; with ``rebalance``, then move it an even share (taken from the
+    ``shardN``), with no slots, after creating there the queues and consumers of the seed's
+    shard that it lacks (:func:`copy_queues`); with ``rebalance``, then move it an even share (taken from the
     shards with the most slots, in contiguous ranges).  Returns ``{"map": the map, "moves":
     [moves made]}``."""
     with _cluster(seed) as cl:
@@ -393,9 +423,11 @@ def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool =
             new_map = _bare(cmap) | {"version": int(cmap["version"]) + 1,
                                      "shards": [*cmap["shards"], {"name": name, "dsn": new_dsn}]}
         with contextlib.closing(connect(dsn, name)) as conn:
+            copy_queues(cl.conn(cmap["self"]), conn)
             call(conn, "SELECT pglogq.cluster_join(%s, %s, %s)", (cmap["cluster"], name, Jsonb(new_map)))
         for s in cmap["shards"]:
             call(cl.conn(s["name"]), "SELECT pglogq.cluster_apply(%s)", (Jsonb(_bare(new_map)),))
+        cl.map = read_map(cl.conn(cmap["shards"][0]["name"]))  # lists the new shard now
         cl.map = read_map(cl.conn(name))
         moves: list[dict[str, Any]] = []
         if rebalance:
@@ -404,6 +436,32 @@ def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool =
                 moves.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,
                                             "from_shard": owner, "to_shard": name}))
         return {"map": cl.map, "moves": moves}
+
+
+def copy_queues(src: psycopg.Connection[Any], dst: psycopg.Connection[Any]) -> list[str]:
+    """Create on ``dst`` every queue of ``src`` that it lacks, with the same layout (partitions,
+    urgent lane) and settings, and subscribe every consumer of ``src`` there: a new shard is
+    ready for the keys moved to it, and its consumers are gated by the moves from the start.
+    Returns the queues created."""
+    made = []
+    queues = src.execute("SELECT i.queue_name, l.partitions, l.urgent_lane FROM pglogq.queue_info(NULL) i,"
+                         " pglogq.queue_layout(i.queue_name) l ORDER BY i.queue_name").fetchall()
+    for queue, partitions, urgent in queues:
+        if call(dst, "SELECT pglogq.create_queue(%s)", (queue,)):
+            made.append(queue)
+            if partitions > 1:
+                call(dst, "SELECT pglogq.set_queue_config(%s, 'partitions', %s)", (queue, str(partitions)))
+            if urgent:
+                call(dst, "SELECT pglogq.set_queue_config(%s, 'urgent_lane', 'true')", (queue,))
+            settings = src.execute("SELECT e.key, e.value FROM pglogq.queue_config(%s) c,"
+                                   " jsonb_each_text(to_jsonb(c)) e", (queue,)).fetchall()
+            for param, value in settings:
+                call(dst, "SELECT pglogq.set_queue_config(%s, %s, %s)", (queue, param, value))
+        consumers = src.execute("SELECT DISTINCT c.consumer_name FROM pglogq.consumer_info(%s) c ORDER BY 1",
+                                (queue,)).fetchall()
+        for (consumer,) in consumers:
+            call(dst, "SELECT pglogq.subscribe(%s, %s)", (queue, consumer))
+    return made
 
 
 def _rebalance_plan(cmap: dict[str, Any], new: str) -> list[tuple[int, int, str]]:
@@ -435,7 +493,8 @@ def remove_shard(seed: str, name: str, *, force: bool = False) -> dict[str, Any]
     gated on another shard by a move from it (they have not finished its events up to the
     move's fence: its DSN stays in the map so that they can), the shard stays listed without
     slots and :class:`ShardUnavailable` says so: run it again later, or ``force`` to drop it
-    anyway.  Returns ``{"map": the map, "moves": [moves made], "removed": bool}``."""
+    anyway (their gates are passed: the order of the moved keys is then not kept for them).
+    Returns ``{"map": the map, "moves": [moves made], "removed": bool}``."""
     if not isinstance(name, str) or not name:
         raise InvalidShardMap("name the shard to remove")
     with _cluster(seed) as cl:
@@ -458,6 +517,9 @@ def remove_shard(seed: str, name: str, *, force: bool = False) -> dict[str, Any]
                 f'shard "{name}" has no slots left, but {gated} consumer gate(s) still wait for consumers to '
                 f"finish its events; it stays in the map until then",
                 hint="run remove-shard again later (or with --force to drop it now)")
+        if gated:  # forced: nobody could finish a shard that is gone, so nobody waits for it
+            for other in others:
+                _pass_gates(cl.conn(other), name)
         final = _bare(cl.map) | {"version": int(cl.map["version"]) + 1,
                                  "shards": [s for s in cl.map["shards"] if s["name"] != name]}
         removed_conn = cl.conn(name)
@@ -466,6 +528,19 @@ def remove_shard(seed: str, name: str, *, force: bool = False) -> dict[str, Any]
         call(removed_conn, "SELECT pglogq.cluster_leave()")
         cl.map = read_map(cl.conn(others[0]))
         return {"map": cl.map, "moves": moves, "removed": True}
+
+
+def _pass_gates(conn: psycopg.Connection[Any], from_shard: str) -> int:
+    """Pass every consumer's gate of the moves from ``from_shard`` on the shard of ``conn``."""
+    moves = [int(mv["move_id"]) for mv in read_map(conn)["moves"] if mv["from_shard"] == from_shard and mv["gates"]]
+    passed = 0
+    if moves:
+        pairs = conn.execute("SELECT DISTINCT c.queue_name, c.consumer_name FROM pglogq.consumer_info() c"
+                             " ORDER BY 1, 2").fetchall()
+        for move_id in moves:
+            for queue, consumer in pairs:
+                passed += bool(call(conn, "SELECT pglogq.cluster_gate_pass(%s, %s, %s)", (queue, consumer, move_id)))
+    return passed
 
 
 def _spread_plan(cmap: dict[str, Any], name: str, others: list[str]) -> list[tuple[int, int, str]]:

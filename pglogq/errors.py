@@ -31,7 +31,7 @@ Exception tree::
     │   ├── InvalidJobsQuery        PQ069  (jobs: bad state, max_rows or page cursor)
     │   ├── InvalidPartitions       PQ075  (create_queue, set_queue_config: partitions out of 1..1024)
     │   ├── InvalidKey              PQ076  (send_keyed, send_batch_keyed: empty or too long key, bad keys)
-    │   ├── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, queue not new)
+    │   ├── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, events in flight)
     │   └── InvalidShardMap         PQ081  (cluster: bad ranges, unknown shard, slot out of range, overlapping move)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
@@ -338,7 +338,9 @@ class InvalidUrgentLane(InvalidInput):
     """A queue's urgent lane or layout was refused (``create_queue(urgent_lane=...)``, SQL
     ``set_queue_config(queue, 'urgent_lane' or 'partitions', ...)``): True or False is expected,
     True only on a queue of one partition (a partitioned queue keeps each key's order), and the
-    layout is set only while the queue is new (no consumer, no event); nothing was changed."""
+    layout changes only while nothing is in flight (an event not ticked or not received by every
+    consumer, an open batch, a delayed event or a retry: the message names it); nothing was
+    changed."""
 
     sqlstate = "PQ077"
 

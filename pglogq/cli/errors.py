@@ -99,6 +99,11 @@ _CLASS_CODES: list[tuple[type[BaseException], Exit]] = [
     (pe.StaleBatch, Exit.CONFLICT),
     (pe.SchemaMismatch, Exit.SCHEMA),
     (pe.EmbeddedUnavailable, Exit.CONNECTION),
+    (pe.ShardUnavailable, Exit.CONNECTION),
+    (pe.NotAClusterMember, Exit.NOT_FOUND),
+    (pe.StaleShardMap, Exit.CONFLICT),
+    (pe.KeyMoved, Exit.CONFLICT),
+    (pe.ConsumerGated, Exit.CONFLICT),
 ]
 
 

@@ -75,6 +75,7 @@ def _register() -> None:
     from pglogq.cli import (
         cancel,
         capture,
+        cluster,
         consumer,
         dashboard,
         database,
@@ -106,6 +107,7 @@ def _register() -> None:
     main.add_command(jobs.jobs)
     main.add_command(jobs.schedule)
     main.add_command(dashboard.dashboard)
+    main.add_command(cluster.cluster)
 
 
 _register()

@@ -163,14 +163,16 @@ def config(app: App, name: str, param: str | None, value: str | None) -> None:
     Settings: paused, rotation_period, ticker_max_count, ticker_max_lag,
     ticker_idle_period, batch_max_events, big_batch_events, max_retries,
     retry_delay, max_payload_bytes, idempotency_window, dead_interval,
-    max_consumer_lag (see the configuration reference for each).
+    max_consumer_lag (see the configuration reference for each); the layout,
+    partitions and urgent_lane, changes only while nothing is in flight.
 
     JSON: {"queue": str, "config": {param: value}} (intervals in seconds); after a change
     {"queue": str, "param": str, "value": str}
     """
     if param is not None and value is not None:
-        app.client.set_queue_config(name, param, value, conn=app.conn)
-        new = queue_config(app, name).get(param)
+        changed = app.client.set_queue_config(name, param, value, conn=app.conn)
+        # the layout (partitions, urgent_lane) is not among queue_config's settings
+        new = queue_config(app, name).get(param, changed)
         if app.json:
             emit_json({"queue": name, "param": param, "value": new})
         else:

@@ -4,8 +4,8 @@
 -- Returns:    the fences, {queue_name: tick_id}: every event of the moved slots sent to this
 --             shard is in a batch ending at or before its queue's fence (the same fences again
 --             when they were recorded already).
--- Raises:     PQ082 not a cluster member; PQ019 move_id NULL; PQ081 unknown move, or not
---             exported by this shard, or its export has not committed (call this in a later
+-- Raises:     PQ082 not a cluster member; PQ019 invalid argument (move_id NULL); PQ081 unknown
+--             move, or not exported by this shard, or its export has not committed (call this in a later
 --             transaction); PQ014 not in READ COMMITTED.
 -- Tables:     tick (one forced tick per sharded queue, see _tick), cluster_move (fences).
 -- Every transaction that sent to a queue before the export has ended (the export waited for
@@ -36,7 +36,7 @@ BEGIN
     IF m.fences IS NOT NULL THEN
         RETURN m.fences;
     END IF;
-    IF pg_xact_status(m.exported_txid) IS DISTINCT FROM 'committed' THEN
+    IF pg_xact_status(m.exported_txid) = 'in progress' THEN  -- (NULL: too old to be running)
         RAISE EXCEPTION 'invalid move: the export of move % has not committed', m.move_id
             USING ERRCODE = 'PQ081', HINT = 'commit cluster_export first, then call cluster_fence in a new transaction';
     END IF;

@@ -7,8 +7,9 @@
 --             and nothing of a key this shard no longer owns waits for it: no retry, no delayed
 --             send of the queue, no event (a retry or a delayed send delivered again, a replay)
 --             not yet passed.  false otherwise.
--- Raises:     PQ082 not a cluster member; PQ001 unknown queue; PQ002 unknown consumer; PQ019
---             fence_tick NULL or negative.
+-- Raises:     PQ082 not a cluster member; PQ001 unknown queue; PQ002 unknown consumer (not with
+--             fence_tick 0, which is always passed);
+--             PQ019 invalid argument (fence_tick NULL or negative).
 -- Tables:     subscription, tick, retry, delayed, event, cluster_slots (read).
 -- The client calls this before cluster_gate_pass on the target: then every event of the moved
 -- keys handled here is acknowledged before the consumer gets that key's new events there.
@@ -28,6 +29,9 @@ BEGIN
     IF fence_tick IS NULL OR fence_tick < 0 THEN
         RAISE EXCEPTION 'invalid fence tick %: a tick id >= 0 is expected', coalesce(fence_tick::text, 'NULL')
             USING ERRCODE = 'PQ019';
+    END IF;
+    IF fence_tick = 0 THEN
+        RETURN true;  -- the source had no such queue at the export: nothing to wait for
     END IF;
     q := pglogq._queue(queue_name);
     c := pglogq._consumer(q.queue_id, queue_name, consumer_name);

@@ -4,8 +4,8 @@
 --             or the same fences
 -- Returns:    true if the move was marked done; false when it was done already with these
 --             fences (a repeated call changes nothing).
--- Raises:     PQ082 not a cluster member; PQ019 move_id NULL; PQ081 unknown move, fences not an
---             object of queue names to whole numbers >= 1 (target), the source has no fences
+-- Raises:     PQ082 not a cluster member; PQ019 invalid argument (move_id NULL); PQ081 unknown
+--             move, fences not an object of queue names to whole numbers >= 1 (target), the source has no fences
 --             yet, or fences differ from those recorded.
 -- Tables:     cluster_move (fences, state done, finished_at).
 -- On the target, the consumers' gates stay until each consumer passes its own

@@ -2,8 +2,8 @@
 -- let a consumer receive again.
 -- Parameters: queue_name; consumer_name; move_id  the move named by the gated receive (PQ079)
 -- Returns:    true if the gate was removed; false when the consumer had none for that move.
--- Raises:     PQ082 not a cluster member; PQ001 unknown queue; PQ002 unknown consumer; PQ019
---             move_id NULL; PQ081 unknown move; PQ079 the move has no fence yet (its source has
+-- Raises:     PQ082 not a cluster member; PQ001 unknown queue; PQ002 unknown consumer;
+--             PQ019 invalid argument (move_id NULL); PQ081 unknown move; PQ079 the move has no fence yet (its source has
 --             not exported: nothing can be checked).
 -- Tables:     cluster_move (read), cluster_gate (delete).
 -- The caller asserts that cluster_fence_passed(queue, consumer, fence) was true on the move's

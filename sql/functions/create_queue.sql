@@ -2,8 +2,9 @@
 -- Parameters: queue_name  ASCII name, letters/digits/_.-, at most 48 bytes
 -- Returns:    true if created, false if it already existed (nothing changed).
 -- Raises:     PQ004 invalid name.
--- Tables:     queue (sharded on a cluster member), cluster_node (read), tick and event partitions (created: tick_<id> with its 3 rotated slots,
---             event_<id> with its ntables children), a per-queue id sequence.
+-- Tables:     queue (sharded on a cluster member), cluster_node (read), tick and event
+--             partitions (created: tick_<id> with its 3 rotated slots, event_<id> with its
+--             ntables children), a per-queue id sequence.
 -- Concurrency: racing creators of one name serialise on an advisory lock; one wins.  Locks in
 -- drop_queue's order: the name's advisory lock, the registry lock, then the event table.
 CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text)

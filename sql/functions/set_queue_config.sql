@@ -14,15 +14,15 @@
 --   dead_interval (interval > 0)      silence after which a worker's batch is taken over
 --   max_consumer_lag (interval >= 0)  retention limit: consumers further behind are moved forward (0: off)
 --   partitions (integer 1..1024)      events of one key in one partition, each consumer reads every
---                                     partition as a stream of its own (see send_batch_keyed); only
---                                     while the queue is new (no consumer, no event): _set_layout
+--                                     partition as a stream of its own (see send_batch_keyed); while
+--                                     the queue is new, or once nothing is in flight: _set_layout
 --   urgent_lane (boolean)             events above priority 100 jump a waiting backlog (one partition
---                                     only); only while the queue is new
+--                                     only); while the queue is new or nothing is in flight
 -- Returns:    the new value as text.
 -- Raises:     PQ001 unknown queue; PQ005 unknown parameter or invalid value; PQ075 invalid partition
---             count; PQ077 invalid urgent lane, or a layout set on a queue that is not new (see
+--             count; PQ077 invalid urgent lane, or a layout set while events are in flight (see
 --             _set_layout).
--- Tables:     queue (update).
+-- Tables:     queue (update); a layout change: see _set_layout.
 CREATE OR REPLACE FUNCTION pglogq.set_queue_config(queue_name text, param text, value text)
 RETURNS text LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$

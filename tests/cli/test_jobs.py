@@ -85,3 +85,16 @@ def test_queue_type_config(client: pglogq.Client, dsn: str) -> None:
     fails(dsn, 4, "queue", "type-config", "q", "t", "speed", "1")
     fails(dsn, 3, "queue", "type-config", "nope")
     assert ok(dsn, "queue", "config", "q", "max_retries", "0").stdout.strip() == "q: max_retries = 0"
+
+
+def test_queue_config_changes_the_layout_of_a_queue_at_rest(client: pglogq.Client, dsn: str) -> None:
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    client.send("q", {"n": 1})
+    fails(dsn, 4, "queue", "config", "q", "partitions", "4")  # not ticked yet: in flight
+    client.tick("q", force=True)
+    batch = client.receive("q", "c")
+    assert len(batch) == 1 and batch.ack()
+    assert ok(dsn, "queue", "config", "q", "partitions", "4").stdout.strip() == "q: partitions = 4"
+    assert client.queue_info("q")[0].partitions == 4
+    assert js(dsn, "queue", "config", "q", "partitions", "1")["value"] == "1"

@@ -44,7 +44,7 @@ def one(conn: Conn, sql: str, params: Any = ()) -> Any:
     return row[0]
 
 
-def two_map(dsns: list[str], version: int = 1) -> dict[str, Any]:
+def two_map(version: int = 1) -> dict[str, Any]:
     return {"version": version, "shards": [{"name": "a", "dsn": "dbname=a"}, {"name": "b", "dsn": "dbname=b"}],
             "ranges": [{"lo": 0, "hi": 8191, "shard": "a"}, {"lo": 8192, "hi": 16383, "shard": "b"}]}
 
@@ -111,7 +111,7 @@ def test_a_non_member_refuses_every_cluster_function_and_routes_nothing(dsn: str
         conn.execute("SELECT pglogq.subscribe('q', 'c')")
         for sql, params in [
             ("SELECT pglogq.cluster_map()", ()),
-            ("SELECT pglogq.cluster_apply(%s)", (Jsonb(two_map([])),)),
+            ("SELECT pglogq.cluster_apply(%s)", (Jsonb(two_map()),)),
             ("SELECT pglogq.cluster_import(%s)", (move(0, 1, "a", "b"),)),
             ("SELECT pglogq.cluster_export(%s)", (move(0, 1, "a", "b"),)),
             ("SELECT pglogq.cluster_fence(2)", ()),
@@ -127,7 +127,7 @@ def test_a_non_member_refuses_every_cluster_function_and_routes_nothing(dsn: str
             conn.execute("SELECT pglogq.send_keyed('q', '{}', %s)", (f"k{i}",))
 
 
-GOOD = two_map([])
+GOOD = two_map()
 BAD_MAPS: list[Any] = [
     None, "[]", '"x"', {"version": 1}, {"version": 1, "shards": [], "ranges": []},
     GOOD | {"version": 0}, GOOD | {"version": "1"}, GOOD | {"version": 1.5},
@@ -168,14 +168,14 @@ def test_invalid_maps_are_refused_and_change_nothing(new_db: Callable[[], str], 
 
 def test_bad_names_and_a_map_without_this_shard(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        good = Jsonb(two_map([]))
+        good = Jsonb(two_map())
         fails(conn, "PQ004", "SELECT pglogq.cluster_join(NULL, 'a', %s)", (good,))
         fails(conn, "PQ004", "SELECT pglogq.cluster_join('c1', NULL, %s)", (good,))
         fails(conn, "PQ004", "SELECT pglogq.cluster_join('c 1', 'a', %s)", (good,))
         fails(conn, "PQ004", "SELECT pglogq.cluster_join('c1', 'a''; --', %s)", (good,))
         fails(conn, "PQ081", "SELECT pglogq.cluster_join('c1', 'z', %s)", (good,))
         conn.execute("SELECT pglogq.cluster_join('c1', 'a', %s)", (good,))
-        without = two_map([], 2) | {"shards": [{"name": "b", "dsn": "dbname=b"}],
+        without = two_map(2) | {"shards": [{"name": "b", "dsn": "dbname=b"}],
                                     "ranges": [{"lo": 0, "hi": 16383, "shard": "b"}]}
         fails(conn, "PQ081", "SELECT pglogq.cluster_apply(%s)", (Jsonb(without),))
 
@@ -226,7 +226,7 @@ def test_keyed_sends_of_another_shards_slot_are_moved_unkeyed_never(pair: tuple[
     assert one(a, "SELECT count(*) FROM pglogq.event WHERE ev_key IS NOT NULL") == 1
 
 
-def test_a_repeatable_read_transaction_across_a_map_change_is_moved(pair: tuple[Conn, Conn], new_db: Any) -> None:
+def test_a_repeatable_read_transaction_across_a_map_change_is_moved(pair: tuple[Conn, Conn]) -> None:
     a, b = pair
     mine = key_in(100, 8191)  # stays a's
     with psycopg.connect(a.info.dsn) as rr:
@@ -235,6 +235,7 @@ def test_a_repeatable_read_transaction_across_a_map_change_is_moved(pair: tuple[
         rr.commit()
         rr.execute("SELECT 1")  # a new transaction, its snapshot before the move
         full_move(a, b, 0, 99)
+        rr.execute("SELECT pglogq.send('q', '\"unkeyed\"')")  # never refused
         err = fails(rr, "PQ078", "SELECT pglogq.send_keyed('q', '1', %s)", (mine,))
         assert err.diag.message_hint == "retry the transaction"
         assert json.loads(err.diag.message_detail or "")["version"] == 2
@@ -503,3 +504,32 @@ def test_roles(pair: tuple[Conn, Conn]) -> None:
         for name in made:
             a.execute(f'DROP OWNED BY "{name}"'.encode())
             a.execute(f'DROP ROLE "{name}"'.encode())
+
+
+def test_the_client_raises_key_moved_and_consumer_gated_with_their_fields(pair: tuple[Conn, Conn]) -> None:
+    import pglogq
+
+    a, b = pair
+    theirs = key_in(8192, 16383)
+    with pglogq.Client(a.info.dsn) as client:
+        with pytest.raises(pglogq.KeyMoved) as moved:
+            client.send("q", {"n": 1}, key=theirs)
+        assert (moved.value.slot, moved.value.shard, moved.value.version) == (key_slot(theirs), "b", 1)
+        assert moved.value.sqlstate == "PQ078" and moved.value.detail
+        assert isinstance(pglogq.errors.translate(_error(a, "SELECT pglogq.cluster_apply('{}')")),
+                          pglogq.InvalidShardMap)
+    b.execute("SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),))
+    with pglogq.Client(b.info.dsn) as client, pytest.raises(pglogq.ConsumerGated) as gated:
+        client.receive("q", "c")
+    assert (gated.value.move_id, gated.value.from_shard, gated.value.fence) == (2, "a", None)
+    for code, cls in [("PQ080", pglogq.StaleShardMap), ("PQ082", pglogq.NotAClusterMember),
+                      ("PQ083", pglogq.ShardUnavailable)]:
+        assert pglogq.errors.BY_SQLSTATE[code] is cls
+
+
+def _error(conn: Conn, sql: str) -> psycopg.Error:
+    try:
+        conn.execute(sql)
+    except psycopg.Error as exc:
+        return exc
+    raise AssertionError(f"{sql} did not fail")

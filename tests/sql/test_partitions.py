@@ -104,21 +104,134 @@ def test_an_invalid_partition_count_is_refused_and_changes_nothing(dsn: str, bad
         assert conn.execute("SELECT partitions FROM pglogq.queue_layout('q')").fetchone() == (1,)
 
 
-def test_partitions_and_the_urgent_lane_are_set_only_while_the_queue_is_new(dsn: str) -> None:
+def drain(conn: Conn, queue: str = "q", worker: str | None = None) -> list[tuple[Any, ...]]:
+    """Receive and acknowledge pages until receive returns nothing: every row, in order."""
+    got: list[tuple[Any, ...]] = []
+    while page := receive(conn, worker, queue=queue):
+        got += page
+        ack(conn, page)
+    return got
+
+
+def refused_in_flight(conn: Conn, queue: str, why: str) -> None:
+    with pytest.raises(psycopg.Error) as info:
+        conn.execute("SELECT pglogq.set_queue_config(%s, 'partitions', '4')", (queue,))
+    assert info.value.sqlstate == "PQ077" and why in str(info.value), str(info.value)
+    assert conn.execute("SELECT * FROM pglogq.queue_layout(%s)", (queue,)).fetchone() == (1, False)
+
+
+def test_the_layout_changes_only_while_nothing_is_in_flight(dsn: str) -> None:
     with sql_conn(dsn) as conn:
-        conn.execute("SELECT pglogq.create_queue('q')")
+        new_queue(conn)
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
         conn.execute("SELECT pglogq.send('q', '{}')")
-        for param, value in (("partitions", "4"), ("urgent_lane", "true")):
-            with pytest.raises(psycopg.Error) as info:
-                conn.execute("SELECT pglogq.set_queue_config('q', %s, %s)", (param, value))
-            assert info.value.sqlstate == "PQ077" and "new" in str(info.value)
-        conn.execute("SELECT pglogq.create_queue('r')")
-        conn.execute("SELECT pglogq.subscribe('r', 'c')")
+        refused_in_flight(conn, "q", "not ticked yet")
+        tick(conn)
+        refused_in_flight(conn, "q", "has not received every event")
+        page = receive(conn, None)
+        refused_in_flight(conn, "q", "open batch")
+        ack(conn, page)
+        assert receive(conn, None) == []
+        conn.execute("SELECT pglogq.send('q', '{}', delay => '1 hour')")
+        refused_in_flight(conn, "q", "delayed event")
+        conn.execute("DELETE FROM pglogq.delayed")  # (as if it had been delivered and handled)
+        conn.execute("SELECT pglogq.send('q', '{}')")
+        tick(conn)
+        page = receive(conn, None)
+        conn.execute("SELECT pglogq.nack(%s, %s, retry_after => '1 hour')", (page[0][0], page[0][1]))
+        ack(conn, page)
+        refused_in_flight(conn, "q", "retry waits")
+        # a queue with no consumer: events not ticked are in flight too, ticked ones are not
+        new_queue(conn, "r")
+        conn.execute("SELECT pglogq.send('r', '{}')")
+        refused_in_flight(conn, "r", "not ticked yet")
+        tick(conn, "r")
+        assert conn.execute("SELECT pglogq.set_queue_config('r', 'partitions', '2')").fetchone() == ("2",)
+
+
+def test_a_queue_at_rest_changes_its_layout_and_every_key_keeps_its_order(dsn: str) -> None:
+    """1 -> 4 partitions -> urgent lane -> 1 again, each time with a consumer that drained the
+    queue: its streams follow the layout, and a key's events come in send order across it."""
+    with sql_conn(dsn) as conn:
+        new_queue(conn)
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        keys = [f"k{i % 5}" for i in range(20)]
+        before = send_keyed(conn, keys)
+        tick(conn)
+        assert [r[1] for r in drain(conn)] == before
+        assert conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', '4')").fetchone() == ("4",)
+        assert conn.execute("SELECT * FROM pglogq.queue_layout('q')").fetchone() == (4, False)
+        streams = conn.execute("SELECT stream FROM pglogq.subscription WHERE queue_id = "
+                               "(SELECT queue_id FROM pglogq.queue WHERE queue_name = 'q') "
+                               "AND stream IS NOT NULL ORDER BY stream").fetchall()
+        assert [s[0] for s in streams] == [0, 1, 2, 3]
+        after = send_keyed(conn, keys)
+        tick(conn)
+        got = drain(conn, worker="w1")
+        assert sorted(r[1] for r in got) == sorted(after)
+        by_key: dict[str, list[int]] = defaultdict(list)
+        for r in got:
+            by_key[r[2]["key"]].append(r[1])
+        for k, ids in by_key.items():
+            assert ids == [m for m, kk in zip(after, keys, strict=True) if kk == k]
+        # every event of a key in one partition of the new layout
+        assert {k: {partition_of(conn, m) for m in ids} for k, ids in by_key.items()} == {
+            k: {conn.execute("SELECT pglogq.key_slot(%s) %% 4", (k,)).fetchone()[0]} for k in by_key}
+        # 4 -> 1 with an urgent lane, then off again: the streams follow, events flow
+        conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', '1')")
+        conn.execute("SELECT pglogq.set_queue_config('q', 'urgent_lane', 'true')")
+        assert conn.execute("SELECT stream FROM pglogq.subscription WHERE consumer_name = 'c' "
+                            "AND stream IS NOT NULL").fetchall() == [(-1,)]
+        ids = [conn.execute("SELECT pglogq.send('q', '{}', priority => %s)", (p,)).fetchone()[0]
+               for p in (100, 150)]
+        tick(conn)
+        assert [r[1] for r in drain(conn)] == [ids[1], ids[0]]  # the urgent one first
+        conn.execute("SELECT pglogq.set_queue_config('q', 'urgent_lane', 'false')")
+        assert conn.execute("SELECT count(*) FROM pglogq.subscription WHERE stream IS NOT NULL").fetchone() == (0,)
+        last = conn.execute("SELECT pglogq.send('q', '{}')").fetchone()[0]
+        tick(conn)
+        assert [r[1] for r in drain(conn)] == [last]
+
+
+def test_a_seek_back_across_a_layout_change_is_refused(dsn: str) -> None:
+    with sql_conn(dsn) as conn:
+        new_queue(conn)
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        send_keyed(conn, ["a", "b"])
+        tick(conn)
+        old_tick = conn.execute("SELECT max(tick_id) FROM pglogq.tick").fetchone()[0]
+        drain(conn)
+        conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', '2')")
         with pytest.raises(psycopg.Error) as info:
-            conn.execute("SELECT pglogq.set_queue_config('r', 'partitions', '4')")
-        assert info.value.sqlstate == "PQ077"
-        assert conn.execute("SELECT * FROM pglogq.queue_layout('q')").fetchone() == (1, False)
-        assert conn.execute("SELECT * FROM pglogq.queue_layout('r')").fetchone() == (1, False)
+            conn.execute("SELECT * FROM pglogq.seek('q', 'c', %s)", (str(old_tick - 1),))
+        assert info.value.sqlstate == "PQ017"
+        # 'earliest' lands on the change: the events stored in the old layout are not handed again
+        conn.execute("SELECT * FROM pglogq.seek('q', 'c', 'earliest')")
+        assert drain(conn) == []
+
+
+def test_a_repeatable_read_producer_older_than_a_layout_change_gets_40001(dsn: str) -> None:
+    """Its snapshot shows the old partition count: writing with it would put a key into a
+    partition no stream reads (or the wrong one), so the send fails and writes nothing."""
+    with sql_conn(dsn) as conn, sql_conn(dsn) as producer:
+        new_queue(conn)
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        producer.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        producer.execute("SELECT 1")  # takes the snapshot
+        conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', '4')")
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            producer.execute("SELECT pglogq.send_keyed('q', '{}', 'k')")
+        producer.execute("ROLLBACK")
+        producer.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        producer.execute("SELECT pglogq.send_keyed('q', '{}', 'k')")  # a new snapshot: fine
+        producer.execute("COMMIT")
+        assert conn.execute("SELECT count(*) FROM pglogq.event").fetchone() == (1,)
+        # other updates of the queue row (a setting, a rotation) do not fail such a producer
+        producer.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        producer.execute("SELECT 1")
+        conn.execute("SELECT pglogq.set_queue_config('q', 'max_retries', '3')")
+        producer.execute("SELECT pglogq.send_keyed('q', '{}', 'k')")
+        producer.execute("COMMIT")
 
 
 @pytest.mark.parametrize("keys, why", [

@@ -421,6 +421,8 @@ TEXT_PARAMETERS = {
     "ev_type", "in_state", "after", "name", "cron", "missed",
     # issue 14: event keys (stored and hashed as values only)
     "key", "keys",
+    # issue 15: the cluster and shard names of cluster_join (checked by _check_name, stored as values)
+    "cluster_name", "shard_name",
 }
 # functions that build SQL dynamically, reviewed: identifiers only through format('%I'), values
 # only through USING, parameter text never concatenated
