@@ -65,7 +65,15 @@ from pglogq._runtime import (
     total,
 )
 from pglogq.client import Batch, Client
-from pglogq.errors import BatchLost, ConsumerGated, PglogqError, StaleBatch, UndecodableEvent
+from pglogq.errors import (
+    BatchLost,
+    ConsumerGated,
+    PglogqError,
+    StaleBatch,
+    UndecodableEvent,
+    UnknownConsumer,
+    UnknownQueue,
+)
 from pglogq.models import Message
 from pglogq.retry import RetryPolicy
 from pglogq.sharded_client import ShardedClient
@@ -493,7 +501,7 @@ class Consumer:
     returns their summed :class:`RunStats` (``max_batches`` counts per loop).  ``workers > 1``
     refuses ``transactional=True`` (one page transaction at a time).
 
-    ``client_or_dsn`` may also be an :class:`ShardedClient` (a cluster of shards): the
+    ``client_or_dsn`` may also be a sharded client (:class:`ShardedClient`, of a cluster): the
     consumer then runs ``workers`` receive loops on every shard of the map (read when ``run``
     starts, and every ``MAP_REFRESH`` seconds while it runs: a shard added meanwhile gets its
     loops), each with its own LISTEN connection to its shard and polling fallback, the handlers
@@ -887,7 +895,7 @@ class Consumer:
                 gated: ConsumerGated | None = None
                 try:
                     if self._partitioned is None:
-                        self._partitioned = (self.client.queue_info(self.queue))[0].partitions > 1
+                        self._partitioned = self._learn_partitioned()
                     try:
                         batch = self.client.receive(
                             self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
@@ -915,6 +923,16 @@ class Consumer:
                         polled = False
                         self._handle(batch)
                         continue
+                except (UnknownQueue, UnknownConsumer) as exc:
+                    if self.shard is None:
+                        raise
+                    # a shard that joined the cluster lately: create_queue and subscribe make them
+                    stats.errors += 1
+                    wait = self._error_wait()
+                    log.warning("%r: %s on shard %s (create_queue and subscribe through the sharded client "
+                                "make them on every shard); trying again in %g s", self, exc, self.shard, wait)
+                    _concurrency.wait_event(self._stop_event, wait)
+                    continue
                 except _RECOVERABLE as exc:
                     stats.errors += 1
                     wait = self._error_wait()
@@ -934,6 +952,13 @@ class Consumer:
             self._hb_stop.set()
             beat.join()
             wake.close()
+
+    def _learn_partitioned(self) -> bool:
+        """Whether the queue is partitioned (asked once per run)."""
+        rows = self.client.queue_info(self.queue)
+        if not rows and self.shard is not None:
+            raise UnknownQueue(f'unknown queue "{self.queue}"')
+        return rows[0].partitions > 1
 
     def _error_wait(self) -> float:
         """The wait after a database error: ``poll_interval``; on a shard's loop, doubling at each

@@ -61,14 +61,16 @@ class AsyncShardedClient:
     with the user, password and options of the seed that answered (see
     :func:`pglogq.shardmap.shard_dsn`).
 
-    ``min_size``, ``max_size``, ``pooled``: as for :class:`AsyncClient`, for each shard's pool;
+    ``min_size``, ``max_size``, ``pooled``: as for :class:`AsyncClient`, for each shard's pool
+    (a :class:`AsyncConsumer` given this client uses each shard's pool for its loops there: give
+    ``max_size`` at least ``workers * (concurrency + 2)``);
     ``shard_timeout``: the seconds a call waits for a connection to a shard before it counts the
     shard down (:class:`~pglogq.errors.ShardUnavailable`).
 
     Message, batch and tick ids are numbered by each shard: an id names an event within its
     shard only (a received :class:`AsyncBatch` says which, ``batch.shard``).
 
-    Use one client per event loop (its pools belong to the loop that first used them).
+    With asyncio, use one client per event loop (its pools belong to the loop that first used them).
     """
 
     def __init__(
@@ -76,7 +78,7 @@ class AsyncShardedClient:
         seeds: str | Sequence[str],
         *,
         min_size: int = 1,
-        max_size: int = 4,
+        max_size: int = 8,
         pooled: bool = False,
         shard_timeout: float = 5.0,
     ) -> None:
@@ -264,9 +266,10 @@ class AsyncShardedClient:
     # -- queues and consumers, on every shard -------------------------------------------------
 
     async def _on_every(self, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Call ``method`` of every shard's client; their results by shard.  Shards that are down
-        are left out, then ShardUnavailable names them (after every other shard was called)."""
-        m = await self._current()
+        """Call ``method`` of every shard's client; their results by shard.  The map is read
+        first (a shard added lately gets the call too).  Shards that are down are left out, then
+        ShardUnavailable names them (after every other shard was called)."""
+        m = await self.refresh_map()
         results: dict[str, Any] = {}
         down: list[ShardUnavailable] = []
         for name in m.shard_names:
@@ -285,9 +288,11 @@ class AsyncShardedClient:
         return results
 
     async def create_queue(self, queue: str, *, partitions: int = 1, urgent_lane: bool = False) -> bool:
-        """Create ``queue`` on every shard (see :meth:`AsyncClient.create_queue`); True when it
-        was created on at least one.  Not atomic across shards: a shard that is down raises
-        ShardUnavailable after the others (call again)."""
+        """Create ``queue`` on every shard of the map, read anew (see
+        :meth:`AsyncClient.create_queue`); True when it was created on at least one.  Not atomic
+        across shards: a shard that is down raises ShardUnavailable after the others (call
+        again).  The map is read first: a shard added to the cluster gets the queue too
+        (``pglogq cluster add-shard`` makes the existing queues and consumers there already)."""
         done = await self._on_every("create_queue", queue, partitions=partitions, urgent_lane=urgent_lane)
         return any(done.values())
 
@@ -438,11 +443,12 @@ class AsyncShardedClient:
         for shard, idx in groups.items():
             try:
                 await self._send_group(queue, shard, idx, events, ev_keys, idem, options, ids)
-            except KeyMoved as exc:
+            except KeyMoved:
                 m = await self.refresh_map(prefer=shard)
-                for again, sub in _group(m, ev_keys, idx).items():
-                    if again == shard:
-                        raise exc
+                regrouped = _group(m, ev_keys, idx)
+                if list(regrouped) == [shard]:
+                    raise  # the map read says they are that shard's still
+                for again, sub in regrouped.items():
                     try:
                         await self._send_group(queue, again, sub, events, ev_keys, idem, options, ids)
                     except ShardUnavailable as exc2:
@@ -497,10 +503,13 @@ class AsyncShardedClient:
         start = self._next_receive.get(turn, 0) % len(names)
         answered = 0
         down: list[str] = []
+        left_alone = [n for n in names if self._down.is_down(n)]
+        if len(left_alone) == len(names):
+            left_alone = []  # every shard failed lately: try them all rather than answer nothing
         for step in range(len(names)):
             pos = (start + step) % len(names)
             name = names[pos]
-            if self._down.is_down(name):
+            if name in left_alone:
                 down.append(name)
                 continue
             try:

@@ -74,7 +74,7 @@ class ShardMap:
     moves: tuple[ShardMove, ...] = ()
     source: str | None = None
     slot_count: int = SLOTS
-    _starts: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    _starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check(self)

@@ -14,8 +14,9 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 import pglogq
+from pglogq import cluster_admin
 from tests.plugins.database import SyncOverAsync
-from tests.support.cluster import Cluster, admin, make_cluster
+from tests.support.cluster import Cluster, make_cluster
 from tests.support.db import state
 from tests.support.waiting import wait_for
 
@@ -96,7 +97,7 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     sapi.send("q", {"n": 1}, key=key)
     assert sapi.map.version == 1
     slot = pglogq.key_slot(key)
-    admin().move_slots(cluster.seeds[1], slot, slot, "s1")
+    cluster_admin.move_slots(cluster.seeds[1], slot, slot, "s1")
     assert sapi.map.version == 1  # nothing told the client yet
     sapi.send("q", {"n": 2}, key=key)  # s0 answers "moved": the map is read again, sent to s1
     assert sapi.map.version == 2 and sapi.map.shard_for_key(key) == "s1"
@@ -106,14 +107,41 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     stale = pglogq.ShardedClient(cluster.seeds[2:], shard_timeout=2.0)
     try:
         stale.refresh_map()
-        admin().move_slots(cluster.seeds[0], slot, slot, "s2")
-        others = cluster.keys_of("s0", 2, prefix="other")
+        cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s2")
+        others = cluster.keys_of("s1", 2, prefix="other")  # in the same group as key, and staying
         ids = stale.send_batch("q", [{"n": 3}, {"n": 4}, {"n": 5}], keys=[key, *others])
         assert len(ids) == 3 and stale.map is not None and stale.map.version == 3
     finally:
         stale.close()
     assert cluster.events("s2", "q") == [(key, {"n": 3})]
-    assert [p for _, p in cluster.events("s0", "q")] == [{"n": 1}, {"n": 4}, {"n": 5}]
+    assert [p for _, p in cluster.events("s1", "q")] == [{"n": 2}, {"n": 4}, {"n": 5}]
+    assert cluster.events("s0", "q") == [(key, {"n": 1})]
+
+
+def test_receive_passes_the_gate_of_a_move_once_the_old_shard_is_done(sapi: Any, cluster: Cluster) -> None:
+    setup_queue(sapi)
+    key = cluster.keys_of("s0", 1)[0]
+    sapi.send("q", {"n": 1}, key=key)
+    sapi.tick("q", force=True)
+    slot = pglogq.key_slot(key)
+    cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s1")
+    sapi.send("q", {"n": 2}, key=key)  # moved: to s1 now
+    sapi.tick("q", force=True)
+    with pglogq.Client(cluster.dsns["s1"]) as one, pytest.raises(pglogq.ConsumerGated) as e:
+        one.receive("q", "c")
+    assert (e.value.from_shard, e.value.fence is not None) == ("s0", True)
+    first = sapi.receive("q", "c")
+    assert (first.shard, [m.payload for m in first]) == ("s0", [{"n": 1}])
+    # s1 is next in turn, but gated while the page of s0 is not acknowledged: s0's page again
+    again = sapi.receive("q", "c")
+    assert (again.shard, again.id) == ("s0", first.id)
+    assert first.ack() is True
+    second = sapi.receive("q", "c")  # s0 is done up to the fence: the gate is passed
+    assert (second.shard, [m.payload for m in second]) == ("s1", [{"n": 2}])
+    second.ack()
+    with psycopg.connect(cluster.dsns["s1"]) as conn:
+        assert conn.execute("SELECT count(*) FROM pglogq.cluster_gate").fetchone() == (0,)
+    assert not sapi.receive("q", "c")
 
 
 def test_send_on_the_wrong_shards_connection_raises_key_moved(cluster: Cluster) -> None:

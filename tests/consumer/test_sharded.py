@@ -16,7 +16,9 @@ import psycopg
 import pytest
 
 import pglogq
-from tests.support.cluster import Cluster, admin, make_cluster
+from pglogq import cluster_admin
+from pglogq import consumer as consumer_module
+from tests.support.cluster import Cluster, make_cluster
 from tests.support.consumers import MODES, Spec, run_once, running
 from tests.support.waiting import wait_for
 
@@ -182,7 +184,7 @@ def test_a_move_of_slots_while_producers_and_the_consumer_run(mode: str, cluster
         for p in producers:
             p.start()
         wait_for(lambda: rec.handled() > 100, "events handled before the move")
-        admin().move_slots(cluster.seeds[0], lo, half, "s1")
+        cluster_admin.move_slots(cluster.seeds[0], lo, half, "s1")
         handled_at_move = rec.handled()
         wait_for(lambda: rec.handled() > handled_at_move + 100, "events handled after the move")
         for p in producers:
@@ -255,3 +257,36 @@ def test_a_shard_that_is_down_stops_only_its_keys(mode: str, cluster: Cluster) -
     expect = {k: first[k] + second.get(k, []) for k in first}
     assert dict(rec.done) == expect
 
+
+
+def test_a_shard_added_while_the_consumer_runs_gets_its_loops(
+    new_db: Callable[[], str], server_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(consumer_module, "MAP_REFRESH", 0.2)  # the watcher reads the map often
+    cluster = make_cluster(new_db, server_dsn, 2)
+    keys = [f"key-{i}" for i in range(12)]
+    rec = Recorder("thread")
+    spec = Spec("", "q", "c", kwargs={"poll_interval": 0.1}, sharded=cluster.seeds[:1])
+    spec.handler()(rec)
+    with pglogq.ShardedClient(cluster.seeds) as client:
+        client.create_queue("q")
+        client.subscribe("q", "c")
+        first = send_keyed(client, keys, 3)
+        client.tick("q", force=True)
+        with running("thread", spec) as r:
+            wait_for(lambda: rec.handled() == 36, "the events of the first two shards")
+            cluster_admin.add_shard(cluster.seeds[0], new_db(), "s2")
+            client.refresh_map()  # add_shard made the queue and the consumer on the new shard
+            moved = [k for k in keys if client.map is not None and client.map.shard_for_key(k) == "s0"][:3]
+            for k in moved:
+                slot = pglogq.key_slot(k)
+                cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s2")
+            second = send_keyed(client, keys, 2, start=3)
+            assert client.map is not None and all(client.map.shard_for_key(k) == "s2" for k in moved)
+            client.tick("q", force=True)
+            wait_for(lambda: rec.handled() == 60, "the events sent after the new shard joined")
+            r.stop()
+            r.join()
+    assert rec.shards["s2"] == 2 * len(moved) and len(moved) == 3
+    assert set(rec.count.values()) == {1}
+    assert dict(rec.done) == {k: first[k] + second[k] for k in keys}
