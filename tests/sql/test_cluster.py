@@ -533,3 +533,52 @@ def _error(conn: Conn, sql: str) -> psycopg.Error:
     except psycopg.Error as exc:
         return exc
     raise AssertionError(f"{sql} did not fail")
+
+
+@pytest.mark.parametrize("isolation", [psycopg.IsolationLevel.READ_COMMITTED, psycopg.IsolationLevel.REPEATABLE_READ])
+def test_every_event_of_the_moved_slots_stored_on_the_source_is_within_its_fence(
+        pair: tuple[Conn, Conn], isolation: psycopg.IsolationLevel) -> None:
+    """Senders race the export: each keyed send of a moved slot either commits on the source
+    inside the fence tick's snapshot, or is refused (PQ078) - never stored after the fence."""
+    a, b = pair
+    keys = [key_in(i * 10, i * 10 + 9) for i in range(10)]  # slots 0..99, moved
+    exported = threading.Event()
+    counts = {"sent": 0, "refused": 0, "after": 0}
+    lock = threading.Lock()
+
+    def sender(n: int) -> None:
+        with psycopg.connect(a.info.dsn) as conn:
+            conn.isolation_level = isolation
+            last = False
+            while not last:
+                last = exported.is_set()
+                try:
+                    with conn.transaction():
+                        conn.execute("SELECT 1")  # the snapshot (REPEATABLE READ) before the send
+                        conn.execute("SELECT pglogq.send_keyed('q', %s, %s)", (Jsonb(n), keys[n % len(keys)]))
+                        conn.execute("SELECT pglogq.send_keyed('q', %s, %s)", (Jsonb(n), keys[(n + 1) % len(keys)]))
+                    with lock:
+                        counts["sent"] += 1
+                except psycopg.Error as exc:
+                    assert exc.sqlstate == "PQ078", exc
+                    with lock:
+                        counts["refused"] += 1
+                        counts["after"] += last
+
+    threads = [threading.Thread(target=sender, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: counts["sent"] >= 20, timeout=30)
+    assert one(b, "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),))
+    assert one(a, "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),))
+    exported.set()
+    fences = one(a, "SELECT pglogq.cluster_fence(2)")
+    for t in threads:
+        t.join(30)
+    assert counts["sent"] >= 20 and counts["after"] >= len(threads)  # each sender tried after the export
+    stored, outside = a.execute(
+        "SELECT count(*), count(*) FILTER (WHERE NOT pg_visible_in_snapshot(e.ev_txid, t.tick_snapshot))"
+        "  FROM pglogq.event e JOIN pglogq.queue q ON q.queue_id = e.ev_queue"
+        "  JOIN pglogq.tick t ON t.queue_id = q.queue_id AND t.tick_id = %s"
+        " WHERE q.queue_name = 'q' AND e.ev_key = ANY (%s)", (fences["q"], keys)).fetchone() or (0, 0)
+    assert stored == 2 * counts["sent"] and outside == 0
