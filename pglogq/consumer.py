@@ -793,6 +793,11 @@ class Consumer:
         loop that fails stops the others); while not a drain, a watcher reads the map every
         ``MAP_REFRESH`` seconds and starts the loops of shards added meanwhile."""
         assert self._sharded is not None
+        need = self.workers * (self.concurrency + 2)
+        if self._sharded.max_size < need:
+            log.warning("%r: the sharded client's pools hold %d connections per shard; %d loops of concurrency %d "
+                        "on each shard may need %d (make the client with max_size=%d)", self,
+                        self._sharded.max_size, self.workers, self.concurrency, need, need)
         shard_map = self._sharded.refresh_map()
         run = _ShardRun()
         try:

@@ -146,7 +146,7 @@ class AsyncShardedClient:
         than the map in use.  :class:`~pglogq.errors.ShardUnavailable` when none answers."""
         self._check_open()
         current = self._map
-        names = [] if current is None else list(current.shard_names)
+        names = [] if current is None else sorted(current.shard_names, key=self._down.is_down)  # down ones last
         if prefer is not None:
             names = [prefer] + [n for n in names if n != prefer]
         errors: list[str] = []
@@ -410,8 +410,9 @@ class AsyncShardedClient:
 
         ``keys``: each event goes to the shard of its key; a shard that answers that some moved is
         sent its events again once, after reading the map again (see :meth:`send`).  None: every
-        event to the next shard in turn.  **Not atomic across shards**: when a shard is down,
-        the events of the other shards are sent and
+        event to the next shard in turn (with ``idempotency_keys``: to the shard of the first
+        one's slot, so that a retry of the batch meets its first attempt).  **Not atomic across
+        shards**: when a shard is down, the events of the other shards are sent and
         :class:`~pglogq.errors.ShardUnavailable` says how many were not (send those again).
 
         ``conn``: one statement on the caller's connection, no routing (a key of another shard
@@ -430,7 +431,9 @@ class AsyncShardedClient:
         ev_keys = None if keys is None else _keys.check_keys(keys, len(events))
         m = await self._current()
         if ev_keys is None:
-            for name in await self._unkeyed_order(None):
+            # with idempotency keys: the shard of the first one's slot, where a retry of the batch goes too
+            first_idem = next((k for k in idem or () if isinstance(k, str)), None)
+            for name in await self._unkeyed_order(first_idem):
                 try:
                     async with self._on(name) as client:
                         return await client.send_batch(queue, events, idempotency_keys=idem, **options)

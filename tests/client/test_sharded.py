@@ -89,6 +89,9 @@ def test_unkeyed_sends_take_the_shards_in_turn(sapi: Any, cluster: Cluster) -> N
     again = sapi.send("q", {"once": 1}, idempotency_key="order-77")
     assert first == again
     assert sum(len(cluster.events(n, "q")) for n in cluster.names) == 12
+    batch = sapi.send_batch("q", [{"b": 1}, {"b": 2}], idempotency_keys=["batch-5-1", "batch-5-2"])
+    assert sapi.send_batch("q", [{"b": 1}, {"b": 2}], idempotency_keys=["batch-5-1", "batch-5-2"]) == batch
+    assert sum(len(cluster.events(n, "q")) for n in cluster.names) == 14
 
 
 def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) -> None:
