@@ -70,11 +70,15 @@ def kinds(mode: str | None = None) -> dict[str, float]:
 
 def schedule(seed: int, duration: float, mode: str | None = None) -> list[tuple[float, str]]:
     """(time, kind) of every fault, sorted.  Each kind happens at least once, in the first 60 %
-    of the run, so that even a short run exercises all of them."""
+    of the run, so that even a short run exercises all of them (in the modes with faults of their
+    own, within three mean intervals of the start when that is sooner)."""
     rng = random.Random(seed)
     out: list[tuple[float, str]] = []
     for kind, mean in kinds(mode).items():
-        t = rng.uniform(2.0, max(3.0, duration * 0.6))
+        window = max(3.0, duration * 0.6)
+        if mode in OWN_INTERVAL:  # a long run's frequent faults start early too
+            window = min(window, max(3.0, 2.0 + 3 * mean))
+        t = rng.uniform(2.0, window)
         out.append((t, kind))
         while True:
             t += rng.expovariate(1.0 / mean)

@@ -26,6 +26,7 @@ FAULT_LABELS: dict[str, str] = {
     "move_slots": "`cluster_admin.move_slots` of a range holding a producer's key, to another shard (sharded mode)",
     "shard_crash": "`pg_ctl stop -m immediate` of one shard's server, restarted 0.5-2 s later (sharded mode)",
     "move_while_gated": "... of which made although a consumer was still gated after --settle-moves seconds",
+    "move_not_made": "... moves still waiting for the gates when the faults ended (not made)",
     "key_moved_refusal": "sends refused by a shard because the key had moved (PQ078; sharded mode)",
     "exited_consumer": "consumer processes that exited by themselves (restarted)",
     "exited_producer": "producer processes that exited by themselves (restarted)",

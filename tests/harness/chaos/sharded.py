@@ -83,6 +83,8 @@ class ShardedHarness:
     settle_moves: float = 0.0  # before a move, wait up to this long until no consumer is gated
     producing: bool = True
     run_end: float = math.inf  # when the faults end (monotonic): no move waits for gates past it
+    moves_due: list[float] = field(default_factory=list)  # deferred moves (settle_moves): when due
+    last_gate_check: float = 0.0
     gates_left: list[str] = field(default_factory=list)
     faults: Counter[str] = field(default_factory=Counter)
     procs: list[Proc] = field(default_factory=list)
@@ -106,21 +108,16 @@ class ShardedHarness:
         self.events = Recorder(self.hist / "nemesis-harness.log")  # crashes and kills, with their times
         self.shards: list[ExtraServer] = start_servers(SHARDS, self.base / "shards", pin=True)
         self.names = [s.name for s in self.shards]
-        self.by_name = {s.name: s for s in self.shards}
         from pglogq import cluster_admin
         from pglogq.sharded_client import ShardedClient
 
         cluster_admin.init([s.dsn for s in self.shards], names=self.names)
         with ShardedClient([self.shards[0].dsn]) as client:
             client.create_queue(QUEUE, partitions=PARTITIONS)
+            for k, v in {**QUEUE_CONFIG, **SHARDED_CONFIG}.items():
+                client.set_queue_config(QUEUE, k, v)
             for c in SUBSCRIBERS:
                 client.subscribe(QUEUE, c)
-        import pglogq
-
-        for s in self.shards:
-            with pglogq.Client(s.dsn) as plain:
-                for k, v in {**QUEUE_CONFIG, **SHARDED_CONFIG}.items():
-                    plain.set_queue_config(QUEUE, k, v)
         self.rng = random.Random(self.seed)
         seeds = [a for s in self.shards for a in ("--seed-dsn", s.dsn)]
         common = [*seeds, "--queue", QUEUE, "--dir", str(self.hist)]
@@ -165,9 +162,12 @@ class ShardedHarness:
                     restarts.remove((due, proc))
                     proc.start(self.base)
             self.revive(restarts)
+            self.settle_pending()
             time.sleep(0.05)
         for _, pending in restarts:
             pending.start(self.base)
+        if self.moves_due:
+            self.faults["move_not_made"] += len(self.moves_due)  # still waiting at the end
 
     def revive(self, pending: list[tuple[float, Proc]]) -> None:
         """Restart, as a supervisor would, a process that exited by itself (an error: counted)."""
@@ -217,7 +217,11 @@ class ShardedHarness:
         elif kind == "shard_crash":
             self.crash(rng.choice(self.shards), rng.uniform(0.5, 2.0))
         elif kind == "move_slots":
-            self.move()
+            if self.settle_moves > 0:
+                # deferred (see settle_pending): the loop goes on restarting processes meanwhile
+                self.moves_due.append(time.monotonic())
+            else:
+                self.move()
         self.faults[kind] += 1
         self.log(f"fault {kind}")
 
@@ -239,6 +243,23 @@ class ShardedHarness:
                 result: dict[str, Any] = row[0]
                 return result
         raise RuntimeError("no shard answered cluster_map()")
+
+    def settle_pending(self) -> None:
+        """With ``settle_moves``: make the oldest deferred move once no consumer is gated, or once
+        it waited ``settle_moves`` seconds (counted: ``move_while_gated``), or at the run's end."""
+        if not self.moves_due:
+            return
+        now = time.monotonic()
+        if now - self.last_gate_check < 0.5:
+            return
+        self.last_gate_check = now
+        waited_out = now - self.moves_due[0] >= self.settle_moves or now >= self.run_end
+        if self.gates() and not waited_out:
+            return
+        if waited_out and self.gates():
+            self.faults["move_while_gated"] += 1
+        self.moves_due.pop(0)
+        self.move()
 
     def gates(self) -> int:
         """Gate rows left on every shard that answers (consumers not yet past a move's fence)."""
@@ -268,12 +289,6 @@ class ShardedHarness:
         from pglogq.keys import key_slot
 
         rng = self.rng
-        if self.settle_moves > 0:
-            end = min(time.monotonic() + self.settle_moves, self.run_end)
-            while self.gates() and time.monotonic() < end:
-                time.sleep(0.1)
-            if self.gates():
-                self.faults["move_while_gated"] += 1
         key = f"{rng.choice(PRODUCERS)}:{rng.randrange(KEYS_PER_PRODUCER)}"
         slot = key_slot(key)
         cmap = self.cluster_map()
