@@ -33,9 +33,11 @@ def unreachable(exc: BaseException) -> bool:
     connection broke, the server or database refuses connections), not that it refused the call."""
     if isinstance(exc, (PoolTimeout, psycopg.InterfaceError, OSError)):
         return True
-    if isinstance(exc, psycopg.OperationalError):
+    if isinstance(exc, psycopg.Error):
         state = exc.sqlstate
-        return state is None or state.startswith("08") or state in UNREACHABLE_STATES
+        if state is None:  # the client's own report: no connection, or it broke
+            return isinstance(exc, psycopg.OperationalError)
+        return state.startswith("08") or state in UNREACHABLE_STATES
     return False
 
 

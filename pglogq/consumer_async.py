@@ -67,6 +67,7 @@ from pglogq.errors import (
     BatchLost,
     ConsumerGated,
     PglogqError,
+    ShardUnavailable,
     StaleBatch,
     UndecodableEvent,
     UnknownConsumer,
@@ -505,7 +506,8 @@ class AsyncConsumer:
     loops), each with its own LISTEN connection to its shard and polling fallback, the handlers
     shared; ``run`` returns the sum over all loops (``max_batches`` counts per loop).  A shard that
     is down stops only its own loops: they try again after ``poll_interval``, doubling up to
-    ``SHARD_BACKOFF_MAX`` seconds, while the other shards flow.  A shard where the consumer is gated
+    ``SHARD_BACKOFF_MAX`` seconds, while the other shards flow (and while no seed answers when
+    ``run`` starts, it waits so for the map).  A shard where the consumer is gated
     by an unfinished move of slots waits until the consumer has finished the move's old shard up
     to the move's fence (its loops there go on meanwhile), then passes the gate and reads; a
     drain (``stop_when_idle``) waits so while the old shard's loops run.  ``listen_dsn`` is refused
@@ -796,13 +798,23 @@ class AsyncConsumer:
             log.warning("%r: the sharded client's pools hold %d connections per shard; %d loops of concurrency %d "
                         "on each shard may need %d (make the client with max_size=%d)", self,
                         self._sharded.max_size, self.workers, self.concurrency, need, need)
-        shard_map = await self._sharded.refresh_map()
+        early = RunStats()  # the map cannot be read while no seed answers: wait, as a loop would
+        while True:
+            try:
+                shard_map = await self._sharded.refresh_map()
+                break
+            except ShardUnavailable as exc:
+                early.errors += 1
+                wait = float(min(max(self.poll_interval, SHARD_BACKOFF_MAX), self.poll_interval * 2.0 ** early.errors))
+                log.warning("%r: cannot read the shard map (%s); trying again in %g s", self, exc, wait)
+                if await _concurrency_async.wait_event(self._stop_event, wait):
+                    return early
         run = _ShardRun()
         try:
             runs = await self._serve_shards(run, list(shard_map.shard_names), stop_when_idle, max_batches)
         finally:
             self._loops = []
-        return total(runs)
+        return total([early, *runs])
 
     async def _serve_shards(
         self, run: _ShardRun, shards: list[str], stop_when_idle: bool, max_batches: int | None
@@ -891,6 +903,7 @@ class AsyncConsumer:
         wake = self.wakeup = await self._wakeup()
         beat = _concurrency_async.Background(self._heartbeat_loop, name=f"pglogq-heartbeat-{self.label}")
         polled = False
+        last_look = False  # a drain's gated loop looked at the fence after the old shard's loops ended
         try:
             while not self._stopping:
                 if max_batches is not None and stats.pages >= max_batches:
@@ -942,8 +955,11 @@ class AsyncConsumer:
                     log.warning("%r: database error (%s); trying again in %g s", self, exc, wait)
                     await _concurrency_async.wait_event(self._stop_event, wait)
                     continue
-                if stop_when_idle and not (gated is not None and self._old_shard_runs(gated)):
-                    break
+                if stop_when_idle:
+                    if gated is None or (not self._old_shard_runs(gated) and last_look):
+                        break
+                    # gated: wait while the old shard's loops run, then look at the fence once more
+                    last_look = not self._old_shard_runs(gated)
                 if await wake.wait(self.poll_interval):
                     self.health.notified()
                     polled = False

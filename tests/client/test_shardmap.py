@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import PoolTimeout
 
 import pglogq
+from pglogq import _sharding
+from pglogq.models import ConsumerInfo
 from pglogq.shardmap import ShardMap, redacted, shard_dsn
 
 
@@ -128,3 +133,49 @@ def test_redacted_hides_the_password() -> None:
     assert "s3cret" not in redacted("postgresql://app:s3cret@h/db")
     assert conninfo_to_dict(redacted("postgresql://app:s3cret@h/db")) == {"user": "app", "host": "h", "dbname": "db"}
     assert redacted("not a dsn = = =") == "<unparsable DSN>"
+
+
+def test_a_shard_that_fails_is_left_alone_longer_each_time() -> None:
+    now = [100.0]
+    down = _sharding.DownShards(clock=lambda: now[0])
+    assert not down.is_down("a")
+    waits = [down.failed("a") for _ in range(7)]
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]  # doubling, at most DOWN_MAX
+    assert down.is_down("a") and not down.is_down("b") and down.known_down() == ["a"]
+    now[0] += 30.0
+    assert not down.is_down("a")  # tried again after its wait
+    down.failed("a")
+    down.answered("a")
+    assert not down.is_down("a") and down.failed("a") == 1.0  # an answer resets the count
+
+
+def test_which_errors_say_a_shard_is_unreachable() -> None:
+    assert _sharding.unreachable(PoolTimeout("no connection in 5 s"))
+    assert _sharding.unreachable(psycopg.OperationalError("server closed the connection unexpectedly"))
+    assert _sharding.unreachable(psycopg.errors.AdminShutdown("terminating connection"))
+    assert _sharding.unreachable(psycopg.errors.InvalidCatalogName("database does not exist"))
+    assert _sharding.unreachable(ConnectionRefusedError())
+    assert not _sharding.unreachable(psycopg.errors.QueryCanceled("statement timeout"))
+    assert not _sharding.unreachable(psycopg.errors.UniqueViolation("dup"))
+    assert not _sharding.unreachable(pglogq.UnknownQueue("unknown queue"))
+
+
+def test_rows_of_the_shards_combine() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def row(consumer: str, lag: int, events: int | None, pending: int | None, batch: int | None,
+            seen: datetime | None) -> ConsumerInfo:
+        return ConsumerInfo("q", consumer, 7, timedelta(seconds=lag), events, pending, seen, batch,
+                            seen, 2, 1 if batch else 0, 3, 1, 0, None)
+
+    rows: dict[str, ConsumerInfo | None] = {
+        "a": row("c", 5, 10, 4, 11, t0), "b": row("c", 9, None, 6, None, t0 + timedelta(seconds=3)), "c": None,
+    }
+    got = _sharding.combine_consumer_info("q", "c", rows)
+    assert (got.lag, got.lag_events, got.pending_events, got.batch_id) == (timedelta(seconds=9), 10, 10, 11)
+    assert (got.last_seen, got.batch_open_since, got.workers, got.open_batches) == (
+        t0 + timedelta(seconds=3), t0, 2, 1)
+    assert (got.retry_depth, got.dead_letters, got.unavailable) == (6, 2, ["c"])
+    assert got.shards == rows
+    rows["c"] = row("c", 1, 1, 1, 12, t0)
+    assert _sharding.combine_consumer_info("q", "c", rows).batch_id is None  # per shard: see shards

@@ -290,3 +290,50 @@ def test_a_shard_added_while_the_consumer_runs_gets_its_loops(
     assert rec.shards["s2"] == 2 * len(moved) and len(moved) == 3
     assert set(rec.count.values()) == {1}
     assert dict(rec.done) == {k: first[k] + second[k] for k in keys}
+
+
+def test_a_consumer_started_while_its_seed_is_down_waits_for_it(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pglogq.ShardedClient(cluster.seeds) as client:
+        client.create_queue("q")
+        client.subscribe("q", "c")
+        order = send_keyed(client, [f"key-{i}" for i in range(9)], 2)
+        client.tick("q", force=True)
+    rec = Recorder("thread")
+    spec = Spec("", "q", "c", kwargs={"poll_interval": 0.1}, sharded=cluster.seeds[:1],
+                sharded_kwargs={"shard_timeout": 1.0})
+    spec.handler()(rec)
+    with contextlib.ExitStack() as outage:
+        outage.enter_context(cluster.down("s0"))
+        with running("thread", spec) as r:
+            wait_for(lambda: "cannot read the shard map" in caplog.text, "the consumer meeting its seed down")
+            assert r.thread.is_alive() and rec.handled() == 0
+            outage.close()
+            wait_for(lambda: rec.handled() == 18, "every event once the seed is back")
+            r.stop()
+            stats = r.join()
+    assert stats.errors >= 1 and stats.handled == 18
+    assert dict(rec.done) == dict(order)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_drain_reads_a_gated_shard_once_the_old_shard_is_done(mode: str, cluster: Cluster) -> None:
+    keys = cluster.keys_of("s0", 4, prefix="gate-")
+    with pglogq.ShardedClient(cluster.seeds) as client:
+        client.create_queue("q")
+        client.subscribe("q", "c")
+        first = send_keyed(client, keys, 3)
+        client.tick("q", force=True)
+        for k in keys:
+            slot = pglogq.key_slot(k)
+            cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s1")
+        second = send_keyed(client, keys, 2, start=3)  # to s1 now, gated behind s0's first events
+        client.tick("q", force=True)
+    assert {k for k, _ in cluster.events("s1", "q")} == set(keys)
+    rec = Recorder(mode)
+    spec = Spec("", "q", "c", kwargs={"poll_interval": 0.05}, sharded=cluster.seeds[:1])
+    spec.handler()(rec)
+    stats = run_once(mode, spec, stop_when_idle=True)
+    assert stats.handled == 20
+    assert dict(rec.done) == {k: first[k] + second[k] for k in keys}
