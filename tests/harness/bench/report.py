@@ -17,6 +17,7 @@ TITLES = {
     "fanout": "4. Fan-out",
     "held_xmin": "5. Sustained load under a held xmin",
     "large_batch": "6. One large batch",
+    "shards": "7. One queue across shards (1, 2, 3 servers) and the router's overhead",
 }
 BUSY_LOAD = 1.0
 
@@ -262,7 +263,7 @@ def write_plots(out: Path, results: Results) -> list[Path]:
         fig.savefig(p, dpi=110)
         plt.close(fig)
         paths.append(p)
-    for scenario in ("latency", "fanout", "held_xmin", "held_xmin_meta", "held_xmin_dead"):
+    for scenario in ("latency", "fanout", "held_xmin", "held_xmin_meta", "held_xmin_dead", "shards"):
         series = [s for s in results.series if s.scenario == scenario]
         if not series:
             continue

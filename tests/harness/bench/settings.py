@@ -38,6 +38,11 @@ class Settings:
     vip_after_seconds: float  # into the drain
     vip_trials: int  # with the urgent lane
     vip_baseline_trials: int  # without it (the VIP mails wait for the backlog)
+    shard_counts: tuple[int, ...]  # clusters of the shards scenario (1, 2, 3 shards)
+    shard_servers: bool  # shards on embedded servers of their own (pinned); False: databases of the bench server
+    shard_clients: int  # producer processes of the shards scenario
+    shard_events: int  # keyed events drained by the Consumer, per cluster
+    shard_overhead_rounds: int  # interleaved rounds of Client vs ShardedClient
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +79,11 @@ FULL = Settings(
     vip_after_seconds=1.0,
     vip_trials=20,
     vip_baseline_trials=1,
+    shard_counts=(1, 2, 3),
+    shard_servers=True,
+    shard_clients=4,
+    shard_events=60_000,
+    shard_overhead_rounds=5,
 )
 
 QUICK = Settings(
@@ -107,4 +117,9 @@ QUICK = Settings(
     vip_after_seconds=0.5,
     vip_trials=2,
     vip_baseline_trials=0,
+    shard_counts=(1, 3),
+    shard_servers=False,
+    shard_clients=2,
+    shard_events=2_000,
+    shard_overhead_rounds=2,
 )

@@ -18,6 +18,9 @@ Every process appends tab-separated lines to its own file with unbuffered ``os.w
 * ``done <page> <time>`` — keyed mode: the handlers of the page finished (written before the
   nacks and the ack are sent; a page without ``done`` was in flight until its process died);
 * ``fault <kind>`` — a fault a client process injected on itself (e.g. a tiny timeout);
+* ``crash <shard> <down> <up>`` — sharded mode, the harness's own file: a shard's server was
+  stopped immediately at ``down`` and answered again at ``up`` (CLOCK_MONOTONIC);
+* ``kill <process> <pid> <time>`` — sharded mode, the harness's file: it SIGKILLed that process;
 * ``skip <id> <consumer> <within>`` — a retention pass made the consumer skip event ``id``
   (``within`` = 1: the event was ticked within the limit, so skipping it was wrong).
 """
@@ -51,7 +54,7 @@ class Recorder:
 # the number of fields of each record kind (a torn line has fewer)
 _FIELDS: dict[str, tuple[int, ...]] = {
     "invoke": (2,), "ok": (2,), "fail": (2,), "info": (2,), "fault": (2,),
-    "deliver": (6, 9), "skip": (4,), "page": (7,), "done": (3,),
+    "deliver": (6, 9), "skip": (4,), "page": (7,), "done": (3,), "crash": (4,), "kill": (4,),
 }
 
 

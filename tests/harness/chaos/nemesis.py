@@ -48,18 +48,37 @@ MODE_INTERVAL: dict[str, dict[str, float]] = {
 RETENTION_LIMIT = "2 seconds"
 
 
+# the modes with faults of their own instead of the plain run's (``--mode sharded``: three
+# servers, each a shard of one cluster; no proxy, no 2PC, no rotation faults)
+OWN_INTERVAL: dict[str, dict[str, float]] = {
+    "sharded": {
+        "move_slots": 4.0,  # cluster_admin.move_slots of a range holding a key, to another shard
+        "shard_crash": 60.0,  # pg_ctl stop -m immediate of one shard's server, restarted 0.5-2 s later
+        "kill_consumer": 8.0,
+        "kill_producer": 8.0,
+        "kill_ticker": 15.0,
+    },
+}
+
+
 def kinds(mode: str | None = None) -> dict[str, float]:
     """The fault kinds of a run in ``mode`` (None: the plain run) and their mean intervals."""
+    if mode in OWN_INTERVAL:
+        return dict(OWN_INTERVAL[mode])
     return {**MEAN_INTERVAL, **(MODE_INTERVAL[mode] if mode else {})}
 
 
 def schedule(seed: int, duration: float, mode: str | None = None) -> list[tuple[float, str]]:
     """(time, kind) of every fault, sorted.  Each kind happens at least once, in the first 60 %
-    of the run, so that even a short run exercises all of them."""
+    of the run, so that even a short run exercises all of them (in the modes with faults of their
+    own, within three mean intervals of the start when that is sooner)."""
     rng = random.Random(seed)
     out: list[tuple[float, str]] = []
     for kind, mean in kinds(mode).items():
-        t = rng.uniform(2.0, max(3.0, duration * 0.6))
+        window = max(3.0, duration * 0.6)
+        if mode in OWN_INTERVAL:  # a long run's frequent faults start early too
+            window = min(window, max(3.0, 2.0 + 3 * mean))
+        t = rng.uniform(2.0, window)
         out.append((t, kind))
         while True:
             t += rng.expovariate(1.0 / mean)

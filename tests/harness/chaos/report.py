@@ -23,6 +23,14 @@ FAULT_LABELS: dict[str, str] = {
     "retention_pass": "retention pass with max_consumer_lag = 2 s (retention mode)",
     "retention_moved": "... of which moved a consumer that fell behind",
     "reinstall_schema": "`install_schema()` re-run while everything runs (retention mode)",
+    "move_slots": "`cluster_admin.move_slots` of a range holding a producer's key, to another shard (sharded mode)",
+    "shard_crash": "`pg_ctl stop -m immediate` of one shard's server, restarted 0.5-2 s later (sharded mode)",
+    "move_while_gated": "... of which made although a consumer was still gated after --settle-moves seconds",
+    "move_not_made": "... moves still waiting for the gates when the faults ended (not made)",
+    "key_moved_refusal": "sends refused by a shard because the key had moved (PQ078; sharded mode)",
+    "exited_consumer": "consumer processes that exited by themselves (restarted)",
+    "exited_producer": "producer processes that exited by themselves (restarted)",
+    "exited_ticker": "ticker daemons that exited by themselves (restarted)",
 }
 
 
@@ -62,8 +70,10 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{v['indeterminate_delivered']} / {v['indeterminate_absent']} | {v['dead_lettered']} | "
             f"{v['redelivered_after_nack']} | {v['deliveries']} |"
         )
-    if report.get("mode") == "keyed":
+    if report.get("mode") in ("keyed", "sharded"):
         lines += keyed_lines(report)
+    if report.get("mode") == "sharded":
+        lines += sharded_lines(report)
     return "\n".join(lines) + "\n"
 
 
@@ -71,7 +81,8 @@ def keyed_lines(report: dict[str, Any]) -> list[str]:
     """The keyed mode's table: per-key order and keys in flight at two workers (both must be 0)."""
     lines = [
         "",
-        f"Keyed mode: {report.get('partitions')} partitions.",
+        f"Keyed mode: {report.get('partitions')} partitions"
+        + (f" on each of {len(report['shards'])} shards." if report.get("mode") == "sharded" else "."),
         "",
         "| subscriber | keyed deliveries | per-key order violations | same key in flight"
         " | takeovers of a silent worker's partition |",
@@ -81,4 +92,25 @@ def keyed_lines(report: dict[str, Any]) -> list[str]:
     for name, v in report["subscribers"].items():
         lines.append(f"| {name} | {v['keyed_deliveries']} | {v['per_key_order_violations']} | "
                      f"{v['same_key_in_flight']} | {v['takeovers']} |")
+    return lines
+
+
+def sharded_lines(report: dict[str, Any]) -> list[str]:
+    """The sharded mode's figures: moves, crashes, duplicates not explained by a crash."""
+    shards = report.get("shards", {})
+    lines = [
+        "",
+        f"Sharded mode: {len(shards)} servers ("
+        + ", ".join(f"{n} on core {v.get('cpu')}" for n, v in shards.items())
+        + f"); slot moves done: {report.get('moves_done')}, failed: {report.get('moves_failed')}, "
+        f"unfinished at the end: {len(report.get('moves_unfinished') or [])}; producer keys moved at least once: "
+        f"{report.get('keys_moved')}; map version at the end: {report.get('map_version')}; shard crashes: "
+        + (", ".join(f"{c['shard']} ({c['down_s']} s down)" for c in report.get("crashes", [])) or "none")
+        + ".",
+        "",
+        "| subscriber | duplicates (same retry count, no crash between) | repeats explained by a crash or kill |",
+        "| ---------- | ----------------------------------------------: | ----------------------------------: |",
+    ]
+    for name, v in report["subscribers"].items():
+        lines.append(f"| {name} | {v.get('duplicates')} | {v.get('duplicates_explained_by_a_crash')} |")
     return lines
