@@ -32,7 +32,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 
-from pglogq.errors import InvalidShardMap, PglogqError, ShardUnavailable, translate
+from pglogq.errors import GatesPending, InvalidShardMap, PglogqError, ShardUnavailable, translate
 from pglogq.keys import SLOTS
 from pglogq.shardmap import shard_dsn  # the one merge of a shard's place and the seed's credentials
 
@@ -333,6 +333,22 @@ def _export(conn: psycopg.Connection[Any], move: dict[str, Any], lock_timeout: f
             time.sleep(0.2 * (attempt + 1))
 
 
+def _no_gates_on(cl: _Cluster, source: str) -> None:
+    """Refuse a move out of ``source`` while consumers are gated there by an earlier move into it
+    (GatesPending, nothing changed).  A move's gate waits for its consumers to finish the source
+    up to the fence; a source whose consumers wait themselves could close a cycle of gates (slots
+    moved back before the consumers passed): with this rule every new gate waits on a shard that
+    waits for nothing, so the gates form no cycle and the oldest always passes."""
+    waiting = [mv for mv in read_map(cl.conn(source))["moves"]
+               if mv["to_shard"] == source and int(mv.get("gates") or 0) > 0]
+    if waiting:
+        which = ", ".join(f'move {mv["move_id"]} from "{mv["from_shard"]}" ({mv["gates"]} gated)' for mv in waiting)
+        raise GatesPending(
+            f'consumers are still gated on shard "{source}" by {which}: a move out of it waits until '
+            "they have passed (pglogq cluster status lists the gates; a consumer that is gone for good "
+            "can be unsubscribed)")
+
+
 def _run_move(cl: _Cluster, mv: dict[str, Any], lock_timeout: float = 10.0) -> dict[str, Any]:
     """Every step of one move, each idempotent (a resume runs them all again)."""
     move = {k: mv[k] for k in ("move_id", "map_version", "slot_lo", "slot_hi", "from_shard", "to_shard")}
@@ -365,8 +381,9 @@ def move_slots(seed: str, lo: int | None = None, hi: int | None = None, to_shard
     ``resume``, first finish the unfinished moves (a crash half way); the range may then be left
     out.  ``lock_timeout``: how long (seconds) an export waits for the transactions sending to
     its shard's queues, per attempt (three attempts), before :class:`ShardUnavailable` leaves
-    the move to ``resume``.  Returns the moves made or finished, each with its fences ({queue:
-    tick on the source})."""
+    the move to ``resume``.  A move out of a shard where consumers are still gated by an earlier
+    move into it is refused first (:class:`GatesPending`, nothing changed: see ``_no_gates_on``).
+    Returns the moves made or finished, each with its fences ({queue: tick on the source})."""
     with _cluster(seed) as cl:
         done: list[dict[str, Any]] = []
         if resume:
@@ -384,7 +401,10 @@ def move_slots(seed: str, lo: int | None = None, hi: int | None = None, to_shard
             raise InvalidShardMap(f"slots {lo}-{hi} are not within 0..{SLOT_COUNT - 1} (lo <= hi)")
         cmap = _in_step(cl)
         cl.dsn_of(to_shard)  # an unknown target: InvalidShardMap naming the shards
-        for a, b, owner in _plan(cmap, lo, hi, to_shard):
+        plan = _plan(cmap, lo, hi, to_shard)
+        for owner in sorted({owner for _, _, owner in plan}):
+            _no_gates_on(cl, owner)
+        for a, b, owner in plan:
             v = int(cl.map["version"]) + 1
             done.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,
                                        "from_shard": owner, "to_shard": to_shard}, lock_timeout))
@@ -420,7 +440,10 @@ def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool =
         cl.map = read_map(cl.conn(name))
         moves: list[dict[str, Any]] = []
         if rebalance:
-            for a, b, owner in _rebalance_plan(cl.map, name):
+            plan = _rebalance_plan(cl.map, name)
+            for owner in sorted({owner for _, _, owner in plan}):
+                _no_gates_on(cl, owner)  # the shard is added; its share is moved once they passed
+            for a, b, owner in plan:
                 v = int(cl.map["version"]) + 1
                 moves.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,
                                             "from_shard": owner, "to_shard": name}))
@@ -493,6 +516,8 @@ def remove_shard(seed: str, name: str, *, force: bool = False) -> dict[str, Any]
         if not others:
             raise InvalidShardMap(f'shard "{name}" is the only shard: a cluster keeps one')
         moves: list[dict[str, Any]] = []
+        if not force:
+            _no_gates_on(cl, name)
         for a, b, to in _spread_plan(cmap, name, others):
             v = int(cl.map["version"]) + 1
             moves.append(_run_move(cl, {"move_id": v, "map_version": v, "slot_lo": a, "slot_hi": b,

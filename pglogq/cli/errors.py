@@ -100,6 +100,7 @@ _CLASS_CODES: list[tuple[type[BaseException], Exit]] = [
     (pe.SchemaMismatch, Exit.SCHEMA),
     (pe.EmbeddedUnavailable, Exit.CONNECTION),
     (pe.ShardUnavailable, Exit.CONNECTION),
+    (pe.GatesPending, Exit.CONFLICT),
     (pe.NotAClusterMember, Exit.NOT_FOUND),
     (pe.StaleShardMap, Exit.CONFLICT),
     (pe.KeyMoved, Exit.CONFLICT),

@@ -245,19 +245,18 @@ class ShardedHarness:
         raise RuntimeError("no shard answered cluster_map()")
 
     def settle_pending(self) -> None:
-        """With ``settle_moves``: make the oldest deferred move once no consumer is gated, or once
-        it waited ``settle_moves`` seconds (counted: ``move_while_gated``), or at the run's end."""
+        """Try the oldest deferred move again (every 0.5 s): one the orchestrator refused because
+        consumers were still gated on its source (GatesPending), or, with ``settle_moves``, one
+        waiting up to that long until no consumer is gated anywhere."""
         if not self.moves_due:
             return
         now = time.monotonic()
         if now - self.last_gate_check < 0.5:
             return
         self.last_gate_check = now
-        waited_out = now - self.moves_due[0] >= self.settle_moves or now >= self.run_end
-        if self.gates() and not waited_out:
+        if (self.settle_moves > 0 and now - self.moves_due[0] < self.settle_moves and now < self.run_end
+                and self.gates()):
             return
-        if waited_out and self.gates():
-            self.faults["move_while_gated"] += 1
         self.moves_due.pop(0)
         self.move()
 
@@ -286,6 +285,7 @@ class ShardedHarness:
         """Move the slots around one producer key's slot (within the range that holds it) to
         another shard: the keys of the run go back and forth between the shards."""
         from pglogq import cluster_admin
+        from pglogq.errors import GatesPending
         from pglogq.keys import key_slot
 
         rng = self.rng
@@ -299,12 +299,18 @@ class ShardedHarness:
         t = time.monotonic()
         try:
             cluster_admin.move_slots(self.shards[0].dsn, lo, hi, target)
-            self.moves.append(Move(lo, hi, owner["shard"], target, round(time.monotonic() - t, 3), True))
-            self.log(f"moved slots {lo}-{hi} ({key}) {owner['shard']} -> {target}")
+        except GatesPending as exc:  # nothing changed: tried again later (settle_pending)
+            self.moves_due.append(time.monotonic())
+            self.faults["move_deferred"] += 1
+            self.log(f"move {lo}-{hi} -> {target} deferred: {exc}")
+            return
         except Exception as exc:  # recorded: a failed move is a finding, the run goes on
             self.moves.append(Move(lo, hi, owner["shard"], target, round(time.monotonic() - t, 3), False,
                                    f"{type(exc).__name__}: {exc}"))
             self.log(f"move {lo}-{hi} -> {target} failed: {exc}")
+            return
+        self.moves.append(Move(lo, hi, owner["shard"], target, round(time.monotonic() - t, 3), True))
+        self.log(f"moved slots {lo}-{hi} ({key}) {owner['shard']} -> {target}")
 
     # -- stop, drain, check -------------------------------------------------------------------
 
