@@ -1,4 +1,4 @@
--- pglogq._cluster_gate_check(q, sub_id): say why a receive of a gated consumer returns nothing.
+-- pglogq._cluster_gate_check(q, sub_id): refuse a receive of a consumer gated by a move.
 -- Parameters: q  the queue row (sharded); sub_id  the consumer's sub_id
 -- Returns:    nothing (void) when the consumer has no gate on this queue.
 -- Raises:     PQ079 gated: this shard took slots over and the consumer has not finished the old
@@ -6,11 +6,8 @@
 --             "fence"}: fence is the tick of the queue on the old shard, NULL while the move has
 --             none yet, 0 when the old shard had no such queue at the export).
 -- Tables:     cluster_gate, cluster_move (read).
--- receive calls it when it has nothing to return: a gate holds the consumer at the queue's tick
--- of the import (the whole queue on this shard, not only the moved keys; _take_batch), so what
--- this shard had before the move, open batches included, is still read; only then does the
--- consumer hear of the gate.  The client checks cluster_fence_passed on the old shard, then calls
--- cluster_gate_pass here.
+-- The gate holds the whole queue on this shard for that consumer (not only the moved keys):
+-- the client checks cluster_fence_passed on the old shard, then calls cluster_gate_pass here.
 CREATE OR REPLACE FUNCTION pglogq._cluster_gate_check(q pglogq.queue, sub_id integer)
 RETURNS void LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$

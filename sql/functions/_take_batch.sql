@@ -3,8 +3,7 @@
 --             consumer itself, one of its cooperating workers, or the stream of one partition
 --             of a partitioned queue), locked by the caller
 -- Returns:    h with its batch fields set (not yet written), or h unchanged when no batch is ready.
--- Tables:     cluster_gate (read, a sharded queue);
---             subscription (lock and update of the consumer row; takeover of a silent worker's
+-- Tables:     subscription (lock and update of the consumer row; takeover of a silent worker's
 --             batch, closed through _close_batch), progress (the silent worker's rows deleted),
 --             attempt (the silent worker's rows moved to h),
 --             tick (read), batch_seq (a new batch id).
@@ -22,8 +21,6 @@
 -- the slowest stream's, so that everything reading the consumer's cursor (rotation, retention,
 -- lag) stays on the safe side.  The stream of the urgent lane (stream -1) moves its own cursor
 -- too, ahead of the consumer's: only its urgent events are read there.
--- On a sharded queue no batch goes past the tick of a gate of the consumer (cluster_gate: slots
--- moved to this shard whose old shard the consumer has not finished up to the move's fence).
 CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription)
 RETURNS pglogq.subscription LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
@@ -39,7 +36,6 @@ DECLARE
     tk record;
     xips xid8[];
     slowest bigint;
-    cap bigint;
 BEGIN
     IF h.parent_id IS NOT NULL AND h.stream IS NULL THEN
         SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
@@ -82,14 +78,8 @@ BEGIN
         RAISE EXCEPTION 'tick % of consumer "%" is gone', c.last_tick, c.consumer_name
             USING ERRCODE = 'PQ017', HINT = 'seek the consumer to a tick that still exists';
     END IF;
-    IF q.sharded THEN
-        -- a move of slots to this shard holds the consumer at its gate's tick until it finished
-        -- the old shard up to the move's fence (cluster_gate_pass): what came before is read
-        SELECT min(g.gate_tick) INTO cap FROM pglogq.cluster_gate g
-         WHERE g.queue_id = q.queue_id AND g.sub_id = consumer_id;
-    END IF;
     SELECT t.tick_id INTO cur_id FROM pglogq.tick t
-     WHERE t.queue_id = q.queue_id AND t.tick_id > c.last_tick AND (cap IS NULL OR t.tick_id <= cap)
+     WHERE t.queue_id = q.queue_id AND t.tick_id > c.last_tick
      ORDER BY t.tick_id LIMIT 1;
     IF cur_id IS NULL THEN
         RETURN h;
@@ -97,7 +87,7 @@ BEGIN
     first_id := cur_id;
     -- merge further ticks while the batch stays within batch_max_events (the ticks' event counts)
     SELECT max(t.tick_id) INTO cur_id FROM pglogq.tick t
-     WHERE t.queue_id = q.queue_id AND t.tick_id >= cur_id AND (cap IS NULL OR t.tick_id <= cap)
+     WHERE t.queue_id = q.queue_id AND t.tick_id >= cur_id
        AND (t.tick_id = cur_id OR t.tick_event_total - prev.tick_event_total <= q.batch_max_events);
     -- ...but end the batch at a tick that a producer transaction of this queue was open across:
     -- its events commit after that tick with a lower txid than events before it, and the

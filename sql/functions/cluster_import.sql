@@ -9,8 +9,8 @@
 --             with another content; PQ080 the move's version is not this shard's + 1.
 -- Tables:     cluster_move (insert, state importing), cluster_slots, cluster_node (the slots are
 --             this shard's from the move's version on), cluster_gate (one row per consumer of
---             every sharded queue, at the queue's last tick: none may receive here beyond it
---             before it finished the source up to the move's fence), subscriber (read).
+--             every sharded queue: none may receive here before it finished the source up to
+--             the move's fence), subscriber (read).
 -- From here on this shard accepts the moved keys; the source still does until its export: the
 -- orchestrator exports next (pglogq cluster move-slots).
 CREATE OR REPLACE FUNCTION pglogq.cluster_import(move jsonb)
@@ -41,12 +41,8 @@ BEGIN
     PERFORM pglogq._cluster_give(m.slot_lo, m.slot_hi, n.shard_name, m.map_version);
     INSERT INTO pglogq.cluster_move (move_id, map_version, slot_lo, slot_hi, from_shard, to_shard, state)
     VALUES (m.move_id, m.map_version, m.slot_lo, m.slot_hi, m.from_shard, m.to_shard, 'importing');
-    -- the gate holds each consumer at the queue's last tick: every tick up to it was taken
-    -- before this import commits, and no moved key can be sent here before that, so the consumer
-    -- goes on reading what this shard had (its open batches too) while the gate waits
-    INSERT INTO pglogq.cluster_gate (move_id, queue_id, sub_id, gate_tick)
-    SELECT m.move_id, s.queue_id, s.sub_id,
-           coalesce((SELECT max(t.tick_id) FROM pglogq.tick t WHERE t.queue_id = q.queue_id), 0)
+    INSERT INTO pglogq.cluster_gate (move_id, queue_id, sub_id)
+    SELECT m.move_id, s.queue_id, s.sub_id
       FROM pglogq.subscriber s JOIN pglogq.queue q ON q.queue_id = s.queue_id
      WHERE s.parent_id IS NULL AND q.sharded;
     RETURN true;

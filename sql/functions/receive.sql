@@ -19,9 +19,8 @@
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer (also when it is unsubscribed, or its
 --             queue dropped, while the call waits); PQ004 invalid worker name;
 --             PQ017 a tick of the cursor or of the open batch is gone; PQ019 max_messages out of range;
---             PQ060 start_first out of range; PQ079 on a sharded queue, nothing is left to
---             receive below the tick where a move of slots to this shard holds the consumer
---             (its gate, see _take_batch and _cluster_gate_check).
+--             PQ060 start_first out of range; PQ079 on a sharded queue, the consumer is gated
+--             by a move of slots to this shard (see _cluster_gate_check).
 -- Tables:     subscription (lock), sub_state (one update; a batch found empty is closed through
 --             _close_batch), progress (rows of such a batch deleted), tick (read), event (read),
 --             attempt, dead_letter (through _crashed_page, after a crash).
@@ -67,6 +66,9 @@ BEGIN
     END IF;
     q := pglogq._queue(queue_name);
     c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
+    IF q.sharded THEN
+        PERFORM pglogq._cluster_gate_check(q, c.sub_id);  -- gated by a move of slots: PQ079
+    END IF;
     IF worker_name IS NOT NULL AND worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
         RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
             USING ERRCODE = 'PQ004';
@@ -82,9 +84,6 @@ BEGIN
         tried := '{}';
         h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
         IF h.sub_id IS NULL THEN
-            IF q.sharded THEN
-                PERFORM pglogq._cluster_gate_check(q, c.sub_id);  -- held by a gate: PQ079
-            END IF;
             RETURN;
         END IF;
     ELSIF worker_name IS NULL THEN
@@ -159,16 +158,10 @@ BEGIN
                         ordinary := NULL;
                     END IF;
                     IF h.sub_id IS NULL THEN
-                        IF q.sharded THEN
-                            PERFORM pglogq._cluster_gate_check(q, c.sub_id);  -- held by a gate: PQ079
-                        END IF;
                         RETURN;
                     END IF;
                     stored := h.batch_id IS NOT NULL;
                     CONTINUE;
-                END IF;
-                IF q.sharded THEN
-                    PERFORM pglogq._cluster_gate_check(q, c.sub_id);  -- held by a gate: PQ079
                 END IF;
                 RETURN;
             END IF;

@@ -50,8 +50,8 @@ BEGIN
     IF q.sharded THEN
         -- slots being imported here: the consumer may get their keys' events only after it
         -- finished the old shard up to the move's fence
-        INSERT INTO pglogq.cluster_gate (move_id, queue_id, sub_id, gate_tick)
-        SELECT m.move_id, q.queue_id, new_id, coalesce(last, 0)
+        INSERT INTO pglogq.cluster_gate (move_id, queue_id, sub_id)
+        SELECT m.move_id, q.queue_id, new_id
           FROM pglogq.cluster_move m JOIN pglogq.cluster_node n ON n.shard_name = m.to_shard
          WHERE m.state <> 'done';
     END IF;

@@ -56,7 +56,6 @@ CREATE TABLE pglogq.cluster_gate (
     move_id   bigint NOT NULL REFERENCES pglogq.cluster_move ON DELETE CASCADE,
     queue_id  integer NOT NULL REFERENCES pglogq.queue ON DELETE CASCADE,
     sub_id    integer NOT NULL REFERENCES pglogq.subscriber ON DELETE CASCADE,
-    gate_tick bigint NOT NULL,     -- the consumer reads this shard up to this tick, no further
     PRIMARY KEY (queue_id, sub_id, move_id)
 );
 CREATE INDEX cluster_gate_move_idx ON pglogq.cluster_gate (move_id);

@@ -386,55 +386,6 @@ def test_receive_is_gated_until_the_fence_is_passed(pair: tuple[Conn, Conn]) -> 
     fails(a, "PQ002", "SELECT pglogq.cluster_fence_passed('q', NULL, 1)")
 
 
-def test_a_gated_consumer_reads_what_the_shard_had_and_moves_both_ways_do_not_deadlock(
-        pair: tuple[Conn, Conn]) -> None:
-    """Slots 0-99 move a -> b, then slots 8192-8291 b -> a, while consumer c has read nothing:
-    c is gated on both shards.  Each gate holds c at its shard's tick of the import, so c still
-    reads what each shard had before (a batch opened before the gate too), reaches both fences
-    and passes both gates; then the moved keys' new events come, each after its old ones."""
-    a, b = pair
-    ka, kb = key_in(0, 99), key_in(8192, 8291)
-    a.execute("SELECT pglogq.send_keyed('q', '\"a-old\"', %s)", (ka,))
-    b.execute("SELECT pglogq.send_keyed('q', '\"b-old\"', %s)", (kb,))
-    for conn in (a, b):
-        conn.execute("SELECT pglogq.force_tick('q')")
-    opened = b.execute("SELECT batch_id, payload FROM pglogq.receive('q', 'c')").fetchall()
-    assert [r[1] for r in opened] == ["b-old"]  # open, not acknowledged, before any gate
-    fence_ab = full_move(a, b, 0, 99, version=2)["q"]
-    assert one(a, "SELECT pglogq.cluster_map()")["version"] == one(b, "SELECT pglogq.cluster_map()")["version"] == 2
-    assert one(a, "SELECT pglogq.cluster_import(%s)", (move(8192, 8291, "b", "a", 3),))
-    assert one(b, "SELECT pglogq.cluster_export(%s)", (move(8192, 8291, "b", "a", 3),))
-    fences = one(b, "SELECT pglogq.cluster_fence(3)")
-    assert one(a, "SELECT pglogq.cluster_finish_move(3, %s)", (Jsonb(fences),))
-    fence_back = fences["q"]
-    # the moved keys' new events, each on its new shard
-    b.execute("SELECT pglogq.send_keyed('q', '\"a-new\"', %s)", (ka,))
-    a.execute("SELECT pglogq.send_keyed('q', '\"b-new\"', %s)", (kb,))
-    for conn in (a, b):
-        conn.execute("SELECT pglogq.force_tick('q')")
-    # gated on both shards, c still gets what each had: its open batch on b, a's old event
-    again = b.execute("SELECT batch_id, payload FROM pglogq.receive('q', 'c')").fetchall()
-    assert again == opened
-    b.execute("SELECT pglogq.ack(%s)", (opened[0][0],))
-    rows = a.execute("SELECT batch_id, payload FROM pglogq.receive('q', 'c')").fetchall()
-    assert [r[1] for r in rows] == ["a-old"]
-    a.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
-    for conn in (a, b):
-        fails(conn, "PQ079", "SELECT * FROM pglogq.receive('q', 'c')")  # nothing below the gate
-    # the older move first: c finished a up to its fence, so its gate on b passes; c reads b on
-    # (a's moved key's new event among it) up to the fence of the move back, whose gate on a passes
-    assert one(b, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fence_back,)) is False
-    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fence_ab,)) is True
-    assert one(b, "SELECT pglogq.cluster_gate_pass('q', 'c', 2)") is True
-    rows = b.execute("SELECT batch_id, payload FROM pglogq.receive('q', 'c')").fetchall()
-    assert [r[1] for r in rows] == ["a-new"]
-    b.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
-    assert b.execute("SELECT * FROM pglogq.receive('q', 'c')").fetchall() == []
-    assert one(b, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (fence_back,)) is True
-    assert one(a, "SELECT pglogq.cluster_gate_pass('q', 'c', 3)") is True
-    assert [r[0] for r in a.execute("SELECT payload FROM pglogq.receive('q', 'c')").fetchall()] == ["b-new"]
-
-
 def test_fence_passed_waits_for_a_retry_of_a_moved_key(pair: tuple[Conn, Conn]) -> None:
     a, b = pair
     k = key_in(0, 99)
