@@ -500,11 +500,10 @@ class ShardedClient:
         back when none has events.  :class:`~pglogq.errors.ShardUnavailable` when no shard answered.
 
         A gated shard (a move brought it slots whose events on their old shard this consumer has
-        not finished yet) hands what it had before the move as usual; once nothing is left below
-        the gate: when the consumer has acknowledged everything up to the move's fence on the old
-        shard, the gate is passed (``cluster_gate_pass``) and the shard read at once; else it is
-        passed over for now (beyond the tick of the import its whole queue waits for this
-        consumer: the cost of keeping each key's order across a move)."""
+        not finished yet): when the consumer has acknowledged everything up to the move's fence
+        on the old shard, the gate is passed (``cluster_gate_pass``) and the shard read at once;
+        else it is passed over for now (its whole queue waits for this consumer: the cost of
+        keeping each key's order across a move)."""
         m = self._current()
         names = list(m.shard_names)
         turn = (queue, consumer, worker)

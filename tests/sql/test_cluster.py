@@ -644,3 +644,29 @@ def test_a_shard_whose_schema_was_installed_afresh_is_no_member(pair: tuple[Conn
     a.execute("SELECT pglogq.create_queue('q')")
     assert one(a, "SELECT sharded FROM pglogq.queue WHERE queue_name = 'q'") is False
     a.execute("SELECT pglogq.send_keyed('q', '{}', %s)", (key_in(8192, 8300),))  # routes nothing
+
+
+def test_a_move_out_of_a_shard_with_gated_consumers_is_refused_until_they_pass(pair: tuple[Conn, Conn]) -> None:
+    """Slots 0-99 go a -> b while consumer c has not read a: c is gated on b.  Moving slots out
+    of b now (back to a, or others) could gate c on a until it finished b, where it is gated:
+    refused with GatesPending, nothing changed.  Moves out of a go on; once c passed its gates on
+    b, the move back is made."""
+    a, b = pair
+    seed = a.info.dsn
+    a.execute("SELECT pglogq.send_keyed('q', '\"old\"', %s)", (key_in(0, 99),))
+    a.execute("SELECT pglogq.force_tick('q')")
+    cluster_admin.move_slots(seed, 0, 99, "b")
+    for lo, hi in ((0, 99), (9000, 9099)):
+        with pytest.raises(pglogq.GatesPending) as info:
+            cluster_admin.move_slots(seed, lo, hi, "a")
+        assert info.value.sqlstate == "PQ084" and '"b"' in str(info.value)
+    assert one(a, "SELECT pglogq.cluster_map()")["version"] == one(b, "SELECT pglogq.cluster_map()")["version"] == 2
+    cluster_admin.move_slots(seed, 100, 199, "b")  # out of a, where nobody is gated
+    rows = a.execute("SELECT batch_id, payload FROM pglogq.receive('q', 'c')").fetchall()
+    assert [r[1] for r in rows] == ["old"]
+    a.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
+    assert a.execute("SELECT * FROM pglogq.receive('q', 'c')").fetchall() == []
+    for m in one(b, "SELECT pglogq.cluster_map()")["moves"]:
+        assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (m["fences"]["q"],)) is True
+        assert one(b, "SELECT pglogq.cluster_gate_pass('q', 'c', %s)", (m["move_id"],)) is True
+    assert [mv["to_shard"] for mv in cluster_admin.move_slots(seed, 0, 99, "a")] == ["a"]
