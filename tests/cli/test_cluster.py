@@ -16,6 +16,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
+import pglogq
 from pglogq import cluster_admin
 from pglogq.keys import key_slot
 from tests.support.cli import fails, js, ok, run
@@ -27,6 +28,20 @@ def one(conn: Conn, sql: str, params: Any = ()) -> Any:
     row = conn.execute(sql, params).fetchone()
     assert row is not None
     return row[0]
+
+
+def pass_gates(seed: str, queue: str = "q", consumer: str = "c") -> None:
+    """Let the consumer read and acknowledge everything, so that its gates pass (a move out of a
+    shard where a consumer is still gated is refused: GatesPending)."""
+    with pglogq.ShardedClient([seed]) as sc:
+        empty = 0
+        while empty < 3:
+            batch = sc.receive(queue, consumer, max_messages=1000)
+            if batch:
+                assert batch.ack()
+                empty = 0
+            else:
+                empty += 1
 
 
 def key_in(lo: int, hi: int) -> str:
@@ -101,6 +116,10 @@ def test_move_slots_moves_and_refuses_moved_keys(dbs: Callable[[int], list[str]]
     with psycopg.connect(a, autocommit=True) as conn, pytest.raises(psycopg.Error) as exc:
         conn.execute("SELECT pglogq.send_keyed('q', '1', %s)", (k,))
     assert exc.value.sqlstate == "PQ078"
+    # out of b, where consumer c is gated by the move: refused until c passed its gate
+    r = fails(a, 5, "cluster", "move-slots", "--slots", "50-8300", "--to", "a")
+    assert "gated" in r.stderr
+    pass_gates(a)
     # a range over two owners: one move each; a part already there stays
     moves = js(a, "cluster", "move-slots", "--slots", "50-8300", "--to", "a")
     assert [(m["slot_lo"], m["slot_hi"], m["from_shard"]) for m in moves] == [(50, 99, "b"), (8192, 8300, "b")]
@@ -142,6 +161,7 @@ def test_a_move_left_half_done_is_shown_refused_and_finished_by_resume(dbs: Call
         assert cmap(d)["ranges"][0] == {"lo": 0, "hi": 99, "shard": "b"}
     # nothing left to resume; resume and a new move together
     assert js(c, "cluster", "move-slots", "--resume") == []
+    pass_gates(c)  # consumer c's gate on b (a move out of b waits for it)
     moves = js(c, "cluster", "move-slots", "--resume", "--slots", "0-9", "--to", "c")
     assert [(m["move_id"], m["from_shard"], m["to_shard"]) for m in moves] == [(3, "b", "c")]
 

@@ -110,6 +110,11 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     stale = pglogq.ShardedClient(cluster.seeds[2:], shard_timeout=2.0)
     try:
         stale.refresh_map()
+        # out of s1, where consumer c is gated by the first move: refused until c passed it
+        with pytest.raises(pglogq.GatesPending):
+            cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s2")
+        with psycopg.connect(cluster.dsns["s1"], autocommit=True) as conn:
+            conn.execute("SELECT pglogq.unsubscribe('q', 'c')")  # (its gate goes with it)
         cluster_admin.move_slots(cluster.seeds[0], slot, slot, "s2")
         others = cluster.keys_of("s1", 2, prefix="other")  # in the same group as key, and staying
         ids = stale.send_batch("q", [{"n": 3}, {"n": 4}, {"n": 5}], keys=[key, *others])
