@@ -55,6 +55,8 @@ DECLARE
     new_id integer;
     tried smallint[];
     ordinary pglogq.subscription;  -- the holder of ordinary events while the urgent lane is tried
+    pm pglogq.message;  -- a row of the streamed page
+    streamed boolean := false;
 BEGIN
     IF start_first IS NOT NULL AND (start_first < 0 OR start_first > 100000) THEN
         RAISE EXCEPTION 'invalid start_first %: use 0..100000, or NULL', start_first
@@ -180,13 +182,37 @@ BEGIN
             -- handed out before, handlers started, no ack: a crash (or a takeover) - count it
             h := pglogq._crashed_page(q, h, prev_snap, cur_snap);
         END IF;
-        page := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
-                                                        prev_snap, cur_snap, h.batch_big,
-                                                        h.page_prio, h.page_txid, h.page_id,
-                                                        max_messages + 1, h.stream,
-                                                        q.urgent_lane AND h.stream IS NULL,
-                                                        h.batch_started_at) m);
-        n := cardinality(page);
+        IF h.suspect_txid IS NULL AND NOT EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
+            -- the usual page (no crash under suspicion, no crash counts to add): streamed out as
+            -- it is read, keeping only the keys the row below stores (one copy of each event,
+            -- where an array of the page took three)
+            n := 0;
+            FOR pm IN SELECT * FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
+                                                      prev_snap, cur_snap, h.batch_big,
+                                                      h.page_prio, h.page_txid, h.page_id,
+                                                      max_messages + 1, h.stream,
+                                                      q.urgent_lane AND h.stream IS NULL,
+                                                      h.batch_started_at) LOOP
+                n := n + 1;
+                EXIT WHEN n > max_messages;  -- one more than the page: the batch goes on
+                IF n = start_first THEN
+                    first_row := pm;
+                END IF;
+                last_row := pm;
+                pm.batch_id := h.batch_id;
+                RETURN NEXT pm;
+            END LOOP;
+            streamed := true;
+        ELSE
+            streamed := false;
+            page := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
+                                                            prev_snap, cur_snap, h.batch_big,
+                                                            h.page_prio, h.page_txid, h.page_id,
+                                                            max_messages + 1, h.stream,
+                                                            q.urgent_lane AND h.stream IS NULL,
+                                                            h.batch_started_at) m);
+            n := cardinality(page);
+        END IF;
         EXIT WHEN n > 0;
         -- nothing (left) in this batch for us (all of it cancelled, or others' retries): close
         -- it and look at the next one, until a batch has something or no tick is left -- never
@@ -219,7 +245,15 @@ BEGIN
         h.suspect_id := NULL;
     END LOOP;
     lim := max_messages;
-    IF h.suspect_txid IS NOT NULL THEN
+    IF streamed THEN
+        -- the rows are returned already; the keys were kept on the way (first_row: NULL when
+        -- start_first is 0, else the start_first-th row or, on a shorter page, the last)
+        IF start_first IS NULL THEN
+            first_row := last_row;
+        ELSIF start_first > 0 AND n <= start_first THEN
+            first_row := last_row;
+        END IF;
+    ELSIF h.suspect_txid IS NOT NULL THEN
         -- after a crash: halve the run under suspicion until the event that crashes stands alone
         h2 := h;
         h2.page_txid := NULL;
@@ -236,18 +270,19 @@ BEGIN
             lim := least(max_messages, greatest(1, k / 2));
         END IF;
     END IF;
-    IF n > lim THEN
-        last_row := page[lim];
-    ELSE
-        last_row := page[n];
+    IF NOT streamed THEN
+        IF n > lim THEN
+            last_row := page[lim];
+        ELSE
+            last_row := page[n];
+        END IF;
+        IF start_first IS NULL THEN
+            first_row := last_row;
+        ELSE
+            first_row := page[least(start_first, n, lim)];  -- NULL when start_first is 0
+        END IF;
     END IF;
-    IF start_first IS NULL THEN
-        h.page_marks := false;
-        first_row := last_row;
-    ELSE
-        h.page_marks := true;
-        first_row := page[least(start_first, n, lim)];  -- NULL when start_first is 0
-    END IF;
+    h.page_marks := start_first IS NOT NULL;
     UPDATE pglogq.sub_state s
        SET last_tick = h.last_tick, batch_id = h.batch_id, batch_prev_tick = h.batch_prev_tick,
            batch_cur_tick = h.batch_cur_tick, batch_big = h.batch_big,
@@ -264,6 +299,9 @@ BEGIN
            -- counted its failure and is void now (the page is a new delivery)
            hold_txid = NULL, hold_id = NULL, hold_until = NULL
      WHERE s.sub_id = h.sub_id;
+    IF streamed THEN
+        RETURN;
+    END IF;
     IF EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
         -- crashed attempts count like nacks
         RETURN QUERY
