@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
 
 import pglogq
 from pglogq import cluster_admin
@@ -124,6 +125,33 @@ def test_a_stale_client_follows_the_moved_answer(sapi: Any, cluster: Cluster) ->
     assert cluster.events("s2", "q") == [(key, {"n": 3})]
     assert [p for _, p in cluster.events("s1", "q")] == [{"n": 2}, {"n": 4}, {"n": 5}]
     assert cluster.events("s0", "q") == [(key, {"n": 1})]
+
+
+def test_a_client_behind_twice_gets_key_moved_and_nothing_is_stored(sapi: Any, cluster: Cluster) -> None:
+    """The refusing shard's map is stale too: s0 took a map (by the operator, cluster_apply) that
+    gives the key's slot to s1, while s1 still has the old one (the slot is s0's).  The client
+    sends to s0 (moved: s1), reads the map again from s0, sends to s1, which says moved (s0):
+    the second answer is raised to the caller, and nothing is stored anywhere."""
+    setup_queue(sapi)
+    key = cluster.keys_of("s0", 1)[0]
+    slot = pglogq.key_slot(key)
+    assert sapi.map.version == 1 and sapi.map.shard_for_key(key) == "s0"
+    with psycopg.connect(cluster.dsns["s0"], autocommit=True) as conn:
+        cmap = conn.execute("SELECT pglogq.cluster_map()").fetchone()
+        assert cmap is not None
+        ranges = [r for r in cmap[0]["ranges"] if not r["lo"] <= slot <= r["hi"]]
+        for r in cmap[0]["ranges"]:  # the key's range split around its slot, the slot given to s1
+            if r["lo"] <= slot <= r["hi"]:
+                ranges += [x for x in ({"lo": r["lo"], "hi": slot - 1, "shard": r["shard"]},
+                                       {"lo": slot + 1, "hi": r["hi"], "shard": r["shard"]}) if x["lo"] <= x["hi"]]
+        ranges.append({"lo": slot, "hi": slot, "shard": "s1"})
+        newer = {k: cmap[0][k] for k in ("cluster", "shards")} | {"version": 2, "ranges": ranges}
+        conn.execute("SELECT pglogq.cluster_apply(%s)", (Jsonb(newer),))
+    with pytest.raises(pglogq.KeyMoved) as exc:
+        sapi.send("q", {"n": 1}, key=key)
+    assert exc.value.shard == "s0" and exc.value.slot == slot  # s1's word: the slot is s0's
+    assert sapi.map.version == 2 and sapi.map.shard_for_key(key) == "s1"
+    assert all(cluster.events(name, "q") == [] for name in cluster.names)
 
 
 def test_receive_passes_the_gate_of_a_move_once_the_old_shard_is_done(sapi: Any, cluster: Cluster) -> None:

@@ -670,3 +670,100 @@ def test_a_move_out_of_a_shard_with_gated_consumers_is_refused_until_they_pass(p
         assert one(a, "SELECT pglogq.cluster_fence_passed('q', 'c', %s)", (m["fences"]["q"],)) is True
         assert one(b, "SELECT pglogq.cluster_gate_pass('q', 'c', %s)", (m["move_id"],)) is True
     assert [mv["to_shard"] for mv in cluster_admin.move_slots(seed, 0, 99, "a")] == ["a"]
+
+
+# -- a map or an export while sends are in flight --------------------------------------------------
+
+
+def test_apply_of_a_map_taking_slots_away_waits_for_a_send_of_them(pair: tuple[Conn, Conn]) -> None:
+    """cluster_apply that takes slots 0..99 from a waits for a's transaction sending a key of
+    them; the event is stored on a before the map changes, and the next keyed send is moved."""
+    a, _ = pair
+    k = key_in(0, 99)
+    cmap = one(a, "SELECT pglogq.cluster_map()")
+    ranges = [{"lo": 0, "hi": 99, "shard": "b"}, {"lo": 100, "hi": 8191, "shard": "a"},
+              {"lo": 8192, "hi": 16383, "shard": "b"}]
+    newer = {key: cmap[key] for key in ("cluster", "shards")} | {"version": cmap["version"] + 1, "ranges": ranges}
+    sender = psycopg.connect(a.info.dsn)
+    sender.execute("SELECT pglogq.send_keyed('q', '\"in flight\"', %s)", (k,))  # not committed
+    pid = one(sender, "SELECT pg_backend_pid()")
+    done: list[Any] = []
+
+    def apply() -> None:
+        with psycopg.connect(a.info.dsn, autocommit=True) as conn:
+            done.append(one(conn, "SELECT pglogq.cluster_apply(%s)", (Jsonb(newer),)))
+
+    t = threading.Thread(target=apply)
+    t.start()
+    wait_for(lambda: one(a, "SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = w.locktype"
+                            " AND h.objid = w.objid AND h.classid = w.classid AND h.granted"
+                            " WHERE NOT w.granted AND w.locktype = 'advisory' AND h.pid = %s", (pid,)) > 0,
+             timeout=10)
+    assert done == [] and one(a, "SELECT pglogq.cluster_map()")["version"] == cmap["version"]
+    sender.commit()
+    sender.close()
+    t.join(10)
+    assert done == [True]
+    assert one(a, "SELECT pglogq.cluster_map()")["version"] == cmap["version"] + 1
+    assert one(a, "SELECT count(*) FROM pglogq.event WHERE ev_key = %s", (k,)) == 1
+    fails(a, "PQ078", "SELECT pglogq.send_keyed('q', '\"after\"', %s)", (k,))
+    assert one(a, "SELECT count(*) FROM pglogq.event WHERE ev_key = %s", (k,)) == 1
+
+
+def test_export_against_a_transaction_sending_to_two_queues_is_a_deadlock_one_side_retries(
+        new_db: Callable[[], str]) -> None:
+    """A transaction sent to queue "q2" and then sends to "q1" while cluster_export holds "q1"
+    (names are locked in order) and waits for "q2": PostgreSQL breaks the cycle with 40P01 on
+    one side; the side that lost is retried and both end done, nothing stored twice."""
+    dsns = [new_db(), new_db()]
+    conns = [psycopg.connect(d, autocommit=True) for d in dsns]
+    for conn in conns:
+        for name in ("q1", "q2"):
+            conn.execute("SELECT pglogq.create_queue(%s)", (name,))
+            conn.execute("SELECT pglogq.subscribe(%s, 'c')", (name,))
+    cluster_admin.init(dsns, ["a", "b"], cluster_name="c1")
+    a, b = conns
+    k = key_in(200, 299)
+    assert one(b, "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),))
+    sender = psycopg.connect(a.info.dsn)
+    sender.execute("SET deadlock_timeout = '100ms'")
+    sender.execute("SELECT pglogq.send_keyed('q2', '\"first\"', %s)", (k,))
+    errors: list[str] = []
+    done: list[Any] = []
+
+    def export() -> None:
+        with psycopg.connect(a.info.dsn, autocommit=True) as conn:
+            conn.execute("SET deadlock_timeout = '100ms'")
+            try:
+                done.append(one(conn, "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),)))
+            except psycopg.Error as exc:
+                errors.append(exc.sqlstate or "")
+
+    t = threading.Thread(target=export)
+    t.start()
+    pid = one(sender, "SELECT pg_backend_pid()")
+    wait_for(lambda: one(a, "SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = w.locktype"
+                            " AND h.objid = w.objid AND h.classid = w.classid AND h.granted"
+                            " WHERE NOT w.granted AND w.locktype = 'advisory' AND h.pid = %s", (pid,)) > 0,
+             timeout=10)
+    try:
+        sender.execute("SELECT pglogq.send_keyed('q1', '\"second\"', %s)", (k,))
+        sender.commit()
+    except psycopg.Error as exc:
+        errors.append(exc.sqlstate or "")
+        sender.rollback()
+    t.join(10)
+    assert errors == ["40P01"], errors  # exactly one side lost
+    if done:  # the sender lost: nothing of it was stored; sent again, both events are stored
+        assert done == [True]
+        with sender.transaction():
+            sender.execute("SELECT pglogq.send_keyed('q2', '\"first\"', %s)", (k,))
+            sender.execute("SELECT pglogq.send_keyed('q1', '\"second\"', %s)", (k,))
+    else:  # the export lost: nothing changed; run again, it goes through
+        assert one(a, "SELECT pglogq.cluster_map()")["version"] == 1
+        assert one(a, "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),)) is True
+    sender.close()
+    assert one(a, "SELECT count(*) FROM pglogq.event WHERE ev_key = %s", (k,)) == 2
+    assert one(a, "SELECT pglogq.cluster_map()")["version"] == 2
+    for conn in conns:
+        conn.close()
