@@ -45,6 +45,14 @@ def one(conn: Conn, sql: str, params: Any = ()) -> Any:
     return row[0]
 
 
+def wait_until_blocked_by(conn: Conn, pid: int) -> None:
+    """Wait until some session waits for an advisory lock that session ``pid`` holds."""
+    wait_for(lambda: one(conn, "SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = w.locktype"
+                               " AND h.objid = w.objid AND h.classid = w.classid AND h.granted"
+                               " WHERE NOT w.granted AND w.locktype = 'advisory' AND h.pid = %s", (pid,)) > 0,
+             timeout=10)
+
+
 def two_map(version: int = 1) -> dict[str, Any]:
     return {"version": version, "shards": [{"name": "a", "dsn": "dbname=a"}, {"name": "b", "dsn": "dbname=b"}],
             "ranges": [{"lo": 0, "hi": 8191, "shard": "a"}, {"lo": 8192, "hi": 16383, "shard": "b"}]}
@@ -322,10 +330,7 @@ def test_the_export_waits_for_a_sending_transaction_and_its_event_is_before_the_
     t = threading.Thread(target=export)
     t.start()
     # the export waits for the sender's lock (an advisory lock held by pid)
-    wait_for(lambda: one(a, "SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = w.locktype"
-                            " AND h.objid = w.objid AND h.classid = w.classid AND h.granted"
-                            " WHERE NOT w.granted AND w.locktype = 'advisory' AND h.pid = %s", (pid,)) > 0,
-             timeout=10)
+    wait_until_blocked_by(a, pid)
     assert done == []
     sender.commit()
     t.join(10)
@@ -695,10 +700,7 @@ def test_apply_of_a_map_taking_slots_away_waits_for_a_send_of_them(pair: tuple[C
 
     t = threading.Thread(target=apply)
     t.start()
-    wait_for(lambda: one(a, "SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = w.locktype"
-                            " AND h.objid = w.objid AND h.classid = w.classid AND h.granted"
-                            " WHERE NOT w.granted AND w.locktype = 'advisory' AND h.pid = %s", (pid,)) > 0,
-             timeout=10)
+    wait_until_blocked_by(a, pid)
     assert done == [] and one(a, "SELECT pglogq.cluster_map()")["version"] == cmap["version"]
     sender.commit()
     sender.close()
@@ -742,10 +744,7 @@ def test_export_against_a_transaction_sending_to_two_queues_is_a_deadlock_one_si
     t = threading.Thread(target=export)
     t.start()
     pid = one(sender, "SELECT pg_backend_pid()")
-    wait_for(lambda: one(a, "SELECT count(*) FROM pg_locks w JOIN pg_locks h ON h.locktype = w.locktype"
-                            " AND h.objid = w.objid AND h.classid = w.classid AND h.granted"
-                            " WHERE NOT w.granted AND w.locktype = 'advisory' AND h.pid = %s", (pid,)) > 0,
-             timeout=10)
+    wait_until_blocked_by(a, pid)
     try:
         sender.execute("SELECT pglogq.send_keyed('q1', '\"second\"', %s)", (k,))
         sender.commit()
