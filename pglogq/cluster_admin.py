@@ -32,6 +32,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 
+from pglogq._sharding import unreachable
 from pglogq.errors import GatesPending, InvalidShardMap, PglogqError, ShardUnavailable, translate
 from pglogq.keys import SLOTS
 from pglogq.shardmap import shard_dsn  # the one merge of a shard's place and the seed's credentials
@@ -83,14 +84,9 @@ def call(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] = ()) ->
     """The first column of the first row of one SQL call; pglogq errors translated."""
     try:
         row = conn.execute(sql, params).fetchone()
-    except psycopg.OperationalError as exc:
-        if exc.sqlstate and not exc.sqlstate.startswith("08"):
-            err = translate(exc)
-            if err is exc:
-                raise
-            raise err from exc
-        raise ShardUnavailable(f"{describe(conn.info.dsn)} went away: {' '.join(str(exc).split())}") from exc
     except psycopg.Error as exc:
+        if unreachable(exc):  # the clients' rule: connection lost, server shut down, database closed
+            raise ShardUnavailable(f"{describe(conn.info.dsn)} went away: {' '.join(str(exc).split())}") from exc
         err = translate(exc)
         if err is exc:
             raise

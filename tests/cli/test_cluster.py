@@ -3,6 +3,7 @@ of one server (each database a shard)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import pglogq
 from pglogq import cluster_admin
 from pglogq.keys import key_slot
 from tests.support.cli import fails, js, ok, run
+from tests.support.cluster import Cluster
 
 Conn = psycopg.Connection[Any]
 
@@ -369,3 +371,66 @@ def test_a_cluster_of_two_servers(new_db: Callable[[], str]) -> None:
     finally:
         stop(base / "pgdata")
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("step", ["import", "export", "apply"])
+def test_a_shard_lost_in_the_middle_of_a_move_then_resume(
+        dbs: Callable[[int], list[str]], server_dsn: str, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """A shard goes away at one step of a move (the target at the import, the source at the
+    export, a third shard when the new map is applied): the move stops with ShardUnavailable
+    (PQ083) at that step and stays recorded; once the shard answers again, ``--resume`` (or, for
+    the apply, the next command) finishes it; no event is lost and the key's order holds."""
+    a, b, c = dbs(3)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--dsn", c, "--name", "a", "--name", "b", "--name", "c")
+    cluster = Cluster({"a": a, "b": b, "c": c}, server_dsn)
+    k = key_in(0, 99)
+    with psycopg.connect(a, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.send_keyed('q', '\"before\"', %s)", (k,))
+    lost = {"import": ("b", "cluster_import"), "export": ("a", "cluster_export"), "apply": ("c", "cluster_apply")}
+    shard, function = lost[step]
+    real_call = cluster_admin.call
+    with contextlib.ExitStack() as outage:
+        gone: list[bool] = []
+
+        def call(conn: Conn, sql: str, params: Any = ()) -> Any:
+            if function in sql and not gone:  # the shard goes away at this step, once
+                gone.append(True)
+                outage.enter_context(cluster.down(shard))
+            return real_call(conn, sql, params)
+
+        monkeypatch.setattr(cluster_admin, "call", call)
+        with pytest.raises(pglogq.ShardUnavailable) as exc:
+            cluster_admin.move_slots(a, 0, 99, "b")
+        assert exc.value.sqlstate == "PQ083"
+        monkeypatch.setattr(cluster_admin, "call", real_call)
+        # while the shard is down, every cluster command that needs it stops the same way
+        fails(a if shard != "a" else b, 6, "cluster", "move-slots", "--resume")
+    maps = {name: cmap(d) for name, d in cluster.dsns.items()}
+    if step == "import":  # nothing was recorded: the shards still agree on version 1
+        assert {m["version"] for m in maps.values()} == {1} and all(m["moves"] == [] for m in maps.values())
+        assert js(a, "cluster", "move-slots", "--resume") == []
+        assert [m["move_id"] for m in js(a, "cluster", "move-slots", "--slots", "0-99", "--to", "b")] == [2]
+    elif step == "export":  # imported on the target, the slots still the source's
+        assert maps["a"]["version"] == 1 and maps["b"]["version"] == 2
+        assert js(c, "cluster", "status")["moves"][0]["states"] == {"b": "importing"}
+        assert [m["move_id"] for m in js(c, "cluster", "move-slots", "--resume")] == [2]
+    else:  # the move is done on a and b; c is behind until the next command brings it up to date
+        assert maps["a"]["version"] == maps["b"]["version"] == 2 and maps["c"]["version"] == 1
+        assert js(a, "cluster", "move-slots", "--resume") == []
+    st = js(a, "cluster", "status")
+    assert st["consistent"] is True and st["version"] == 2 and st["moves"] == []
+    for d in cluster.seeds:
+        assert cmap(d)["ranges"][0] == {"lo": 0, "hi": 99, "shard": "b"}
+    with pglogq.ShardedClient([a]) as sc:
+        sc.send("q", "after", key=k)  # routed to the new owner
+        got: list[str] = []
+        for _ in range(20):
+            sc.tick("q", force=True)
+            batch = sc.receive("q", "c", max_messages=100)
+            got += [m.payload for m in batch]
+            if batch:
+                assert batch.ack()
+            if len(got) == 2:
+                break
+    assert got == ["before", "after"]
+    assert cluster.events("a", "q") == [(k, "before")] and cluster.events("b", "q") == [(k, "after")]

@@ -766,3 +766,36 @@ def test_export_against_a_transaction_sending_to_two_queues_is_a_deadlock_one_si
     assert one(a, "SELECT pglogq.cluster_map()")["version"] == 2
     for conn in conns:
         conn.close()
+
+
+def test_sends_of_one_key_to_both_shards_between_import_and_export_come_source_first(
+        pair: tuple[Conn, Conn]) -> None:
+    """The window between the import and the export: a producer with the old map sends key K to
+    the source, one with the new map (read from the target) sends K to the target.  Both are
+    stored (each shard owns K by its own map until the export); the consumer gets the source's
+    events first, also one committed after the target's, because the target's waits behind the
+    gate until the consumer passed the source's fence."""
+    a, b = pair
+    k = key_in(0, 99)
+    a.execute("SELECT pglogq.send_keyed('q', '\"src-1\"', %s)", (k,))
+    assert one(b, "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),))
+    b.execute("SELECT pglogq.send_keyed('q', '\"dst\"', %s)", (k,))  # committed first ...
+    a.execute("SELECT pglogq.send_keyed('q', '\"src-2\"', %s)", (k,))  # ... the source's after it
+    assert one(a, "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),))
+    fails(a, "PQ078", "SELECT pglogq.send_keyed('q', '\"late\"', %s)", (k,))  # the export ends the window
+    fences = one(a, "SELECT pglogq.cluster_fence(2)")
+    assert one(b, "SELECT pglogq.cluster_finish_move(2, %s)", (Jsonb(fences),))
+    assert one(a, "SELECT pglogq.cluster_finish_move(2, NULL)")
+    for conn in (a, b):
+        conn.execute("SELECT pglogq.force_tick('q')")
+    fails(b, "PQ079", "SELECT * FROM pglogq.receive('q', 'c')")  # the target's event waits
+    got: list[str] = []
+    with pglogq.ShardedClient([make_conninfo(a.info.dsn)]) as sc:
+        for _ in range(10):
+            batch = sc.receive("q", "c", max_messages=100)
+            got += [m.payload for m in batch]
+            if batch:
+                assert batch.ack()
+            if len(got) == 3:
+                break
+    assert got == ["src-1", "src-2", "dst"]
