@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import itertools
 import os
 import shutil
@@ -88,9 +89,13 @@ def template_db(server_dsn: str) -> Iterator[str]:
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
-    client = pglogq.Client(with_db(server_dsn, name))
-    client.install_schema()
-    client.close()
+    # one install at a time on a server: its roles are shared by every database, and two pytest
+    # processes (pytest-xdist) on one server would create them at once
+    with open(Path(tempfile.gettempdir()) / "pglogq-test-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        client = pglogq.Client(with_db(server_dsn, name))
+        client.install_schema()
+        client.close()
     yield name
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
