@@ -23,7 +23,7 @@
 --             by a move of slots to this shard (see _cluster_gate_check).
 -- Tables:     subscription (lock), sub_state (one update; a batch found empty is closed through
 --             _close_batch), progress (rows of such a batch deleted), tick (read), event (read),
---             attempt, dead_letter (through _crashed_page, after a crash).
+--             cancelled (read), attempt, dead_letter (through _crashed_page, after a crash).
 -- Until ack(batch_id), calling receive again returns the same page (a crash before ack
 -- redelivers).  ack acknowledges exactly the returned page; the next receive returns the rest
 -- of the batch; the consumer passes the batch when all of it is acknowledged.  Two concurrent
@@ -37,7 +37,9 @@ CREATE OR REPLACE FUNCTION pglogq.receive(
     queue_name text, consumer_name text, max_messages integer DEFAULT 100, worker_name text DEFAULT NULL,
     start_first integer DEFAULT NULL)
 RETURNS SETOF pglogq.message LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET enable_sort = off
+SET jit = off AS $$
 DECLARE
     q pglogq.queue;
     c pglogq.subscription;
@@ -57,6 +59,11 @@ DECLARE
     ordinary pglogq.subscription;  -- the holder of ordinary events while the urgent lane is tried
     pm pglogq.message;  -- a row of the streamed page
     streamed boolean := false;
+    hi xid8;  -- the streamed page in transaction order: the bounds and flags of _batch_page's
+    from_txid xid8;  -- query of that case
+    from_id bigint;
+    owner integer;
+    any_cancel boolean;
 BEGIN
     IF start_first IS NOT NULL AND (start_first < 0 OR start_first > 100000) THEN
         RAISE EXCEPTION 'invalid start_first %: use 0..100000, or NULL', start_first
@@ -185,23 +192,68 @@ BEGIN
         IF h.suspect_txid IS NULL AND NOT EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
             -- the usual page (no crash under suspicion, no crash counts to add): streamed out as
             -- it is read, keeping only the keys the row below stores (one copy of each event,
-            -- where an array of the page took three)
+            -- where an array of the page took three).  Per row: a count and RETURN NEXT; the
+            -- last row is kept once (at max_messages, or the loop variable after the loop).
             n := 0;
-            FOR pm IN SELECT * FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
-                                                      prev_snap, cur_snap, h.batch_big,
-                                                      h.page_prio, h.page_txid, h.page_id,
-                                                      max_messages + 1, h.stream,
-                                                      q.urgent_lane AND h.stream IS NULL,
-                                                      h.batch_started_at) LOOP
-                n := n + 1;
-                EXIT WHEN n > max_messages;  -- one more than the page: the batch goes on
-                IF n = start_first THEN
-                    first_row := pm;
-                END IF;
-                last_row := pm;
-                pm.batch_id := h.batch_id;
-                RETURN NEXT pm;
-            END LOOP;
+            hi := pg_snapshot_xmax(cur_snap);
+            IF h.stream IS NULL
+               AND (h.batch_big OR NOT EXISTS (SELECT 1 FROM pglogq.event e
+                                               WHERE e.ev_queue = q.queue_id AND e.ev_priority <> 100
+                                                 AND e.ev_txid >= pg_snapshot_xmin(prev_snap) AND e.ev_txid < hi)) THEN
+                -- a batch read in transaction order (a big one, or one where every event has the
+                -- default priority): _batch_page's query of that case, read here rather than
+                -- through it, which saves a copy of each row (its result set, read back); the
+                -- same bounds, filters and order (see _batch_page), enable_sort off likewise
+                any_cancel := EXISTS (SELECT 1 FROM pglogq.cancelled x WHERE x.queue_id = q.queue_id);
+                from_txid := coalesce(h.page_txid, pg_snapshot_xmin(prev_snap));
+                from_id := CASE WHEN h.page_txid IS NULL THEN -1 ELSE h.page_id END;
+                owner := coalesce(h.parent_id, h.sub_id);
+                FOR pm IN SELECT h.batch_id, e.ev_id, e.ev_type, e.ev_payload, e.ev_headers, e.ev_retry,
+                                 e.ev_time, e.ev_priority, e.ev_txid
+                            FROM pglogq.event e
+                           WHERE e.ev_queue = q.queue_id
+                             AND (e.ev_txid, e.ev_id) > (from_txid, from_id) AND e.ev_txid < hi
+                             AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
+                             AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
+                             AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+                             AND (NOT q.urgent_lane OR e.ev_priority <= 100)
+                             AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled x
+                                                                WHERE x.queue_id = q.queue_id AND x.msg_id = e.ev_id))
+                           ORDER BY e.ev_txid, e.ev_id
+                           LIMIT max_messages + 1 LOOP
+                    n := n + 1;
+                    EXIT WHEN n > max_messages;  -- one more than the page: the batch goes on
+                    IF n = start_first THEN
+                        first_row := pm;
+                    END IF;
+                    IF n = max_messages THEN
+                        last_row := pm;
+                    END IF;
+                    RETURN NEXT pm;
+                END LOOP;
+            ELSE
+                FOR pm IN SELECT h.batch_id, m.msg_id, m.type, m.payload, m.headers, m.retry_count,
+                                 m.created_at, m.priority, m.txid
+                            FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
+                                                    prev_snap, cur_snap, h.batch_big,
+                                                    h.page_prio, h.page_txid, h.page_id,
+                                                    max_messages + 1, h.stream,
+                                                    q.urgent_lane AND h.stream IS NULL,
+                                                    h.batch_started_at) m LOOP
+                    n := n + 1;
+                    EXIT WHEN n > max_messages;  -- one more than the page: the batch goes on
+                    IF n = start_first THEN
+                        first_row := pm;
+                    END IF;
+                    IF n = max_messages THEN
+                        last_row := pm;
+                    END IF;
+                    RETURN NEXT pm;
+                END LOOP;
+            END IF;
+            IF n BETWEEN 1 AND max_messages THEN
+                last_row := pm;  -- the loop ran out: its variable holds the last row
+            END IF;
             streamed := true;
         ELSE
             streamed := false;
