@@ -73,56 +73,78 @@ BEGIN
         RAISE EXCEPTION 'invalid max_messages %: use 1..100000', coalesce(max_messages::text, 'NULL')
             USING ERRCODE = 'PQ019';
     END IF;
-    q := pglogq._queue(queue_name);
-    c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
-    IF q.sharded THEN
-        PERFORM pglogq._cluster_gate_check(q, c.sub_id);  -- gated by a move of slots: PQ079
+    -- the queue row, as _queue reads it (its shared lock first: a drop_queue racing this call
+    -- is waited for, then the row is read afresh); _queue itself when the row is not found (its
+    -- error and hint) or outside READ COMMITTED (its lock of the row)
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(receive.queue_name));
+    SELECT * INTO q FROM pglogq.queue x WHERE x.queue_name = receive.queue_name;
+    IF NOT FOUND OR current_setting('transaction_isolation') <> 'read committed' THEN
+        q := pglogq._queue(queue_name);
     END IF;
-    IF worker_name IS NOT NULL AND worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
-        RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
-            USING ERRCODE = 'PQ004';
-    END IF;
-    IF q.partitions > 1 THEN
-        -- a partitioned queue: the worker reads one partition's stream (no worker row is made)
-        PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR KEY SHARE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
-                USING ERRCODE = 'PQ002';
-        END IF;
-        PERFORM pglogq._stream_skip(q, c.sub_id);  -- the partitions with nothing new, at once
-        tried := '{}';
-        h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
-        IF h.sub_id IS NULL THEN
-            RETURN;
-        END IF;
-    ELSIF worker_name IS NULL THEN
-        SELECT * INTO h FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR NO KEY UPDATE;
-        IF NOT FOUND THEN
-            -- unsubscribed (or its queue dropped) by a transaction that committed while we waited
-            RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
-                USING ERRCODE = 'PQ002';
-        END IF;
-    ELSE
+    IF worker_name IS NULL AND q.partitions <= 1 AND NOT q.sharded THEN
+        -- the usual holder, the consumer itself: its row read once, locked, after _consumer's
+        -- shared lock (an unsubscribe racing this call is waited for); not found, the general
+        -- path below says why (PQ002 with its hint)
+        PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.consumer.' || q.queue_id),
+                                             hashtext(receive.consumer_name));
         SELECT * INTO h FROM pglogq.subscription s
-         WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
-        IF NOT FOUND THEN
-            -- a new worker: its consumer must still exist (KEY SHARE does not conflict with the
-            -- NO KEY UPDATE locks of receive, seek and retention, only with its removal)
+         WHERE s.queue_id = q.queue_id AND s.consumer_name = receive.consumer_name AND s.parent_id IS NULL
+           FOR NO KEY UPDATE;
+        IF FOUND THEN
+            c := h;
+        END IF;
+    END IF;
+    IF c.sub_id IS NULL THEN
+        c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
+        IF q.sharded THEN
+            PERFORM pglogq._cluster_gate_check(q, c.sub_id);  -- gated by a move of slots: PQ079
+        END IF;
+        IF worker_name IS NOT NULL AND worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
+            RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
+                USING ERRCODE = 'PQ004';
+        END IF;
+        IF q.partitions > 1 THEN
+            -- a partitioned queue: the worker reads one partition's stream (no worker row is made)
             PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR KEY SHARE;
             IF NOT FOUND THEN
                 RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
                     USING ERRCODE = 'PQ002';
             END IF;
-            INSERT INTO pglogq.subscriber (queue_id, consumer_name, parent_id, worker_name)
-            VALUES (q.queue_id, c.consumer_name, c.sub_id, receive.worker_name)
-            ON CONFLICT DO NOTHING
-            RETURNING sub_id INTO new_id;
-            IF new_id IS NOT NULL THEN
-                INSERT INTO pglogq.sub_state (sub_id, heartbeat_at, last_seen)
-                VALUES (new_id, clock_timestamp(), clock_timestamp());
+            PERFORM pglogq._stream_skip(q, c.sub_id);  -- the partitions with nothing new, at once
+            tried := '{}';
+            h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
+            IF h.sub_id IS NULL THEN
+                RETURN;
             END IF;
+        ELSIF worker_name IS NULL THEN
+            SELECT * INTO h FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR NO KEY UPDATE;
+            IF NOT FOUND THEN
+                -- unsubscribed (or its queue dropped) by a transaction that committed while we waited
+                RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
+                    USING ERRCODE = 'PQ002';
+            END IF;
+        ELSE
             SELECT * INTO h FROM pglogq.subscription s
              WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
+            IF NOT FOUND THEN
+                -- a new worker: its consumer must still exist (KEY SHARE does not conflict with the
+                -- NO KEY UPDATE locks of receive, seek and retention, only with its removal)
+                PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR KEY SHARE;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
+                        USING ERRCODE = 'PQ002';
+                END IF;
+                INSERT INTO pglogq.subscriber (queue_id, consumer_name, parent_id, worker_name)
+                VALUES (q.queue_id, c.consumer_name, c.sub_id, receive.worker_name)
+                ON CONFLICT DO NOTHING
+                RETURNING sub_id INTO new_id;
+                IF new_id IS NOT NULL THEN
+                    INSERT INTO pglogq.sub_state (sub_id, heartbeat_at, last_seen)
+                    VALUES (new_id, clock_timestamp(), clock_timestamp());
+                END IF;
+                SELECT * INTO h FROM pglogq.subscription s
+                 WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
+            END IF;
         END IF;
     END IF;
     -- a queue with an urgent lane: its stream first (the page this worker holds there, or its
@@ -175,10 +197,10 @@ BEGIN
                 RETURN;
             END IF;
         END IF;
-        SELECT t.tick_snapshot INTO prev_snap FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_prev_tick;
-        SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_cur_tick;
+        SELECT p.tick_snapshot, t.tick_snapshot INTO prev_snap, cur_snap
+          FROM pglogq.tick p, pglogq.tick t
+         WHERE p.queue_id = q.queue_id AND p.tick_id = h.batch_prev_tick
+           AND t.queue_id = q.queue_id AND t.tick_id = h.batch_cur_tick;  -- none: both NULL
         IF prev_snap IS NULL OR cur_snap IS NULL THEN
             -- never take "its ticks are gone" for "it is empty": that would skip its events
             RAISE EXCEPTION 'tick % or % of the open batch of consumer "%" is gone',
