@@ -22,6 +22,8 @@
 -- scans: each page reads only its own rows.  The other path must sort whatever the setting
 -- (no index has its order), so its plan does not change; jit is off because the sort penalty
 -- would otherwise push that plan's cost past jit_above_cost (JIT costs far more than the query).
+-- receive reads the transaction-order case of its usual page itself, with the same query (one
+-- copy of each row fewer): a change of that query here is made there too.
 CREATE OR REPLACE FUNCTION pglogq._batch_page(
     queue_id integer, owner integer, prev_snap pg_snapshot, cur_snap pg_snapshot, big boolean,
     after_prio integer, after_txid xid8, after_id bigint, lim integer, part smallint DEFAULT NULL,

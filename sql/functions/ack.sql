@@ -24,7 +24,12 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     h pglogq.subscription;
 BEGIN
-    h := pglogq._holder(batch_id);
+    -- the holder, as _holder finds and locks it; _holder itself when no row holds the batch
+    -- (it says why: PQ008 or PQ009)
+    SELECT * INTO h FROM pglogq.subscription s WHERE s.batch_id = ack.batch_id FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        h := pglogq._holder(batch_id);
+    END IF;
     IF h.page_end_txid IS NULL THEN
         IF last_msg_id IS NULL AND last_txid IS NULL THEN
             RETURN false;

@@ -23,7 +23,7 @@
 --             by a move of slots to this shard (see _cluster_gate_check).
 -- Tables:     subscription (lock), sub_state (one update; a batch found empty is closed through
 --             _close_batch), progress (rows of such a batch deleted), tick (read), event (read),
---             attempt, dead_letter (through _crashed_page, after a crash).
+--             cancelled (read), attempt, dead_letter (through _crashed_page, after a crash).
 -- Until ack(batch_id), calling receive again returns the same page (a crash before ack
 -- redelivers).  ack acknowledges exactly the returned page; the next receive returns the rest
 -- of the batch; the consumer passes the batch when all of it is acknowledged.  Two concurrent
@@ -33,11 +33,18 @@
 -- counts a failed attempt (_crashed_page) and the page is handed out again halved, down to one
 -- event, until the run of events under suspicion is passed: the event that kills its worker
 -- every time stands alone, and goes to the dead-letter queue after max_retries + 1 attempts.
+-- Plans: generic (plan_cache_mode): a custom plan of the page query over the partitioned event
+-- table was planned again on every call (about a third of a receive of 100 events, measured
+-- with callgrind); enable_sort and jit off as in _batch_page, whose transaction-order query the
+-- usual page runs here.
 CREATE OR REPLACE FUNCTION pglogq.receive(
     queue_name text, consumer_name text, max_messages integer DEFAULT 100, worker_name text DEFAULT NULL,
     start_first integer DEFAULT NULL)
 RETURNS SETOF pglogq.message LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET enable_sort = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     q pglogq.queue;
     c pglogq.subscription;
@@ -57,6 +64,11 @@ DECLARE
     ordinary pglogq.subscription;  -- the holder of ordinary events while the urgent lane is tried
     pm pglogq.message;  -- a row of the streamed page
     streamed boolean := false;
+    hi xid8;  -- the streamed page in transaction order: the bounds and flags of _batch_page's
+    from_txid xid8;  -- query of that case
+    from_id bigint;
+    owner integer;
+    any_cancel boolean;
 BEGIN
     IF start_first IS NOT NULL AND (start_first < 0 OR start_first > 100000) THEN
         RAISE EXCEPTION 'invalid start_first %: use 0..100000, or NULL', start_first
@@ -66,56 +78,78 @@ BEGIN
         RAISE EXCEPTION 'invalid max_messages %: use 1..100000', coalesce(max_messages::text, 'NULL')
             USING ERRCODE = 'PQ019';
     END IF;
-    q := pglogq._queue(queue_name);
-    c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
-    IF q.sharded THEN
-        PERFORM pglogq._cluster_gate_check(q, c.sub_id);  -- gated by a move of slots: PQ079
+    -- the queue row, as _queue reads it (its shared lock first: a drop_queue racing this call
+    -- is waited for, then the row is read afresh); _queue itself when the row is not found (its
+    -- error and hint) or outside READ COMMITTED (its lock of the row)
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(receive.queue_name));
+    SELECT * INTO q FROM pglogq.queue x WHERE x.queue_name = receive.queue_name;
+    IF NOT FOUND OR current_setting('transaction_isolation') <> 'read committed' THEN
+        q := pglogq._queue(queue_name);
     END IF;
-    IF worker_name IS NOT NULL AND worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
-        RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
-            USING ERRCODE = 'PQ004';
-    END IF;
-    IF q.partitions > 1 THEN
-        -- a partitioned queue: the worker reads one partition's stream (no worker row is made)
-        PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR KEY SHARE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
-                USING ERRCODE = 'PQ002';
-        END IF;
-        PERFORM pglogq._stream_skip(q, c.sub_id);  -- the partitions with nothing new, at once
-        tried := '{}';
-        h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
-        IF h.sub_id IS NULL THEN
-            RETURN;
-        END IF;
-    ELSIF worker_name IS NULL THEN
-        SELECT * INTO h FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR NO KEY UPDATE;
-        IF NOT FOUND THEN
-            -- unsubscribed (or its queue dropped) by a transaction that committed while we waited
-            RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
-                USING ERRCODE = 'PQ002';
-        END IF;
-    ELSE
+    IF worker_name IS NULL AND q.partitions <= 1 AND NOT q.sharded THEN
+        -- the usual holder, the consumer itself: its row read once, locked, after _consumer's
+        -- shared lock (an unsubscribe racing this call is waited for); not found, the general
+        -- path below says why (PQ002 with its hint)
+        PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.consumer.' || q.queue_id),
+                                             hashtext(receive.consumer_name));
         SELECT * INTO h FROM pglogq.subscription s
-         WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
-        IF NOT FOUND THEN
-            -- a new worker: its consumer must still exist (KEY SHARE does not conflict with the
-            -- NO KEY UPDATE locks of receive, seek and retention, only with its removal)
+         WHERE s.queue_id = q.queue_id AND s.consumer_name = receive.consumer_name AND s.parent_id IS NULL
+           FOR NO KEY UPDATE;
+        IF FOUND THEN
+            c := h;
+        END IF;
+    END IF;
+    IF c.sub_id IS NULL THEN
+        c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
+        IF q.sharded THEN
+            PERFORM pglogq._cluster_gate_check(q, c.sub_id);  -- gated by a move of slots: PQ079
+        END IF;
+        IF worker_name IS NOT NULL AND worker_name !~ '^[A-Za-z0-9_.:@-]{1,63}$' THEN
+            RAISE EXCEPTION 'invalid worker name "%": 1 to 63 ASCII letters, digits or _.:@-', left(worker_name, 80)
+                USING ERRCODE = 'PQ004';
+        END IF;
+        IF q.partitions > 1 THEN
+            -- a partitioned queue: the worker reads one partition's stream (no worker row is made)
             PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR KEY SHARE;
             IF NOT FOUND THEN
                 RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
                     USING ERRCODE = 'PQ002';
             END IF;
-            INSERT INTO pglogq.subscriber (queue_id, consumer_name, parent_id, worker_name)
-            VALUES (q.queue_id, c.consumer_name, c.sub_id, receive.worker_name)
-            ON CONFLICT DO NOTHING
-            RETURNING sub_id INTO new_id;
-            IF new_id IS NOT NULL THEN
-                INSERT INTO pglogq.sub_state (sub_id, heartbeat_at, last_seen)
-                VALUES (new_id, clock_timestamp(), clock_timestamp());
+            PERFORM pglogq._stream_skip(q, c.sub_id);  -- the partitions with nothing new, at once
+            tried := '{}';
+            h := pglogq._stream_pick(q, c.sub_id, coalesce(worker_name, ''), tried);
+            IF h.sub_id IS NULL THEN
+                RETURN;
             END IF;
+        ELSIF worker_name IS NULL THEN
+            SELECT * INTO h FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR NO KEY UPDATE;
+            IF NOT FOUND THEN
+                -- unsubscribed (or its queue dropped) by a transaction that committed while we waited
+                RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
+                    USING ERRCODE = 'PQ002';
+            END IF;
+        ELSE
             SELECT * INTO h FROM pglogq.subscription s
              WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
+            IF NOT FOUND THEN
+                -- a new worker: its consumer must still exist (KEY SHARE does not conflict with the
+                -- NO KEY UPDATE locks of receive, seek and retention, only with its removal)
+                PERFORM 1 FROM pglogq.subscription s WHERE s.sub_id = c.sub_id FOR KEY SHARE;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION 'unknown consumer "%" on queue "%"', c.consumer_name, q.queue_name
+                        USING ERRCODE = 'PQ002';
+                END IF;
+                INSERT INTO pglogq.subscriber (queue_id, consumer_name, parent_id, worker_name)
+                VALUES (q.queue_id, c.consumer_name, c.sub_id, receive.worker_name)
+                ON CONFLICT DO NOTHING
+                RETURNING sub_id INTO new_id;
+                IF new_id IS NOT NULL THEN
+                    INSERT INTO pglogq.sub_state (sub_id, heartbeat_at, last_seen)
+                    VALUES (new_id, clock_timestamp(), clock_timestamp());
+                END IF;
+                SELECT * INTO h FROM pglogq.subscription s
+                 WHERE s.parent_id = c.sub_id AND s.worker_name = receive.worker_name FOR NO KEY UPDATE;
+            END IF;
         END IF;
     END IF;
     -- a queue with an urgent lane: its stream first (the page this worker holds there, or its
@@ -168,10 +202,10 @@ BEGIN
                 RETURN;
             END IF;
         END IF;
-        SELECT t.tick_snapshot INTO prev_snap FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_prev_tick;
-        SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_id = h.batch_cur_tick;
+        SELECT p.tick_snapshot, t.tick_snapshot INTO prev_snap, cur_snap
+          FROM pglogq.tick p, pglogq.tick t
+         WHERE p.queue_id = q.queue_id AND p.tick_id = h.batch_prev_tick
+           AND t.queue_id = q.queue_id AND t.tick_id = h.batch_cur_tick;  -- none: both NULL
         IF prev_snap IS NULL OR cur_snap IS NULL THEN
             -- never take "its ticks are gone" for "it is empty": that would skip its events
             RAISE EXCEPTION 'tick % or % of the open batch of consumer "%" is gone',
@@ -185,23 +219,68 @@ BEGIN
         IF h.suspect_txid IS NULL AND NOT EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
             -- the usual page (no crash under suspicion, no crash counts to add): streamed out as
             -- it is read, keeping only the keys the row below stores (one copy of each event,
-            -- where an array of the page took three)
+            -- where an array of the page took three).  Per row: a count and RETURN NEXT; the
+            -- last row is kept once (at max_messages, or the loop variable after the loop).
             n := 0;
-            FOR pm IN SELECT * FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
-                                                      prev_snap, cur_snap, h.batch_big,
-                                                      h.page_prio, h.page_txid, h.page_id,
-                                                      max_messages + 1, h.stream,
-                                                      q.urgent_lane AND h.stream IS NULL,
-                                                      h.batch_started_at) LOOP
-                n := n + 1;
-                EXIT WHEN n > max_messages;  -- one more than the page: the batch goes on
-                IF n = start_first THEN
-                    first_row := pm;
-                END IF;
-                last_row := pm;
-                pm.batch_id := h.batch_id;
-                RETURN NEXT pm;
-            END LOOP;
+            hi := pg_snapshot_xmax(cur_snap);
+            IF h.stream IS NULL
+               AND (h.batch_big OR NOT EXISTS (SELECT 1 FROM pglogq.event e
+                                               WHERE e.ev_queue = q.queue_id AND e.ev_priority <> 100
+                                                 AND e.ev_txid >= pg_snapshot_xmin(prev_snap) AND e.ev_txid < hi)) THEN
+                -- a batch read in transaction order (a big one, or one where every event has the
+                -- default priority): _batch_page's query of that case, read here rather than
+                -- through it, which saves a copy of each row (its result set, read back); the
+                -- same bounds, filters and order (see _batch_page), enable_sort off likewise
+                any_cancel := EXISTS (SELECT 1 FROM pglogq.cancelled x WHERE x.queue_id = q.queue_id);
+                from_txid := coalesce(h.page_txid, pg_snapshot_xmin(prev_snap));
+                from_id := CASE WHEN h.page_txid IS NULL THEN -1 ELSE h.page_id END;
+                owner := coalesce(h.parent_id, h.sub_id);
+                FOR pm IN SELECT h.batch_id, e.ev_id, e.ev_type, e.ev_payload, e.ev_headers, e.ev_retry,
+                                 e.ev_time, e.ev_priority, e.ev_txid
+                            FROM pglogq.event e
+                           WHERE e.ev_queue = q.queue_id
+                             AND (e.ev_txid, e.ev_id) > (from_txid, from_id) AND e.ev_txid < hi
+                             AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
+                             AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
+                             AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+                             AND (NOT q.urgent_lane OR e.ev_priority <= 100)
+                             AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled x
+                                                                WHERE x.queue_id = q.queue_id AND x.msg_id = e.ev_id))
+                           ORDER BY e.ev_txid, e.ev_id
+                           LIMIT max_messages + 1 LOOP
+                    n := n + 1;
+                    EXIT WHEN n > max_messages;  -- one more than the page: the batch goes on
+                    IF n = start_first THEN
+                        first_row := pm;
+                    END IF;
+                    IF n = max_messages THEN
+                        last_row := pm;
+                    END IF;
+                    RETURN NEXT pm;
+                END LOOP;
+            ELSE
+                FOR pm IN SELECT h.batch_id, m.msg_id, m.type, m.payload, m.headers, m.retry_count,
+                                 m.created_at, m.priority, m.txid
+                            FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
+                                                    prev_snap, cur_snap, h.batch_big,
+                                                    h.page_prio, h.page_txid, h.page_id,
+                                                    max_messages + 1, h.stream,
+                                                    q.urgent_lane AND h.stream IS NULL,
+                                                    h.batch_started_at) m LOOP
+                    n := n + 1;
+                    EXIT WHEN n > max_messages;  -- one more than the page: the batch goes on
+                    IF n = start_first THEN
+                        first_row := pm;
+                    END IF;
+                    IF n = max_messages THEN
+                        last_row := pm;
+                    END IF;
+                    RETURN NEXT pm;
+                END LOOP;
+            END IF;
+            IF n BETWEEN 1 AND max_messages THEN
+                last_row := pm;  -- the loop ran out: its variable holds the last row
+            END IF;
             streamed := true;
         ELSE
             streamed := false;

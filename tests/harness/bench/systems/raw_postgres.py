@@ -32,7 +32,9 @@ INSERT_MANY = "INSERT INTO bench_raw (payload) SELECT e FROM jsonb_array_element
 pglogq's client ships for the batch -- inserted straight from ``jsonb_array_elements`` into a plain
 table with a bigserial key, measured in the same run, rounds interleaved with the other systems."""
 APP_INSERT = "INSERT INTO bench_app_order (customer, amount) VALUES (%s, %s)"
-READ_PAGE = "SELECT id, payload FROM {table} WHERE id > %s AND id <= %s ORDER BY id LIMIT %s"
+READ_PAGE = "SELECT id, payload::text FROM {table} WHERE id > %s AND id <= %s ORDER BY id LIMIT %s"
+"""The ceiling of the drains: the payload read as text and decoded with ``json.loads``, the same
+decoder as every system's drain (pglogq's, PgQue's)."""
 
 
 def produce(conf: dict[str, Any], mode: str, batch: int, idx: int, start_at: float, stop_at: float) -> int:
@@ -73,6 +75,8 @@ def read_range(dsn: str, lo: int, hi: int, page: int, start_at: float, table: st
             rows = conn.execute(READ_PAGE.format(table=table).encode(), (last, hi, page)).fetchall()
             if not rows:
                 break
+            for row in rows:  # decode, as the systems' drains do
+                json.loads(row[1])
             n += len(rows)
             last = rows[-1][0]
         return n, start, time.time()
