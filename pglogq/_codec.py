@@ -137,12 +137,17 @@ def dumps(value: Any, what: str = "payload") -> str:
         text = _ENCODER.encode(value)
     except (ValueError, TypeError, RecursionError) as exc:
         raise InvalidPayload(f"invalid {what}: {type(exc).__name__}: {exc}") from exc
-    if "e+" in text:
+    # each search below runs only when a single character it needs is in the text: a search for
+    # one character is a memchr, several times faster than one for a string (which showed on the
+    # 150 kB of a batch of 1,000 events: three string searches cost 0.7 times the encoding)
+    if "+" in text and "e+" in text:
         text = _STRING_OR_BIG_FLOAT.sub(_plain_float, text)
-    if "\\u0000pglogq-" in text:
-        text = _TOKEN_RE.sub(lambda m: m.group(1), text)
-    if "\\u0000" in text and _NUL_ESCAPE.search(text):
-        raise InvalidPayload(f"invalid {what}: a string contains a NUL character (\\u0000), which jsonb cannot hold")
+    if "\\" in text:  # the Decimal token and a NUL are both written as a \u0000 escape
+        if "\\u0000pglogq-" in text:
+            text = _TOKEN_RE.sub(lambda m: m.group(1), text)
+        if "\\u0000" in text and _NUL_ESCAPE.search(text):
+            raise InvalidPayload(f"invalid {what}: a string contains a NUL character (\\u0000), "
+                                 "which jsonb cannot hold")
     if not text.isascii():
         try:
             text.encode("utf-8")

@@ -31,6 +31,39 @@ DECLARE
 BEGIN
     -- a drop_queue of this queue runs first or waits for this transaction (see pglogq._queue)
     PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send.queue_name));
+    -- The usual sends take a short path: READ COMMITTED, no delay, no idempotency key, a queue of
+    -- one partition and valid options.  Anything else skips it or finds no queue row in it
+    -- (inserting nothing), and the full path below checks in its usual order and raises the error.
+    -- In a transaction of one send each PL/pgSQL statement and each function call of an
+    -- expression costs its set-up again (about 2,000 instructions a function call; the lookup
+    -- apart from the insert and seven IFs cost a tenth of the send), so the first branch, for
+    -- headers and priority left to their defaults, checks less; the second takes the others.
+    IF headers IS NULL AND priority = 100 AND idempotency_key IS NULL
+       AND deliver_at IS NULL AND delay IS NULL AND (type IS NULL OR octet_length(type) BETWEEN 1 AND 255)
+       AND current_setting('transaction_isolation') = 'read committed' THEN
+        SELECT q.queue_id, q.cur_table, nextval(q.event_seq) INTO qid, slot, mid
+          FROM pglogq.queue q
+         WHERE q.queue_name = send.queue_name AND q.partitions = 1
+           AND pg_column_size(send.payload) <= q.max_payload_bytes;  -- NULL payload: no row
+        IF FOUND THEN
+            INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload)
+            VALUES (qid, slot, mid, type, payload);
+            RETURN mid;
+        END IF;
+    ELSIF idempotency_key IS NULL AND deliver_at IS NULL AND delay IS NULL
+       AND (type IS NULL OR octet_length(type) BETWEEN 1 AND 255)
+       AND (headers IS NULL OR jsonb_typeof(headers) = 'object') AND priority BETWEEN 0 AND 32767
+       AND current_setting('transaction_isolation') = 'read committed' THEN
+        SELECT q.queue_id, q.cur_table, nextval(q.event_seq) INTO qid, slot, mid
+          FROM pglogq.queue q
+         WHERE q.queue_name = send.queue_name AND q.partitions = 1
+           AND pg_column_size(send.payload) + coalesce(pg_column_size(send.headers), 0) <= q.max_payload_bytes;
+        IF FOUND THEN
+            INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
+            VALUES (qid, slot, mid, type, payload, headers, priority);
+            RETURN mid;
+        END IF;
+    END IF;
     SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window, q.partitions
       INTO qid, slot, seq, maxbytes, win, parts
       FROM pglogq.queue q WHERE q.queue_name = send.queue_name;

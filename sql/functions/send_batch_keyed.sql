@@ -71,8 +71,10 @@ BEGIN
     END IF;
     hsize := coalesce(pg_column_size(headers), 0);
     -- ids taken first, in the order of the array (the delivery order within the batch); no
-    -- RETURNING to collect and sort them back
-    ids := ARRAY(SELECT nextval(seq) FROM generate_series(1, n) g ORDER BY g);
+    -- RETURNING to collect and sort them back.  One function scan yields 1..n in order and
+    -- ARRAY() keeps the order of its rows, so no ORDER BY (its sort of 1,000 ids cost 1% of the
+    -- batch on the server)
+    ids := ARRAY(SELECT nextval(seq) FROM generate_series(1, n));
     -- one pass over the array: an element over the cap (payload plus the headers every event
     -- carries) is left out, and then the error below undoes the whole statement with the
     -- transaction (or the caller's savepoint)

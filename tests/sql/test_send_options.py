@@ -345,3 +345,33 @@ def test_cancel_of_an_id_from_another_queue(client: pglogq.Client, dsn: str) -> 
     with pytest.raises(pglogq.UnknownMessage):
         client.cancel("q", ids[-1])
     assert state(dsn) == before
+
+
+# -- the short path of send -------------------------------------------------------------------
+
+EVENT_ROW = ("SELECT ev_type, ev_payload, ev_headers, ev_priority, ev_key, ev_partition, ev_retry, ev_owner,"
+             " ev_failed_at, ev_txid = pg_current_xact_id() FROM pglogq.event WHERE ev_id = %s")
+
+
+@pytest.mark.parametrize("args", [
+    "",
+    ", type => 'order'",
+    ", headers => '{\"h\": 1}'",
+    ", priority => 7",
+    ", type => 'order', headers => '{}', priority => 32767",
+    ", 'order', NULL, 100",
+])
+def test_short_and_full_path_of_send_store_the_same_event(client: pglogq.Client, dsn: str, args: str) -> None:
+    """READ COMMITTED takes send's short path, REPEATABLE READ its full one: the same row either way."""
+    setup_queue(client, ("a",))
+    rows = []
+    for level in ("READ COMMITTED", "REPEATABLE READ"):
+        with psycopg.connect(dsn) as conn:
+            conn.execute(f"SET TRANSACTION ISOLATION LEVEL {level}")
+            got = conn.execute(f"SELECT pglogq.send('q', '{{\"v\": 1}}'{args})").fetchone()
+            assert got is not None
+            rows.append(conn.execute(EVENT_ROW, (got[0],)).fetchone())
+    assert rows[0] == rows[1]
+    assert rows[0] is not None and rows[0][-1] is True  # in the sender's transaction
+    client.tick("q", force=True)
+    assert [m.payload for m in drain(client, "q", "a")] == [{"v": 1}, {"v": 1}]
