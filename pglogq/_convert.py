@@ -40,17 +40,26 @@ def message(row: Sequence[Any]) -> Message:
                    "; ".join(errors) if errors else None)
 
 
+_EXACT_ROWS = 256
+"""Rows checked at once by :func:`messages`: the text joined for a check stays a few dozen KB
+(the check of a whole page of 10,000 joined, encoded and translated megabytes, which cost more
+than the same checks in groups)."""
+
+
 def messages(rows: Sequence[Sequence[Any]]) -> list[Message]:
     """The rows of a page (``receive``), decoded; the same as ``[message(r) for r in rows]``.
 
-    One check for the whole page that orjson decodes it exactly (no long digit run), then orjson
-    per event; a page with a long number, or an event orjson refuses, takes :func:`message`."""
+    A check that orjson decodes the page exactly (no long digit run), a group of rows at a time,
+    then orjson per event; a page with a long number, or an event orjson refuses, takes
+    :func:`message`."""
     if not rows:
         return []
-    texts = [r[3] for r in rows if r[3] is not None]
-    texts.extend(r[4] for r in rows if r[4] is not None)
-    if not v.orjson_exact(*texts):
-        return [message(r) for r in rows]
+    for i in range(0, len(rows), _EXACT_ROWS):
+        part = rows[i : i + _EXACT_ROWS]
+        texts = [r[3] for r in part if r[3] is not None]
+        texts.extend(r[4] for r in part if r[4] is not None)
+        if texts and not v.orjson_exact(*texts):
+            return [message(r) for r in rows]
     out: list[Message] = []
     append = out.append
     loads = orjson.loads

