@@ -168,20 +168,22 @@ class _Page:
         )
 
 
-class Delivery:
+class Delivery(Message):
     """One message handed to a handler, with what the handler may report about it.
 
-    Read the message through the attributes (``payload``, ``type``, ``msg_id``, ...);
+    Read the message through the attributes (``payload``, ``type``, ``msg_id``, ...: a delivery
+    is the received :class:`Message` itself, and ``message`` is the delivery);
     ``msg.progress(42, stage="rendering", counters={"rows": 1200})`` records progress
     (visible in ``pglogq.in_flight``) and is a heartbeat; ``conn`` is the transaction the ack
-    will commit in when the consumer is ``transactional`` (else None).
+    will commit in when the consumer is ``transactional`` (else None).  Compared and hashed by
+    identity, as one handler call's object (not by its fields, as a Message is).
     """
 
-    # one per event of every page: what every handler call sets is a slot (set once here, where
-    # a fresh object's attributes are cheap to make); what most deliveries never change stays a
-    # class default (in the instance's dict only once changed)
-    __slots__ = ("__dict__", "__weakref__", "_consumer", "_page", "_t0", "_wall", "conn", "index", "message",
-                 "running")
+    # one per event of every page, made by receive (one object per event, not a Message and a
+    # delivery: half the objects the cyclic garbage collector goes through), completed by
+    # Consumer._deliveries.  What every handler call sets is a slot; what most deliveries
+    # never change stays a class default (in the instance's dict only once changed)
+    __slots__ = ("__dict__", "__weakref__", "_consumer", "_page", "_t0", "_wall", "conn", "index", "running")
     skipped = False
     _reported = False
     _last_write = 0.0
@@ -191,56 +193,27 @@ class Delivery:
     _failure: str | None = None  # why it was nacked
     _span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
 
-    def __init__(
-        self, message: Message, page: _Page, consumer: Consumer, conn: AnyConn | None, index: int = 0
-    ) -> None:
-        self.message = message
-        self.conn = conn
-        self._page = page
-        self._consumer = consumer
-        self.index = index
-        self._wall = 0.0  # time.time() when its handler started (0: not started)
-        self._t0 = 0.0  # time.monotonic() then
-        self.running = False
+    # pglogq.Message's own are by field
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    conn: AnyConn | None
+    index: int
+    running: bool
+    _consumer: Consumer
+    _page: _Page
+    _t0: float
+    _wall: float
+
+    @property
+    def message(self) -> Message:
+        """The received message: the delivery itself."""
+        return self
 
     @property
     def started_at(self) -> datetime | None:
         """When its handler started (None: not yet)."""
         return datetime.fromtimestamp(self._wall, timezone.utc) if self._wall else None
-
-    # -- the message ----------------------------------------------------------------------
-
-    @property
-    def msg_id(self) -> int:
-        return self.message.msg_id
-
-    @property
-    def type(self) -> str | None:
-        return self.message.type
-
-    @property
-    def payload(self) -> Any:
-        return self.message.payload
-
-    @property
-    def headers(self) -> dict[str, Any] | None:
-        return self.message.headers
-
-    @property
-    def retry_count(self) -> int:
-        return self.message.retry_count
-
-    @property
-    def created_at(self) -> datetime:
-        return self.message.created_at
-
-    @property
-    def priority(self) -> int:
-        return self.message.priority
-
-    @property
-    def batch_id(self) -> int:
-        return self.message.batch_id
 
     @property
     def worker(self) -> str:
@@ -923,9 +896,9 @@ class Consumer:
                     if self._partitioned is None:
                         self._partitioned = self._learn_partitioned()
                     try:
-                        batch = self.client.receive(
+                        batch = self.client._receive(
                             self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
-                            start_first=self._ahead(),
+                            start_first=self._ahead(), conn=None, cls=Delivery,
                         )
                     except ConsumerGated as exc:
                         if self._sharded is None or self.shard is None:
@@ -1142,7 +1115,12 @@ class Consumer:
         return d._verdict
 
     def _deliveries(self, batch: Batch, page: _Page, conn: AnyConn | None) -> list[Delivery]:
-        deliveries = [Delivery(m, page, self, conn, i) for i, m in enumerate(batch.messages)]
+        """The page's deliveries: the messages of ``batch`` (made as deliveries by receive), completed."""
+        deliveries: list[Delivery] = batch.messages  # type: ignore[assignment]
+        for i, d in enumerate(deliveries):
+            d._page, d._consumer, d.conn, d.index = page, self, conn, i
+            d._wall = d._t0 = 0.0  # time.time() when its handler started (0: not started), monotonic then
+            d.running = False
         page.deliveries = deliveries
         return deliveries
 
@@ -1456,18 +1434,17 @@ class _EachCalls:
 
     def __call__(self, i: int) -> None:
         d = self._deliveries[i]
-        m = d.message
         try:
-            route = self._routes[m.type]
+            route = self._routes[d.type]
         except KeyError:
-            route = self._routes[m.type] = self._consumer._routes.route(m.type)
+            route = self._routes[d.type] = self._consumer._routes.route(d.type)
         page = d._page
         t0 = time.monotonic()
         if i > page.started:
             page.started = i  # first: a release (heartbeat side) never moves the frontier below it
         if (
             route is None
-            or m.decode_error is not None
+            or d.decode_error is not None
             or i > page.claimed
             or page.releasing
             or page.cancelled
@@ -1476,8 +1453,8 @@ class _EachCalls:
             or t0 - page.last_beat >= self._consumer.heartbeat_interval
             or _trace.tracer is not None
         ):
-            if m.decode_error is not None:
-                unit: Unit[Delivery] = Unit(None, error=m.decode_error, one=d)
+            if d.decode_error is not None:
+                unit: Unit[Delivery] = Unit(None, error=d.decode_error, one=d)
             else:
                 unit = Unit(route, one=d)
             _Calls(self._consumer, [unit], None)(0)
@@ -1524,8 +1501,8 @@ def _retry_delay(d: Delivery, after: Any, policy: RetryPolicy | None) -> Any:
     return after
 
 
-_type_of: Callable[[Delivery], str | None] = operator.attrgetter("message.type")
-"""A delivery's event type (one C call per event, not a function and a property)."""
+_type_of: Callable[[Delivery], str | None] = operator.attrgetter("type")
+"""A delivery's event type (one C call per event, not a function)."""
 
-_error_of: Callable[[Delivery], str | None] = operator.attrgetter("message.decode_error")
+_error_of: Callable[[Delivery], str | None] = operator.attrgetter("decode_error")
 """Why a delivery's event could not be decoded (None: it was)."""
