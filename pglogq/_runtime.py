@@ -94,6 +94,10 @@ class Routes:
         found = self._by_type.get(type) if type is not None else None
         return found if found is not None else self._by_type.get(None)
 
+    def has_batch(self) -> bool:
+        """True when a batch handler is registered (a page's calls then need :func:`group_units`)."""
+        return any(r.kind == "batch" for r in self._by_type.values())
+
     def __bool__(self) -> bool:
         return bool(self._by_type)
 

@@ -641,8 +641,21 @@ class Client:
             start_first, "start_first", v.INT4,
             lambda n: InvalidStartCount(f"invalid start_first {n}: use 0..100000, or None"),
         )
-        params = (v.name(queue, "queue"), v.name(consumer, "consumer"), size, v.name(worker, "worker"), first)
-        msgs = cv.messages(self._rows(q.RECEIVE, params, conn))
+        return self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first, conn=conn,
+                                   cls=Message)
+
+    def _receive(
+        self, queue: str, consumer: str, *, max_messages: int | None, worker: str | None, start_first: int | None,
+        conn: AnyConn | None, cls: type[Message],
+    ) -> Batch:
+        """:meth:`receive`, its messages made as ``cls`` (a subclass of Message: the consumer's
+        deliveries, one object per event), ``max_messages`` and ``start_first`` checked already
+        by the caller."""
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"), max_messages, v.name(worker, "worker"),
+                  start_first)
+        # binary results: the int8, smallint and timestamptz columns of a page load about a quarter
+        # faster than parsed from text (the same values; timestamps in the session's time zone)
+        msgs = cv.messages(self._rows(q.RECEIVE, params, conn, binary=True), cls)
         return Batch(msgs[0].batch_id if msgs else None, queue, consumer, msgs, self)
 
     def ack(self, batch_id: int, *, last: Message | None = None, conn: AnyConn | None = None) -> bool:

@@ -21,7 +21,8 @@ only for the events whose handler started.  To keep quick handlers cheap, the ru
 ahead as many events as it expects to start within ``start_ahead / 2`` seconds (measured from
 the pace of its pages: a no-op drain marks whole pages in ``receive`` itself, with no extra
 round trip); when a marked event has not started ``start_ahead`` seconds after it was marked
-(a slow handler before it), the heartbeat side moves the frontier back to what has started.
+(a slow handler before it; counted from the page's first handler start when that came later),
+the heartbeat side moves the frontier back to what has started.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import logging
 import operator
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -54,6 +55,7 @@ from pglogq._runtime import (
     Nack,
     NotifyHealth,
     Outcome,
+    Route,
     Routes,
     RunStats,
     Unit,
@@ -144,6 +146,7 @@ class _Page:
         self.claimed_at = time.monotonic()
         self.started = -1  # deliveries[: started + 1] have started (or count as such)
         self.first_start = 0.0
+        self.handled_at = 0.0  # when the page's handler calls had all returned (0: not yet)
         self.chunk = 1  # events marked by the last mark (doubles while they start quickly)
         self.claim_seconds = 0.0  # time spent marking (not part of the handlers' pace)
         self.cancelled: set[int] = set()  # cancelled after receive: never started
@@ -165,20 +168,23 @@ class _Page:
         )
 
 
-class Delivery:
+class Delivery(Message):
     """One message handed to a handler, with what the handler may report about it.
 
-    Read the message through the attributes (``payload``, ``type``, ``msg_id``, ...);
+    Read the message through the attributes (``payload``, ``type``, ``msg_id``, ...: a delivery
+    is the received :class:`Message` itself, and ``message`` is the delivery);
     ``msg.progress(42, stage="rendering", counters={"rows": 1200})`` records progress
     (visible in ``pglogq.in_flight``) and is a heartbeat; ``conn`` is the transaction the ack
-    will commit in when the consumer is ``transactional`` (else None).
+    will commit in when the consumer is ``transactional`` (else None).  Compared and hashed by
+    identity, as one handler call's object (not by its fields, as a Message is).
     """
 
-    # one per event of every page: what most deliveries never change stays a class default
-    _wall: float = 0.0  # time.time() when its handler started (0: not started)
-    _t0 = 0.0  # time.monotonic() then
+    # one per event of every page, made by receive (one object per event, not a Message and a
+    # delivery: half the objects the cyclic garbage collector goes through), completed by
+    # Consumer._deliveries.  What every handler call sets is a slot; what most deliveries
+    # never change stays a class default (in the instance's dict only once changed)
+    __slots__ = ("__dict__", "__weakref__", "_consumer", "_page", "_t0", "_wall", "conn", "index", "running")
     skipped = False
-    running = False
     _reported = False
     _last_write = 0.0
     _last_stage: str | None = None
@@ -187,53 +193,27 @@ class Delivery:
     _failure: str | None = None  # why it was nacked
     _span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
 
-    def __init__(
-        self, message: Message, page: _Page, consumer: Consumer, conn: AnyConn | None, index: int = 0
-    ) -> None:
-        self.message = message
-        self.conn = conn
-        self._page = page
-        self._consumer = consumer
-        self.index = index
+    # pglogq.Message's own are by field
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    conn: AnyConn | None
+    index: int
+    running: bool
+    _consumer: Consumer
+    _page: _Page
+    _t0: float
+    _wall: float
+
+    @property
+    def message(self) -> Message:
+        """The received message: the delivery itself."""
+        return self
 
     @property
     def started_at(self) -> datetime | None:
         """When its handler started (None: not yet)."""
         return datetime.fromtimestamp(self._wall, timezone.utc) if self._wall else None
-
-    # -- the message ----------------------------------------------------------------------
-
-    @property
-    def msg_id(self) -> int:
-        return self.message.msg_id
-
-    @property
-    def type(self) -> str | None:
-        return self.message.type
-
-    @property
-    def payload(self) -> Any:
-        return self.message.payload
-
-    @property
-    def headers(self) -> dict[str, Any] | None:
-        return self.message.headers
-
-    @property
-    def retry_count(self) -> int:
-        return self.message.retry_count
-
-    @property
-    def created_at(self) -> datetime:
-        return self.message.created_at
-
-    @property
-    def priority(self) -> int:
-        return self.message.priority
-
-    @property
-    def batch_id(self) -> int:
-        return self.message.batch_id
 
     @property
     def worker(self) -> str:
@@ -483,7 +463,8 @@ class Consumer:
     page in the transaction that acknowledges it (``msg.conn``), each in a savepoint;
     ``start_ahead`` seconds an event may count as started before its handler starts (quick
     handlers are marked started in groups; 0: one round trip before every handler call) - for
-    that long ``cancel`` may refuse an event that has not started yet.
+    that long (counted from the page's first handler start: the preparation of a large page
+    does not count) ``cancel`` may refuse an event that has not started yet.
 
     On a partitioned queue (``create_queue(..., partitions=N)``, learnt once when ``run`` starts)
     a page holds events of one partition, and its handler calls run one at a time in page order
@@ -915,9 +896,9 @@ class Consumer:
                     if self._partitioned is None:
                         self._partitioned = self._learn_partitioned()
                     try:
-                        batch = self.client.receive(
+                        batch = self.client._receive(
                             self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
-                            start_first=self._ahead(),
+                            start_first=self._ahead(), conn=None, cls=Delivery,
                         )
                     except ConsumerGated as exc:
                         if self._sharded is None or self.shard is None:
@@ -1017,7 +998,11 @@ class Consumer:
         n = page.started + 1
         if n <= 0 or self.start_ahead <= 0:
             return
-        pace = max(0.0, time.monotonic() - page.first_start - page.claim_seconds) / n
+        # the pace of the handler calls alone: up to when the last returned, without the ack
+        # (with it, a quick handler's page looked slower than its starts, and fewer events were
+        # marked in receive than start_ahead allows: a mark_started round trip more per page)
+        end = page.handled_at or time.monotonic()
+        pace = max(0.0, end - page.first_start - page.claim_seconds) / n
         self._pace = pace if self._pace is None else 0.5 * self._pace + 0.5 * pace
         self._size_page(max(pace, self._pace))
 
@@ -1045,8 +1030,15 @@ class Consumer:
                 acked = self._handle_in_transaction(batch, page)
             else:
                 deliveries = self._deliveries(batch, page, None)
-                units = group_units(deliveries, _type_of, self._routes, _error_of, contiguous=page.strict)
-                outcomes = self._run_units(page, units, None)
+                units: list[Unit[Delivery]] | None = None
+                if page.strict or self._routes.has_batch():
+                    units = group_units(deliveries, _type_of, self._routes, _error_of, contiguous=page.strict)
+                    outcomes = self._run_units(page, units, None)
+                else:
+                    # every handler takes one message: call i is delivery i (the units group_units
+                    # would make are made only if the page needs them, see _finish)
+                    outcomes = self._runner.run(_EachCalls(self, deliveries), page.abandon)
+                page.handled_at = time.monotonic()
                 if self._dropped(page, outcomes):
                     self._give_back(page)
                     return
@@ -1066,6 +1058,7 @@ class Consumer:
                 deliveries = self._deliveries(batch, page, conn)
                 units = group_units(deliveries, _type_of, self._routes, _error_of, contiguous=page.strict)
                 outcomes = self._run_units(page, units, conn)
+                page.handled_at = time.monotonic()
                 if self._runner.left_behind or self._strict_runner.left_behind:
                     # abandoned while a handler still holds the page's connection (a thread cannot
                     # be stopped): cancel its statement and close the connection under its lock,
@@ -1122,7 +1115,12 @@ class Consumer:
         return d._verdict
 
     def _deliveries(self, batch: Batch, page: _Page, conn: AnyConn | None) -> list[Delivery]:
-        deliveries = [Delivery(m, page, self, conn, i) for i, m in enumerate(batch.messages)]
+        """The page's deliveries: the messages of ``batch`` (made as deliveries by receive), completed."""
+        deliveries: list[Delivery] = batch.messages  # type: ignore[assignment]
+        for i, d in enumerate(deliveries):
+            d._page, d._consumer, d.conn, d.index = page, self, conn, i
+            d._wall = d._t0 = 0.0  # time.time() when its handler started (0: not started), monotonic then
+            d.running = False
         page.deliveries = deliveries
         return deliveries
 
@@ -1167,8 +1165,17 @@ class Consumer:
         return live
 
     def _release(self, page: _Page) -> None:
-        """Move the start frontier back to what has started when marked events wait too long."""
-        if page.claimed <= page.started or time.monotonic() - page.claimed_at < self.start_ahead:
+        """Move the start frontier back to what has started when marked events wait too long.
+
+        The wait counts from the page's first handler start, not before: until then the runtime
+        is preparing the page (a large page takes a while), and releasing the events that
+        receive marked would only have the first handler mark them again (two round trips), and
+        make a quick handler look slow (the page size would fall back to ``PAGE_MIN``)."""
+        if (
+            page.claimed <= page.started
+            or not page.first_start
+            or time.monotonic() - max(page.claimed_at, page.first_start) < self.start_ahead
+        ):
             return
         with page.lock:
             page.releasing = True  # before reading page.started (see _claim)
@@ -1262,21 +1269,28 @@ class Consumer:
             unit.route.fn(unit.items[0])
 
     def _finish(
-        self, page: _Page, units: list[Unit[Delivery]], outcomes: list[Outcome], conn: AnyConn | None
+        self, page: _Page, units: list[Unit[Delivery]] | None, outcomes: list[Outcome], conn: AnyConn | None
     ) -> bool:
-        """Nack the failures and ack the page in one transaction; False when the batch was lost."""
+        """Nack the failures and ack the page in one transaction; False when the batch was lost.
+
+        ``units`` None: the page ran through :class:`_EachCalls` (one call per delivery)."""
         failures: list[tuple[Delivery, str, Any, RetryPolicy | None]] = []
         ok = timed_out = 0
         cancelled = 0
-        calls = zip(units, outcomes, strict=True)
-        if not page.cancelled and outcomes.count(OK_OUTCOME) == len(outcomes) == len(units):
+        calls: Iterator[tuple[Unit[Delivery], Outcome]] = iter(())
+        if not page.cancelled and outcomes.count(OK_OUTCOME) == len(outcomes) == (
+            len(page.deliveries) if units is None else len(units)
+        ):
             # the common page: every call returned and nothing was cancelled, so every delivery
             # is acknowledged; counted without going through them (only a tracer reads verdicts)
             ok = len(page.deliveries)
             if _trace.tracer is not None:
                 for d in page.deliveries:
                     d._verdict = "ack"
-            calls = zip((), (), strict=True)
+        else:
+            if units is None:  # the calls of _EachCalls: the units group_units makes of such a page
+                units = group_units(page.deliveries, _type_of, self._routes, _error_of)
+            calls = zip(units, outcomes, strict=True)
         for unit, outcome in calls:
             if outcome is NOT_RUN_OUTCOME:
                 continue  # after the failure that ended a strict page: it comes again
@@ -1398,6 +1412,60 @@ class Consumer:
                 d._flush()
 
 
+class _EachCalls:
+    """The handler calls of a page whose handlers all take one message (no batch handler, not a
+    partition's page) for the runner: call ``i`` handles delivery ``i``, as the unit of one
+    delivery :func:`group_units` would make for it.
+
+    The usual call (its event marked started already, nothing cancelled on the page, the lease
+    confirmed within ``heartbeat_interval``, a handler for its type, a decoded event, no tracer)
+    starts the handler here, with no unit and no I/O; any other goes through
+    :meth:`Consumer._run_unit` as before."""
+
+    __slots__ = ("_consumer", "_deliveries", "_routes")
+
+    def __init__(self, consumer: Consumer, deliveries: list[Delivery]) -> None:
+        self._consumer = consumer
+        self._deliveries = deliveries
+        self._routes: dict[str | None, Route | None] = {}  # the route of each type met on the page
+
+    def __len__(self) -> int:
+        return len(self._deliveries)
+
+    def __call__(self, i: int) -> None:
+        d = self._deliveries[i]
+        try:
+            route = self._routes[d.type]
+        except KeyError:
+            route = self._routes[d.type] = self._consumer._routes.route(d.type)
+        page = d._page
+        t0 = time.monotonic()
+        if i > page.started:
+            page.started = i  # first: a release (heartbeat side) never moves the frontier below it
+        if (
+            route is None
+            or d.decode_error is not None
+            or i > page.claimed
+            or page.releasing
+            or page.cancelled
+            or page.lost
+            or not page.first_start
+            or t0 - page.last_beat >= self._consumer.heartbeat_interval
+            or _trace.tracer is not None
+        ):
+            if d.decode_error is not None:
+                unit: Unit[Delivery] = Unit(None, error=d.decode_error, one=d)
+            else:
+                unit = Unit(route, one=d)
+            _Calls(self._consumer, [unit], None)(0)
+            return
+        d._wall, d._t0, d.running = time.time(), t0, True
+        try:
+            route.fn(d)
+        finally:
+            d.running = False
+
+
 class _Calls:
     """The handler calls of a page for the runner: ``calls(i)`` makes call ``i`` when the runner
     reaches it (no closure per call: a page's worth of them would be work for the allocator and
@@ -1433,8 +1501,8 @@ def _retry_delay(d: Delivery, after: Any, policy: RetryPolicy | None) -> Any:
     return after
 
 
-_type_of: Callable[[Delivery], str | None] = operator.attrgetter("message.type")
-"""A delivery's event type (one C call per event, not a function and a property)."""
+_type_of: Callable[[Delivery], str | None] = operator.attrgetter("type")
+"""A delivery's event type (one C call per event, not a function)."""
 
-_error_of: Callable[[Delivery], str | None] = operator.attrgetter("message.decode_error")
+_error_of: Callable[[Delivery], str | None] = operator.attrgetter("decode_error")
 """Why a delivery's event could not be decoded (None: it was)."""

@@ -191,3 +191,24 @@ def test_a_long_number_anywhere_in_a_page_keeps_every_event_exact(api: Any, dsn:
     api.tick("q", force=True)
     [msg] = list(api.receive("q", "c"))
     assert msg.msg_id == only_plain and msg.payload == {"x": 1234567890123456}
+
+
+def test_a_long_number_far_into_a_large_page_keeps_every_event_exact(api: Any, dsn: str) -> None:
+    """The check goes a group of rows at a time: a long number in a late row of a large page (in
+    its payload, then in its headers) still sends the whole page through the exact rule."""
+    setup(api)
+    api.send_batch("q", [{"n": i, "amount": 99.95} for i in range(500)])
+    sql_send(dsn, "'{\"long\": 0.12345678901234567890123}'::jsonb")
+    api.send_batch("q", [{"n": i} for i in range(100)])
+    api.tick("q", force=True)
+    page = api.receive("q", "c", max_messages=1000)
+    msgs = list(page)
+    assert len(msgs) == 601 and msgs[500].payload == {"long": Decimal("0.12345678901234567890123")}
+    assert [m.payload["n"] for m in msgs[:500]] == list(range(500))
+    assert all(m.decode_error is None for m in msgs)
+    assert page.ack() is True
+    api.send_batch("q", [{"n": i} for i in range(300)])
+    api.send("q", {"n": 300}, headers={"long": Decimal("0.12345678901234567890123")})
+    api.tick("q", force=True)
+    msgs = list(api.receive("q", "c", max_messages=1000))
+    assert len(msgs) == 301 and msgs[300].headers == {"long": Decimal("0.12345678901234567890123")}
