@@ -375,3 +375,68 @@ def test_short_and_full_path_of_send_store_the_same_event(client: pglogq.Client,
     assert rows[0] is not None and rows[0][-1] is True  # in the sender's transaction
     client.tick("q", force=True)
     assert [m.payload for m in drain(client, "q", "a")] == [{"v": 1}, {"v": 1}]
+
+
+def _outcome(dsn: str, level: str, sql: str, params: Any = ()) -> tuple[str, Any]:
+    """("ok", the stored row) or ("error", its SQLSTATE, with nothing stored) of one send."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute(f"SET TRANSACTION ISOLATION LEVEL {level}")
+        before = conn.execute("SELECT count(*) FROM pglogq.event").fetchone()
+        try:
+            got = conn.execute(sql, params).fetchone()
+        except psycopg.Error as exc:
+            conn.rollback()
+            assert conn.execute("SELECT count(*) FROM pglogq.event").fetchone() == before
+            return "error", exc.sqlstate
+        assert got is not None
+        return "ok", conn.execute(EVENT_ROW, (got[0],)).fetchone()
+
+
+def test_the_short_path_of_send_at_its_boundaries_behaves_as_the_full_path(client: pglogq.Client, dsn: str) -> None:
+    """Every edge of the short path's conditions (type length, priority range, headers type,
+    payload size at the limit and one byte over, NULLs, an unknown or partitioned queue): READ
+    COMMITTED (short path) and REPEATABLE READ (full path) store the same row or refuse with the
+    same SQLSTATE and store nothing."""
+    setup_queue(client, ("a",))
+    client.create_queue("parts")
+    client.set_queue_config("parts", "partitions", 4)
+    client.set_queue_config("q", "max_payload_bytes", 1000)
+    with psycopg.connect(dsn) as conn:
+        sizes = {n: conn.execute("SELECT pg_column_size(to_jsonb(repeat('x', %s)))", (n,)).fetchone()
+                 for n in range(960, 1010)}
+    at_limit = next(n for n, row in sizes.items() if row == (1000,))
+    cases: list[tuple[str, Any]] = [
+        ("SELECT pglogq.send('q', '1', type => %s)", ("t" * 255,)),
+        ("SELECT pglogq.send('q', '1', type => %s)", ("t" * 256,)),
+        ("SELECT pglogq.send('q', '1', type => %s)", ("é" * 128,)),  # 256 bytes in 128 characters
+        ("SELECT pglogq.send('q', '1', type => '')", ()),
+        ("SELECT pglogq.send('q', '1', priority => 0)", ()),
+        ("SELECT pglogq.send('q', '1', priority => 32767)", ()),
+        ("SELECT pglogq.send('q', '1', priority => 32768)", ()),
+        ("SELECT pglogq.send('q', '1', priority => -1)", ()),
+        ("SELECT pglogq.send('q', '1', priority => NULL)", ()),
+        ("SELECT pglogq.send('q', '1', headers => '{}')", ()),
+        ("SELECT pglogq.send('q', '1', headers => '[]')", ()),
+        ("SELECT pglogq.send('q', '1', headers => 'null')", ()),
+        ("SELECT pglogq.send('q', NULL)", ()),
+        ("SELECT pglogq.send('q', 'null')", ()),
+        ("SELECT pglogq.send('q', to_jsonb(repeat('x', %s)))", (at_limit,)),
+        ("SELECT pglogq.send('q', to_jsonb(repeat('x', %s)))", (at_limit + 1,)),
+        ("SELECT pglogq.send('q', to_jsonb(repeat('x', %s)), headers => '{}')", (at_limit,)),
+        ("SELECT pglogq.send('nope', '1')", ()),
+        ("SELECT pglogq.send(NULL, '1')", ()),
+        ("SELECT pglogq.send('parts', '1')", ()),
+        ("SELECT pglogq.send('parts', '1', type => 't', priority => 5)", ()),
+    ]
+    seen = set()
+    for sql, params in cases:
+        short = _outcome(dsn, "READ COMMITTED", sql, params)
+        full = _outcome(dsn, "REPEATABLE READ", sql, params)
+        assert short[0] == full[0], (sql, short, full)
+        if short[0] == "ok":
+            # the same row but for the partition (msg_id % partitions) and the transaction's own test
+            assert short[1][:5] + short[1][6:] == full[1][:5] + full[1][6:], (sql, short, full)
+        else:
+            assert short[1] == full[1] and short[1].startswith("PQ"), (sql, short, full)
+        seen.add(short[0])
+    assert seen == {"ok", "error"}
