@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from pglogq._runtime import ABANDONED_OUTCOME, ERROR, OK_OUTCOME, TIMEOUT, Outcome
+from pglogq._runtime import ABANDONED_OUTCOME, ERROR, OK_OUTCOME, TIMEOUT, Outcome, settled
 
 CAN_CANCEL = False
 """A thread cannot be interrupted: at the timeout its result is dropped, the thread runs on."""
@@ -120,6 +120,7 @@ def _serve(jobs: queue.SimpleQueue[Callable[[], None] | None]) -> None:
         if job is None:
             return
         job()
+        del job  # the page's calls (and their messages) are freed now, not at the next page
 
 
 class Runner:
@@ -183,7 +184,7 @@ class Runner:
                         self.left_behind = True
                         self.close()  # the next page gets a fresh handler thread
                     return [o if o is not None else ABANDONED_OUTCOME for o in result]
-            return [o if o is not None else ABANDONED_OUTCOME for o in out]
+            return settled(out)
 
         cond = threading.Condition()
         free = self.concurrency

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
-from pglogq._runtime import ABANDONED_OUTCOME, ERROR, OK_OUTCOME, TIMEOUT, Outcome
+from pglogq._runtime import ABANDONED_OUTCOME, ERROR, OK_OUTCOME, TIMEOUT, Outcome, settled
 
 CAN_CANCEL = True
 """A running handler can be interrupted (its task is cancelled at the timeout)."""
@@ -164,7 +164,7 @@ class Runner:
 
             # one task for the page, raced against abandon: stop(abandon=True) cancels the handler
             await _race([asyncio.ensure_future(sequential())], abandon)
-            return [o if o is not None else ABANDONED_OUTCOME for o in out]
+            return settled(out)
         sem = asyncio.Semaphore(self.concurrency)
 
         async def slot(i: int) -> None:

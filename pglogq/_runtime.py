@@ -28,6 +28,16 @@ OK_OUTCOME: Outcome = (OK, None)
 
 ABANDONED_OUTCOME: Outcome = (ABANDONED, None)
 
+
+def settled(out: list[Outcome | None]) -> list[Outcome]:
+    """The outcomes of a page run one call after the other: ``out`` itself when its last call
+    ran (then every call did: they run in order), else with ABANDONED for the calls never made
+    (no copy of a page's thousands of outcomes in the usual case)."""
+    if not out or out[-1] is not None:
+        return out  # type: ignore[return-value]
+    return [o if o is not None else ABANDONED_OUTCOME for o in out]
+
+
 NOT_RUN = "not_run"
 NOT_RUN_OUTCOME: Outcome = (NOT_RUN, None)
 """A call of a partition's page after a failure that ends the page: never made, neither acknowledged

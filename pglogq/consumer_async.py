@@ -41,7 +41,7 @@ from psycopg import sql
 from psycopg_pool import PoolTimeout
 from typing_extensions import LiteralString
 
-from pglogq import _concurrency_async, _trace
+from pglogq import _collector, _concurrency_async, _trace
 from pglogq._runtime import (
     ABANDONED,
     ABANDONED_OUTCOME,
@@ -891,35 +891,39 @@ class AsyncConsumer:
                     break
                 gated: ConsumerGated | None = None
                 try:
-                    if self._partitioned is None:
-                        self._partitioned = await self._learn_partitioned()
-                    try:
-                        batch = await self.client._receive(
-                            self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
-                            start_first=self._ahead(), conn=None, cls=AsyncDelivery,
-                        )
-                    except ConsumerGated as exc:
-                        if self._sharded is None or self.shard is None:
-                            raise
-                        if await self._sharded.pass_gate(self.queue, self.consumer_name, self.shard, exc):
-                            log.info("%r: passed the gate of move %s (the old shard %s is done up to its fence)",
-                                     self, exc.move_id, exc.from_shard)
-                            continue
-                        gated = exc
-                        batch = AsyncBatch(None, self.queue, self.consumer_name, [], self.client)
-                    self._failures_in_row = 0
-                    if batch:
-                        if polled and self.health.found_by_polling():
-                            log.warning(
-                                "no tick notification arrived on channel %s for %d polls that found events: "
-                                "LISTEN does not work on this connection (a transaction-mode pooler?) or the "
-                                "listener was dropped; reconnecting it and polling every %g s meanwhile",
-                                wake.channel, self.health.misses, self.poll_interval,
+                    # the page's objects live until it is acknowledged: the collector would only
+                    # scan them (pglogq._collector)
+                    with _collector.held_off(_collector.LIMIT):
+                        if self._partitioned is None:
+                            self._partitioned = await self._learn_partitioned()
+                        try:
+                            batch = await self.client._receive(
+                                self.queue, self.consumer_name, max_messages=self.page_size, worker=self.worker_name,
+                                start_first=self._ahead(), conn=None, cls=AsyncDelivery,
                             )
-                            await wake.reconnect()
-                        polled = False
-                        await self._handle(batch)
-                        continue
+                        except ConsumerGated as exc:
+                            if self._sharded is None or self.shard is None:
+                                raise
+                            if await self._sharded.pass_gate(self.queue, self.consumer_name, self.shard, exc):
+                                log.info("%r: passed the gate of move %s (the old shard %s is done up to its fence)",
+                                         self, exc.move_id, exc.from_shard)
+                                continue
+                            gated = exc
+                            batch = AsyncBatch(None, self.queue, self.consumer_name, [], self.client)
+                        self._failures_in_row = 0
+                        if batch:
+                            if polled and self.health.found_by_polling():
+                                log.warning(
+                                    "no tick notification arrived on channel %s for %d polls that found events: "
+                                    "LISTEN does not work on this connection (a transaction-mode pooler?) or the "
+                                    "listener was dropped; reconnecting it and polling every %g s meanwhile",
+                                    wake.channel, self.health.misses, self.poll_interval,
+                                )
+                                await wake.reconnect()
+                            polled = False
+                            await self._handle(batch)
+                            del batch  # its messages are freed before the collector is back
+                            continue
                 except (UnknownQueue, UnknownConsumer) as exc:
                     if self.shard is None:
                         raise
@@ -1204,7 +1208,9 @@ class AsyncConsumer:
         if page.lost:
             self.stats.lost_pages += 1
             return True
-        if ABANDONED_OUTCOME in outcomes:  # the runners give that one tuple for every abandoned call
+        # the runners give that one tuple for every abandoned call, and only once abandon is set
+        # (checked first: a page's outcomes are thousands of tuples to compare)
+        if page.abandon.is_set() and ABANDONED_OUTCOME in outcomes:
             self.stats.abandoned_pages += 1
             log.warning("%r: page of batch %d abandoned unacknowledged (it comes back)", self, page.batch_id)
             return True
