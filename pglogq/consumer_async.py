@@ -501,6 +501,14 @@ class AsyncConsumer:
     unpooled consumer LISTENs on its own DSN; either way the listener proves at start that
     notifications arrive (a probe NOTIFY, ``listen_probe_timeout`` seconds) and warns at once,
     then polls, when they cannot.
+
+    Python's cyclic garbage collector is held off while a page is received and handled, until
+    it is acknowledged, for 0.25 s at most (then turned on again, even within a handler call):
+    the page's messages all live until then, and the collector only scanned them (a drain's
+    client CPU fell by a sixth).  Handlers of a page see ``gc.isenabled()`` false; reference
+    counting frees everything as before, only reference cycles wait for the end of the page.
+    The collector is turned on again only if it was on: a program that turns it off keeps it
+    off (``pglogq._collector``).
     """
 
     def __init__(
