@@ -14,8 +14,9 @@ collection was needed at all).
 
 :func:`held_off` is that pause.  It is shared by the threads of the process (the collector is
 one per process) and reentrant: it turns the collector off only if it was on, and back on when
-the last holder leaves, or after ``limit`` seconds at the latest (a thread of this module
-watches the time), so that a slow handler's own garbage cycles wait that long at most.
+the last holder leaves, or once ``limit`` seconds have passed (a thread of this module looks
+every ``LIMIT`` seconds while holds come and go, so within ``limit + LIMIT``), so that a slow
+handler's own garbage cycles wait that long at most.
 Nothing is freed later than it would be by reference counting; only the search for reference
 cycles waits.  A program that turns the collector off itself while a page is held finds it on
 again after the page: turn it off before the consumer starts (pglogq then never touches it), or
@@ -41,6 +42,8 @@ _holders = 0
 _off = False  # the collector is off because of held_off (then held_off turns it on again)
 _deadline = math.inf  # when the watch turns it on at the latest (time.monotonic)
 _watch: threading.Thread | None = None
+_idle = False  # the watch waits for a notify (no hold for a while); else it looks every LIMIT s
+_IDLE_AFTER = 10.0  # seconds without a hold after which the watch stops looking
 
 
 @contextmanager
@@ -56,8 +59,8 @@ def held_off(limit: float) -> Iterator[None]:
             if _watch is None:
                 _watch = threading.Thread(target=_watching, name="pglogq-collector", daemon=True)
                 _watch.start()
-            else:
-                _cond.notify()
+            elif _idle:
+                _cond.notify()  # else it looks on its own within LIMIT: no wake-up per page
     try:
         yield
     finally:
@@ -75,25 +78,35 @@ def _resume() -> None:
 
 
 def _watching() -> None:
-    """Turn the collector on again once a hold outlives its limit."""
+    """Turn the collector on again once a hold outlives its limit (within another LIMIT).
+
+    It looks every LIMIT seconds while holds come and go (a consumer's pages), so that a hold
+    costs no thread wake-up; after ``_IDLE_AFTER`` seconds without a hold it waits to be told."""
+    global _idle
+    quiet_since = time.monotonic()
     with _cond:
         while True:
-            if not _off:
+            now = time.monotonic()
+            if _off:
+                quiet_since = now
+                if now >= _deadline:
+                    _resume()
+            elif now - quiet_since >= _IDLE_AFTER:
+                _idle = True
                 _cond.wait()
+                _idle = False
+                quiet_since = time.monotonic()
                 continue
-            left = _deadline - time.monotonic()
-            if left <= 0:
-                _resume()
-            else:
-                _cond.wait(left)
+            _cond.wait(LIMIT)
 
 
 def _after_fork() -> None:
     # a child has no watch thread and none of the parent's holders
-    global _cond, _holders, _watch
+    global _cond, _holders, _watch, _idle
     _cond = threading.Condition()
     _holders = 0
     _watch = None
+    _idle = False
     _resume()
 
 

@@ -62,6 +62,22 @@ def test_a_hold_past_its_limit_turns_the_collector_on() -> None:
     assert gc.isenabled()
 
 
+def test_a_hold_after_a_quiet_spell_wakes_the_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without holds for a while the watch waits to be told: the next hold tells it, and its
+    limit still holds."""
+    monkeypatch.setattr(_collector, "_IDLE_AFTER", 0.05)
+    with _collector.held_off(10):  # the watch exists and is looking
+        pass
+    deadline = time.monotonic() + 5
+    while not _collector._idle and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _collector._idle
+    with _collector.held_off(0.05):
+        while not gc.isenabled() and time.monotonic() < deadline + 5:
+            time.sleep(0.01)
+        assert gc.isenabled()
+
+
 def test_holders_in_two_threads_end_with_the_last() -> None:
     entered, release = threading.Event(), threading.Event()
 
