@@ -505,7 +505,8 @@ class Consumer:
     then polls, when they cannot.
 
     Python's cyclic garbage collector is held off while a page is received and handled, until
-    it is acknowledged, for 0.25 s at most (then turned on again, even within a handler call):
+    it is acknowledged, for 0.25 s (turned on again within another 0.25 s after that, even in the
+    middle of a handler call):
     the page's messages all live until then, and the collector only scanned them (a drain's
     client CPU fell by a sixth).  Handlers of a page see ``gc.isenabled()`` false; reference
     counting frees everything as before, only reference cycles wait for the end of the page.
