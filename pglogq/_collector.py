@@ -6,11 +6,12 @@ acknowledged.  CPython's collector runs every 700 new container objects: during 
 dozens of times, scanned those objects each time, found nothing to free (they are all in use)
 and promoted them to older generations, which woke a full collection of the whole heap about
 once per page.  Measured on drains of 200,000 events by the Consumer with a no-op handler
-(2-core machine, Python 3.11, ``python -m tests.harness.measure.consumer_ab``): 4.49 us of the
-client's CPU per event with the collector running throughout, 4.07 us with it held off while
+(2-core machine, Python 3.11, ``python -m tests.harness.measure.consumer_ab``, client CPU per
+event): in one run 4.49 us with the collector running throughout, 4.07 us with it held off while
 each page is loaded and built, 3.80 us with it held off until the page is acknowledged (its
-messages are then freed by reference counting, and the count of new objects falls back: no
-collection was needed at all).
+messages are then freed by reference counting and the count of new objects falls back: no
+collection ran during the drain, against 707 young, 64 middle and 6 full ones before); in the
+run of the final code 4.33 -> 3.64 us.
 
 :func:`held_off` is that pause.  It is shared by the threads of the process (the collector is
 one per process) and reentrant: it turns the collector off only if it was on, and back on when
