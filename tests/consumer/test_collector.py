@@ -128,7 +128,8 @@ def test_handlers_run_held_and_the_collector_is_on_after_the_run(
     def handle(msg: pglogq.Delivery) -> None:
         seen.append((msg.payload["n"], gc.isenabled()))
         if msg.payload["n"] == 150:
-            time.sleep(_collector.LIMIT + 0.2)
+            # past the limit and the watch's next look (it looks every LIMIT seconds)
+            time.sleep(2 * _collector.LIMIT + 0.3)
         if msg.payload["n"] == 250:
             raise RuntimeError("failed")
 
