@@ -48,8 +48,8 @@ _IDLE_AFTER = 10.0  # seconds without a hold after which the watch stops looking
 
 
 @contextmanager
-def held_off(limit: float) -> Iterator[None]:
-    """No cyclic garbage collection inside the block, for ``limit`` seconds at most."""
+def held_off(limit: float = LIMIT) -> Iterator[None]:
+    """No cyclic garbage collection inside the block, for ``limit`` seconds (``LIMIT``: a page's)."""
     global _holders, _off, _deadline, _watch
     with _cond:
         _holders += 1

@@ -661,7 +661,7 @@ class Client:
         try:
             with self.connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
                 cur.execute(q.RECEIVE, params, prepare=False if conn is not None else None, binary=True)
-                with _collector.held_off(_collector.LIMIT):
+                with _collector.held_off():
                     msgs = cv.messages(cur.fetchall(), cls)
         except psycopg.Error as exc:
             raise translate(exc) from exc

@@ -904,7 +904,7 @@ class Consumer:
                 try:
                     # the page's objects live until it is acknowledged: the collector would only
                     # scan them (pglogq._collector)
-                    with _collector.held_off(_collector.LIMIT):
+                    with _collector.held_off():
                         if self._partitioned is None:
                             self._partitioned = self._learn_partitioned()
                         try:
