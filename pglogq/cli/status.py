@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,16 +11,27 @@ import click
 from rich.console import Group
 from rich.text import Text
 
+from pglogq import health
 from pglogq.cli import queries as cq
 from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import ago, console, duration, emit_json, emit_json_line, jsonable, short, size, table
 from pglogq.cli.params import Seconds, duration_callback
-from pglogq.models import ConsumerInfo, QueueInfo, Schedule
+from pglogq.models import Schedule
 
 
-def collect(app: App, queue: str | None, stall_after: timedelta, stale_after: timedelta,
-            silent_after: timedelta = timedelta(minutes=1)) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _InFlight:
+    """A row of the pglogq.in_flight view as the health rules read it."""
+
+    queue_name: str
+    consumer_name: str
+    worker: str | None
+    msg_id: int | None
+    silent_for: timedelta
+
+
+def collect(app: App, queue: str | None, thresholds: health.Thresholds) -> dict[str, Any]:
     """Everything status shows, as plain data (the --json document)."""
     client, conn = app.client, app.conn
     queues = client.queue_info(queue, conn=conn)
@@ -43,64 +54,19 @@ def collect(app: App, queue: str | None, stall_after: timedelta, stale_after: ti
     row = conn.execute(cq.SCHEDULES_VISIBLE).fetchone()
     if row and row[0]:
         schedules = client.schedule_list(queue, conn=conn)
+    flights = [_InFlight(str(r.get("queue_name")), str(r.get("consumer_name")), r.get("worker"), r.get("msg_id"),
+                         r["silent_for"])
+               for r in in_flight or [] if isinstance(r.get("silent_for"), timedelta)]
+    findings = health.assess(queues, consumers, flights, thresholds=thresholds,
+                             now=datetime.now().astimezone())
     return {
         "queues": queues,
         "consumers": consumers,
         "in_flight": in_flight,
         "schedules": schedules,
         "ticker_last_run": ticker_last_run,
-        "warnings": warnings(queues, consumers, stall_after, stale_after)
-                    + silent_workers(in_flight or [], silent_after),
+        "warnings": [f.as_dict() for f in findings],
     }
-
-
-def silent_workers(in_flight: list[dict[str, Any]], silent_after: timedelta) -> list[dict[str, Any]]:
-    """A worker with an event in flight that has not reported (heartbeat or progress) for
-    ``silent_after``: hung, stopped (SIGSTOP, a debugger) or cut off; its batch is taken over
-    only once another worker asks after the queue's dead_interval."""
-    worst: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in in_flight:
-        silent = r.get("silent_for")
-        if not isinstance(silent, timedelta) or silent <= silent_after:
-            continue
-        key = (str(r.get("queue_name")), str(r.get("consumer_name")), str(r.get("worker")))
-        if key not in worst or silent > worst[key]["silent_for"]:
-            worst[key] = {"silent_for": silent, "msg_id": r.get("msg_id"), "count": 0}
-        worst[key]["count"] += 1
-    out = []
-    for (q, c, w), info in sorted(worst.items()):
-        out.append({"kind": "worker_silent", "queue": q, "consumer": c,
-                    "message": f"worker {w} of {c} on {q}: silent for {duration(info['silent_for'])} with"
-                               f" {info['count']} event(s) in flight (msg {info['msg_id']});"
-                               " hung or stopped? its batch is taken over after the queue's dead_interval"})
-    return out
-
-
-def warnings(queues: list[QueueInfo], consumers: list[ConsumerInfo], stall_after: timedelta,
-             stale_after: timedelta) -> list[dict[str, Any]]:
-    """Problems an operator should look at: a stalled ticker, blocked rotation, stuck consumers."""
-    out: list[dict[str, Any]] = []
-    for q in queues:
-        if q.paused:
-            out.append({"kind": "paused", "queue": q.queue_name, "consumer": None,
-                        "message": f"queue {q.queue_name} is paused: no ticks until `pglogq queue resume`"})
-        elif q.ticker_lag is not None and q.ticker_lag > stall_after:
-            out.append({"kind": "ticker_stalled", "queue": q.queue_name, "consumer": None,
-                        "message": f"queue {q.queue_name}: events have waited {duration(q.ticker_lag)} for a tick"
-                                   f" (last tick {duration(q.last_tick_age)} ago); is a ticker running?"
-                                   " (`pglogq ticker run`)"})
-        if q.rotation_blocked_by:
-            out.append({"kind": "rotation_blocked", "queue": q.queue_name, "consumer": None,
-                        "message": f"queue {q.queue_name}: rotation blocked by {q.rotation_blocked_by}"})
-    now = datetime.now().astimezone()
-    for c in consumers:
-        behind = (c.lag_events or 0) > 0 or c.open_batches > 0
-        if behind and c.last_seen is not None and now - c.last_seen > stale_after:
-            out.append({"kind": "consumer_stale", "queue": c.queue_name, "consumer": c.consumer_name,
-                        "message": f"consumer {c.consumer_name} on {c.queue_name}: {c.lag_events or 0} event(s)"
-                                   f" behind, last seen {ago(c.last_seen)}"
-                                   + (f", {c.open_batches} batch(es) open" if c.open_batches else "")})
-    return out
 
 
 def render(data: dict[str, Any]) -> Group:
@@ -140,8 +106,8 @@ def render(data: dict[str, Any]) -> Group:
         ))
     if data["warnings"]:
         for w in data["warnings"]:
-            parts.append(Text(("! " if w["kind"] != "paused" else "- ") + w["message"],
-                              style="bold yellow" if w["kind"] != "paused" else ""))
+            problem = w["kind"] not in health.INFORMATION
+            parts.append(Text(("! " if problem else "- ") + w["message"], style="bold yellow" if problem else ""))
     else:
         parts.append(Text("ok: ticker keeping up, rotation not blocked, no stale consumer"))
     spaced: list[Any] = []
@@ -177,16 +143,24 @@ def to_json(data: dict[str, Any]) -> dict[str, Any]:
 @click.option("--count", type=click.IntRange(1), help="With --watch: stop after this many refreshes.")
 @click.option("--stall-after", callback=duration_callback, default="10s", show_default=True, metavar="DURATION",
               help="Warn when committed events have waited this long for a tick.")
-@click.option("--stale-after", callback=duration_callback, default="5m", show_default=True, metavar="DURATION",
-              help="Warn when a consumer that is behind has not been seen for this long.")
+@click.option("--stale-after", callback=duration_callback, default="1m", show_default=True, metavar="DURATION",
+              help="Warn when a consumer with work left has not been seen for this long (and no worker of it"
+                   " reports).")
 @click.option("--silent-after", callback=duration_callback, default="1m", show_default=True, metavar="DURATION",
               help="Warn when a worker with an event in flight has not reported for this long.")
-@click.option("--check", is_flag=True, help="Exit 11 when there is a warning (for monitoring scripts).")
+@click.option("--lag-after", callback=duration_callback, default=None, metavar="DURATION",
+              help="Warn when a consumer's lag (age of its oldest unpassed tick) exceeds this.")
+@click.option("--max-pending", type=click.IntRange(0), default=None, metavar="N",
+              help="Warn when a consumer has more than N events not yet acknowledged.")
+@click.option("--fail-on-dead", is_flag=True, help="Warn when a queue holds any dead letter.")
+@click.option("--check", is_flag=True, help="Exit 11 when there is a warning other than a paused queue"
+              " (for monitoring scripts; exit 0 when there is none).")
 @common_options
 @json_option
 @pass_app
 def status(app: App, queue: str | None, watch: float | None, count: int | None, stall_after: timedelta,
-           stale_after: timedelta, silent_after: timedelta, check: bool) -> None:
+           stale_after: timedelta, silent_after: timedelta, lag_after: timedelta | None, max_pending: int | None,
+           fail_on_dead: bool, check: bool) -> None:
     """Show queues, consumers, in-flight events, ticker health and blocked rotation.
 
     Queues: event rate, age of the last tick, events not ticked yet, size on disk, dead
@@ -200,14 +174,20 @@ def status(app: App, queue: str | None, watch: float | None, count: int | None, 
     "in_flight": [objects]|null, "schedules": [schedule list objects]|null (null: not
     readable by this role), "ticker_last_run": str|null,
     "warnings": [{"kind", "queue", "consumer", "message"}]}; with --watch one compact
-    document per line.  Warning kinds: ticker_stalled, rotation_blocked, consumer_stale,
-    worker_silent, paused.
+    document per line.  Warning kinds (the same rules as the dashboard's warnings and the
+    ticker's pglogq_health_warning metric): paused (information only), ticker_stalled,
+    rotation_blocked, consumer_stale, worker_silent; with their options dead_letters,
+    consumer_lagging, backlog.
+
+    With --check: exit 0 when nothing but paused queues is reported, 11 when anything else is.
     """
+    thresholds = health.Thresholds(stall_after=stall_after, stale_after=stale_after, silent_after=silent_after,
+                                   lag_after=lag_after, max_pending=max_pending, fail_on_dead=fail_on_dead)
     n = 0
     data: dict[str, Any] = {}
     try:
         while True:
-            data = collect(app, queue, stall_after, stale_after, silent_after)
+            data = collect(app, queue, thresholds)
             n += 1
             if app.json:
                 (emit_json_line if watch else emit_json)(to_json(data))
@@ -224,7 +204,7 @@ def status(app: App, queue: str | None, watch: float | None, count: int | None, 
     except KeyboardInterrupt:
         pass
     if check:
-        problems = [w for w in data.get("warnings", []) if w["kind"] != "paused"]
+        problems = [w for w in data.get("warnings", []) if w["kind"] not in health.INFORMATION]
         if problems:
             raise CliError(f"{len(problems)} problem(s): " + "; ".join(w["message"] for w in problems),
                            Exit.CHECK_FAILED)

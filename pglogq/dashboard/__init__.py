@@ -7,6 +7,6 @@ never imports it.  It reads and acts through :class:`pglogq.AsyncClient` only: p
 """
 
 from pglogq.dashboard.app import create_app
-from pglogq.dashboard.sampler import Thresholds
+from pglogq.health import Thresholds
 
 __all__ = ["Thresholds", "create_app"]

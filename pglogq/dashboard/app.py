@@ -25,9 +25,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from pglogq import AsyncClient
-from pglogq.dashboard.sampler import Sampler, Snapshot, Thresholds, sparkline
+from pglogq.dashboard.sampler import Sampler, Snapshot, sparkline
 from pglogq.dashboard.security import SESSION_COOKIE, SESSION_SECONDS, Auth, Session, bearer, same_origin
 from pglogq.errors import NotFound, PglogqError, UnknownQueue
+from pglogq.health import Thresholds
 
 DASH = "\u2013"  # an en dash: no value
 HERE = Path(__file__).resolve().parent

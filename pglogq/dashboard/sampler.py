@@ -15,20 +15,13 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 from pglogq import AsyncClient
 from pglogq.errors import PglogqError
+from pglogq.health import Finding, Thresholds, assess
 from pglogq.models import ConsumerInfo, InFlight, QueueInfo, TickerHolder
-
-
-@dataclass
-class Warning_:
-    kind: str
-    queue: str
-    consumer: str | None
-    message: str
 
 
 @dataclass
@@ -40,20 +33,10 @@ class Snapshot:
     ticker_holder: TickerHolder | None
     ticker_last_run: datetime | None
     stored: dict[str, int | None]
-    warnings: list[Warning_] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
 
     def queue(self, name: str) -> QueueInfo | None:
         return next((q for q in self.queues if q.queue_name == name), None)
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    stuck_after: timedelta = timedelta(minutes=1)
-    """A consumer that is behind and was not seen for this long (or whose batch is open this long) is stuck."""
-    silent_after: timedelta = timedelta(seconds=30)
-    """An in-flight event whose worker sent no heartbeat or progress for this long is silent."""
-    dlq_window: float = 300.0
-    """Seconds over which a growing dead-letter count is reported."""
 
 
 Series = deque[tuple[float, float]]
@@ -152,53 +135,17 @@ class Sampler:
             for name in [n for n in qseries if n not in qnames]:
                 del qseries[name]
 
-    def _warnings(self, snap: Snapshot) -> list[Warning_]:
+    def _warnings(self, snap: Snapshot) -> list[Finding]:
+        """The findings of :mod:`pglogq.health` for this sample (the CLI's ``status`` asks the same rules)."""
         th = self.thresholds
-        out: list[Warning_] = []
-        now = datetime.now(timezone.utc)
+        growth: dict[str, tuple[int, float]] = {}
         for q in snap.queues:
-            if q.rotation_blocked_by:
-                out.append(Warning_("rotation_blocked", q.queue_name, None,
-                                    f"rotation of {q.queue_name} is blocked by {q.rotation_blocked_by}"))
             series = self.dead.get(q.queue_name)
-            if series:
-                window = [v for t, v in series if t >= snap.taken_at - th.dlq_window]
-                if window and window[-1] > window[0]:
-                    out.append(Warning_("dlq_growing", q.queue_name, None,
-                                        f"dead letters of {q.queue_name} grew by {int(window[-1] - window[0])}"
-                                        f" in the last {int(min(th.dlq_window, snap.taken_at - series[0][0]))} s"
-                                        f" (now {q.dead_letters})"))
-        # a consumer whose worker reports progress or heartbeats is working, however long its batch is open
-        working = {(f.queue_name, f.consumer_name) for f in snap.in_flight if f.silent_for <= th.silent_after}
-        for ci in snap.consumers:
-            behind = (ci.lag_events or 0) > 0 or ci.open_batches > 0
-            seen = ci.last_seen
-            if (ci.queue_name, ci.consumer_name) in working:
-                continue
-            if behind and seen is not None and now - seen > th.stuck_after:
-                out.append(Warning_("stuck_consumer", ci.queue_name, ci.consumer_name,
-                                    f"consumer {ci.consumer_name} on {ci.queue_name} is stuck: "
-                                    f"{ci.lag_events or 0} event(s) behind, last seen {_ago(now - seen)} ago"))
-            elif ci.batch_open_since is not None and now - ci.batch_open_since > th.stuck_after:
-                out.append(Warning_("stuck_consumer", ci.queue_name, ci.consumer_name,
-                                    f"consumer {ci.consumer_name} on {ci.queue_name} is stuck: its batch has been "
-                                    f"open for {_ago(now - ci.batch_open_since)}"))
-        for f in snap.in_flight:
-            if f.silent_for > th.silent_after:
-                who = f.worker or f.consumer_name
-                out.append(Warning_("silent_worker", f.queue_name, f.consumer_name,
-                                    f"worker {who} ({f.consumer_name} on {f.queue_name}) has been silent for "
-                                    f"{_ago(f.silent_for)} on message {f.msg_id}"))
-        return out
-
-
-def _ago(d: timedelta) -> str:
-    s = int(d.total_seconds())
-    if s < 120:
-        return f"{s} s"
-    if s < 7200:
-        return f"{s // 60} min"
-    return f"{s // 3600} h"
+            window = [v for t, v in series or () if t >= snap.taken_at - th.dlq_window]
+            if series and window and window[-1] > window[0]:
+                growth[q.queue_name] = (int(window[-1] - window[0]),
+                                        min(th.dlq_window, snap.taken_at - series[0][0]))
+        return assess(snap.queues, snap.consumers, snap.in_flight, thresholds=th, dead_growth=growth)
 
 
 def sparkline(series: Sequence[tuple[float, float]] | None, width: int = 120, height: int = 24) -> str:

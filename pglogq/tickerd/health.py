@@ -1,6 +1,7 @@
 """Is anybody ticking?  A check the CLI's ``status`` and the consumer runtime can call.
 
-Without a ticker nothing is ever delivered, and nothing fails either: consumers simply see
+The rule itself is :func:`pglogq.health.stalled_reason`, the one every surface uses; this is its
+form for a program's log.  Without a ticker nothing is ever delivered, and nothing fails either: consumers simply see
 empty batches.  :func:`ticker_stalled` turns ``queue_info()`` rows into a warning when events
 wait with no tick, or when not even the keep-alive tick (``ticker_idle_period``, 1 minute by
 default) has been written for a long time.
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
-from pglogq.durations import format_duration
+from pglogq.health import stalled_reason
 
 DEFAULT_MAX_LAG = timedelta(seconds=30)
 DEFAULT_MAX_TICK_AGE = timedelta(minutes=5)
@@ -34,10 +35,6 @@ class QueueLike(Protocol):
     def pending_estimate(self) -> int: ...
 
 
-def _human(delta: timedelta) -> str:
-    return format_duration(delta, rounded=True)
-
-
 def ticker_stalled(
     info: QueueLike | Iterable[QueueLike],
     *,
@@ -54,14 +51,9 @@ def ticker_stalled(
     rows: list[QueueLike] = [info] if isinstance(info, QueueLike) else list(info)
     stalled: list[str] = []
     for row in rows:
-        if row.paused:
-            continue
-        lag = row.ticker_lag or timedelta(0)
-        age = row.last_tick_age
-        if lag > max_lag:
-            stalled.append(f'"{row.queue_name}" (events waiting {_human(lag)} for a tick)')
-        elif age is not None and age > max_tick_age:
-            stalled.append(f'"{row.queue_name}" (last tick {_human(age)} ago)')
+        reason = stalled_reason(row, max_lag, max_tick_age)
+        if reason is not None:
+            stalled.append(f'"{row.queue_name}" ({reason})')
     if not stalled:
         return None
     shown = ", ".join(stalled[:3]) + (f" and {len(stalled) - 3} more" if len(stalled) > 3 else "")

@@ -13,6 +13,8 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -22,6 +24,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from pglogq.health import Finding, Thresholds, assess, ticker_engine_ok
 from pglogq.tickerd import queries as q
 from pglogq.tickerd.engine import Engine, State
 
@@ -60,6 +63,52 @@ def blocked_by_label(text: str | None) -> str:
         return ""
     m = _BLOCKER.match(text)
     return m.group(1) if m else text[:80]
+
+
+@dataclass(frozen=True)
+class _Queue:
+    queue_name: str
+    paused: bool
+    last_tick_age: timedelta | None
+    ticker_lag: timedelta | None
+    rotation_blocked_by: str | None
+    dead_letters: int
+
+
+@dataclass(frozen=True)
+class _Consumer:
+    queue_name: str
+    consumer_name: str
+    lag: timedelta | None
+    lag_events: int | None
+    pending_events: int | None
+    last_seen: datetime | None
+    open_batches: int
+    batch_open_since: datetime | None
+
+
+@dataclass(frozen=True)
+class _Worker:
+    queue_name: str
+    consumer_name: str
+    worker: str | None
+    msg_id: int | None
+    silent_for: timedelta
+
+
+def _seconds(value: Any) -> timedelta | None:
+    return None if value is None else timedelta(seconds=float(value))
+
+
+def findings(queues: list[tuple[Any, ...]], consumers: list[tuple[Any, ...]], workers: list[tuple[Any, ...]],
+             now: datetime, thresholds: Thresholds | None = None) -> list[Finding]:
+    """The rows the collector reads, judged by :mod:`pglogq.health` with its default thresholds."""
+    qs = [_Queue(r[0], bool(r[1]), _seconds(r[3]), _seconds(r[4]) if r[4] else None, r[13], int(r[9] or 0))
+          for r in queues]
+    cs = [_Consumer(r[0], r[1], _seconds(r[2]), r[3], r[4], None if r[5] is None else now - timedelta(seconds=r[5]),
+                    int(r[7] or 0), None if r[10] is None else now - timedelta(seconds=r[10])) for r in consumers]
+    ws = [_Worker(r[0], r[1], r[2], None, timedelta(seconds=float(r[3] or 0))) for r in workers]
+    return assess(qs, cs, ws, now=now, thresholds=thresholds)
 
 
 def _num(value: Any) -> float:
@@ -120,6 +169,10 @@ class TickerCollector(Collector):
             " stopped worker grows it (pglogq status: worker_silent).", labels=wlabels)
         in_flight = GaugeMetricFamily("pglogq_worker_in_flight_events", "Events a worker reports as being handled.",
                                       labels=wlabels)
+        warning = GaugeMetricFamily(
+            "pglogq_health_warning",
+            "1 for each finding of pglogq.health (the rules of `pglogq status` and the dashboard's warnings,"
+            " default thresholds); kind as in `pglogq status`.", labels=[*db, "kind", "queue", "consumer"])
         now = time.time()
         for e in engines:
             st = e.stats
@@ -155,11 +208,17 @@ class TickerCollector(Collector):
                 wl = [e.label, row[0], row[1], str(row[2] or "")]
                 silent.add_metric(wl, _num(row[3]))
                 in_flight.add_metric(wl, _num(row[4]))
+            seen: set[tuple[str, str, str]] = set()
+            for f in findings(queues, consumers, workers, datetime.now(timezone.utc)):
+                key = (f.kind, f.queue, f.consumer or "")
+                if key not in seen:  # two silent workers of one consumer: one series
+                    seen.add(key)
+                    warning.add_metric([e.label, *key], 1.0)
         yield from (up, active, refused, polls, ticks, errors, reconnects, maint, poll_age, scrape_ok)
         yield from queue_g.values()
         yield from (paused, blocked)
         yield from consumer_g.values()
-        yield from (silent, in_flight)
+        yield from (silent, in_flight, warning)
 
 
 def health(engines: Iterable[Engine]) -> tuple[bool, dict[str, Any]]:
@@ -170,9 +229,8 @@ def health(engines: Iterable[Engine]) -> tuple[bool, dict[str, Any]]:
     for e in engines:
         st = e.stats
         age = None if st.last_poll_at is None else round(now - st.last_poll_at, 3)
-        good = st.state == State.STANDBY or (
-            st.state == State.ACTIVE and age is not None and age < max(10.0, 20 * e.settings.idle_interval)
-        ) or (st.state == State.ACTIVE and now - st.state_since < 10.0)
+        good = ticker_engine_ok(st.state.value, last_poll_age=age, state_age=now - st.state_since,
+                                idle_interval=e.settings.idle_interval)
         ok = ok and good
         dbs[e.label] = {"state": st.state.value, "ok": good, "detail": st.detail, "last_poll_age": age,
                         "ticks": st.ticks}

@@ -43,7 +43,7 @@ QUEUE_INFO: LiteralString = (
 CONSUMER_INFO: LiteralString = (
     "SELECT queue_name, consumer_name, extract(epoch FROM lag)::float8, lag_events, pending_events,"
     " extract(epoch FROM clock_timestamp() - last_seen)::float8, workers, open_batches,"
-    " retry_depth, dead_letters"
+    " retry_depth, dead_letters, extract(epoch FROM clock_timestamp() - batch_open_since)::float8"
     " FROM pglogq.consumer_info(NULL, NULL)"
 )
 # workers with events in flight: the longest silence (no heartbeat, no progress) of each

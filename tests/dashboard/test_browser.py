@@ -87,9 +87,9 @@ def test_find_a_stuck_consumer(dsn: str, client: pglogq.Client, page: Page) -> N
         batch.ack()
     with serve(create_app(dsn, **FAST)) as base:
         page.goto(base)
-        warning = page.locator("li.warning[data-kind=stuck_consumer]")
+        warning = page.locator("li.warning[data-kind=consumer_stale]")
         expect(warning).to_contain_text("consumer mailer on orders is stuck")  # appears live (htmx)
-        expect(page.locator("li.warning[data-kind=stuck_consumer]", has_text="billing")).to_have_count(0)
+        expect(page.locator("li.warning[data-kind=consumer_stale]", has_text="billing")).to_have_count(0)
         warning.locator("a").click()
         expect(page).to_have_url(re.compile(r"/queues/orders$"))
         row = page.locator("tr[data-consumer=mailer]")

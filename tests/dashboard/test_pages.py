@@ -288,7 +288,7 @@ def test_warnings_silent_worker_dlq_growing_rotation_blocked(dsn: str, client: p
             raise AssertionError("rotation never reported blocked")
 
     kinds = run(go())
-    assert {"silent_worker", "dlq_growing", "rotation_blocked"} <= set(kinds), kinds
+    assert {"worker_silent", "dlq_growing", "rotation_blocked"} <= set(kinds), kinds
     job.step()
     job.step()
     job.join()
