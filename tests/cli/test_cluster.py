@@ -511,3 +511,17 @@ def test_add_shard_of_a_database_in_the_map_is_refused_before_anything_is_change
     # the same shard under its own name and DSN: still the idempotent no-op
     ok(a, "cluster", "add-shard", "--new-dsn", b, "--name", "b")
     assert [cmap(a)["version"], cmap(b)["version"]] == [before[0]["version"]] * 2
+
+
+def test_one_database_is_told_by_the_session_not_by_the_dsn(dbs: Callable[[int], list[str]]) -> None:
+    """The session check of the identity rule: a session of A is seen from another DSN of A, not
+    from B (another database of the same server, same system identifier); the probe's
+    application_name is put back."""
+    a, b = dbs(2)
+    with cluster_admin.connect(a) as ca, cluster_admin.connect(_other_dsn(a)) as ca2, cluster_admin.connect(b) as cb:
+        ia, ia2, ib = (cluster_admin.database_identity(c) for c in (ca, ca2, cb))
+        assert ia == ia2 and ia[0] == ib[0] and ia[1] != ib[1]
+        assert cluster_admin.one_database(ca, ca2) and cluster_admin.one_database(ca2, ca)
+        assert not cluster_admin.one_database(ca, cb) and not cluster_admin.one_database(cb, ca)
+        assert one(ca, "SELECT current_setting('application_name')") == "pglogq-cluster"
+        assert [g for g, _ in cluster_admin.same_databases({"x": ca, "y": cb, "z": ca2})] == [["x", "z"]]
