@@ -48,6 +48,7 @@ DECLARE
     n integer;
     snap pg_snapshot;
     parts text[];
+    held bigint[];
 BEGIN
     q := pglogq._queue(queue_name);
     IF only_state IS NOT NULL AND only_state NOT IN ('in-flight', 'retry', 'dead', 'waiting') THEN
@@ -83,22 +84,33 @@ BEGIN
         IF (only_state IS NULL OR only_state = 'in-flight') AND NOT (c.consumer_name = a_cons AND a_rank > 1) THEN
             k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 1 THEN a_k1 ELSE 0 END;
             k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 1 THEN a_k2 ELSE 0 END;
+            -- the pages' events, then those nacked in them already (listed as retry or dead):
+            -- the retries of their id range read once, not once per event
             RETURN QUERY
-            SELECT c.consumer_name, 'in-flight'::text, e.ev_id, e.ev_type, e.ev_time,
-                   coalesce(p.worker, pglogq._worker_name(h), c.consumer_name),
-                   coalesce(p.started_at, h.batch_started_at),
-                   greatest(p.heartbeat_at, h.heartbeat_at), p.percent, p.stage, NULL::timestamptz, e.ev_retry,
-                   NULL::text, NULL::bigint, format('%s/1/%s/%s', c.consumer_name, e.ev_txid, e.ev_id)
-              FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0) e
-              JOIN pglogq.subscription h ON h.sub_id = e.holder
-              LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
-             WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
-               AND (only_type IS NULL OR e.ev_type = only_type)
-               AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
-               -- nacked in this page already: listed as retry or dead
-               AND NOT EXISTS (SELECT 1 FROM pglogq._retries(c.sub_id, 0, e.ev_id))
-               AND NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
-             ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
+            WITH pg AS MATERIALIZED (
+                SELECT e.ev_id, e.ev_type, e.ev_time, e.ev_retry, e.ev_txid,
+                       coalesce(p.worker, pglogq._worker_name(h), c.consumer_name) AS worker,
+                       coalesce(p.started_at, h.batch_started_at) AS since,
+                       greatest(p.heartbeat_at, h.heartbeat_at) AS beat, p.percent, p.stage
+                  FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0) e
+                  JOIN pglogq.subscription h ON h.sub_id = e.holder
+                  LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
+                 WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
+                   AND (only_type IS NULL OR e.ev_type = only_type)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
+            ), failed AS (
+                SELECT r.msg_id
+                  FROM (SELECT min(pg.ev_id) AS lo, max(pg.ev_id) AS hi FROM pg) b,
+                       LATERAL pglogq._retries(c.sub_id, b.lo - 1, NULL, NULL, NULL, false, b.hi) r
+                 WHERE b.lo IS NOT NULL
+            )
+            SELECT c.consumer_name, 'in-flight'::text, pg.ev_id, pg.ev_type, pg.ev_time, pg.worker, pg.since,
+                   pg.beat, pg.percent, pg.stage, NULL::timestamptz, pg.ev_retry,
+                   NULL::text, NULL::bigint, format('%s/1/%s/%s', c.consumer_name, pg.ev_txid, pg.ev_id)
+              FROM pg
+             WHERE NOT EXISTS (SELECT 1 FROM failed f WHERE f.msg_id = pg.ev_id)
+             ORDER BY pg.ev_txid, pg.ev_id LIMIT left_rows;
             GET DIAGNOSTICS n = ROW_COUNT;
             left_rows := left_rows - n;
             IF left_rows <= 0 THEN RETURN; END IF;
@@ -134,6 +146,8 @@ BEGIN
         IF only_state IS NULL OR only_state = 'waiting' THEN
             -- rank 4: in an open batch, after the page its holder was returned (not handed yet)
             IF NOT (c.consumer_name = a_cons AND a_rank > 4) THEN
+                -- of the retries, only those held in a stream can be here (read once, not per row)
+                held := ARRAY(SELECT r.msg_id FROM pglogq._retries(c.sub_id, held_only => true) r);
                 k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 4 THEN a_k1 ELSE 0 END;
                 k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 4 THEN a_k2 ELSE 0 END;
                 RETURN QUERY
@@ -145,7 +159,7 @@ BEGIN
                    AND (only_type IS NULL OR e.ev_type = only_type)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
                    -- held for its retry by a strict nack (acknowledged up to it): listed as retry
-                   AND NOT EXISTS (SELECT 1 FROM pglogq._retries(c.sub_id, 0, e.ev_id))
+                   AND e.ev_id <> ALL (held)
                  ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 left_rows := left_rows - n;

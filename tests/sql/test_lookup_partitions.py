@@ -34,7 +34,7 @@ def test_the_worker_named_at_receive_is_shown_before_and_after_progress(
 ) -> None:
     first, *_ = setup(client, partitions)
     batch = client.receive("q", "c", worker=worker)
-    assert [m.msg_id for m in batch][0] == first
+    assert batch.messages[0].msg_id == first
     holder = worker or "c"  # the consumer itself when no worker name was given
     [j] = client.lookup("q", first)
     assert (j.state, j.worker) == ("in-flight", holder)
