@@ -86,8 +86,8 @@ MAINT_RUN: LiteralString = "SELECT pglogq.maint_run(%s, %s)"
 ROTATE_STEP1: LiteralString = "SELECT pglogq.maint_rotate_step1(%s, %s)"
 ROTATE_STEP2: LiteralString = "SELECT pglogq.maint_rotate_step2(%s)"
 QUEUE_INFO: LiteralString = (
-    "SELECT i.*, l.partitions FROM pglogq.queue_info(%s) i CROSS JOIN LATERAL pglogq.queue_layout(i.queue_name) l"
-    " ORDER BY i.queue_name"
+    "SELECT i.*, l.partitions, l.urgent_lane FROM pglogq.queue_info(%s) i"
+    " CROSS JOIN LATERAL pglogq.queue_layout(i.queue_name) l ORDER BY i.queue_name"
 )
 SEEK_PLAN: LiteralString = "SELECT * FROM pglogq.seek_plan(%s, %s, %s, %s)"
 SEEK: LiteralString = "SELECT * FROM pglogq.seek(%s, %s, %s, %s, %s)"

@@ -109,6 +109,7 @@ def combine_queue_info(name: str, rows: Mapping[str, QueueInfo | None]) -> Shard
         last_rotation=min(r.last_rotation for r in got),
         rotation_blocked_by=blocked,
         partitions=max(r.partitions for r in got),
+        urgent_lane=any(r.urgent_lane for r in got),
         shards=dict(rows),
     )
 

@@ -570,20 +570,42 @@ class Client:
         """Append one event to ``queue`` per row inserted, updated or deleted in ``table`` (and one
         per TRUNCATE), in the writer's transaction.  True if newly captured, False if an existing
         capture into this queue was replaced.  See ``pglogq.capture_table`` for the options and
-        the event's shape; the caller needs pglogq_writer and the TRIGGER privilege on the table."""
+        the event's shape; the caller needs pglogq_writer and the TRIGGER privilege on the table.
+        A ``table`` that is not a table name as SQL writes one (``schema.table``, double quotes
+        where needed) raises :class:`InvalidArgument` and changes nothing."""
         params = (
             v.text(table, "table name", InvalidArgument, null=False), v.name(queue, "queue"),
             cv.columns(include_columns, "include_columns"), cv.columns(exclude_columns, "exclude_columns"),
             cv.columns(key_columns, "key_columns"), v.text(old_values, "old_values", InvalidCaptureOption),
             cv.only_if(only_if),
         )
-        return bool(self._value(q.CAPTURE_TABLE, params, conn))
+        return bool(self._table_call(q.CAPTURE_TABLE, params, conn))
 
     def uncapture_table(self, table: str, queue: str | None = None, *, conn: AnyConn | None = None) -> int:
         """Stop capturing ``table`` into ``queue`` (None: every queue); returns how many captures
         were removed (0: it was not captured).  The caller must own the table."""
         params = (v.text(table, "table name", InvalidArgument, null=False), v.name(queue, "queue"))
-        return int(self._value(q.UNCAPTURE_TABLE, params, conn))
+        return int(self._table_call(q.UNCAPTURE_TABLE, params, conn))
+
+    def _table_call(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> Any:
+        """``_value`` of a statement whose first parameter is a table name cast to regclass.
+
+        The cast runs before the function, so a name PostgreSQL cannot parse (invalid name
+        syntax 42602, too many dotted names 42601, a database's name 0A000) comes back as its
+        own error, with no context; it is the caller's bad argument, so it is
+        :class:`InvalidArgument` like every other bad name.  Errors raised inside the function
+        carry a context and are left as they are."""
+        try:
+            return self._value(sql, params, conn)
+        except (psycopg.errors.InvalidName, psycopg.errors.SyntaxError,
+                psycopg.errors.FeatureNotSupported) as exc:
+            if exc.diag.context:
+                raise
+            why = exc.diag.message_primary or str(exc)
+            raise InvalidArgument(
+                f"invalid table name {params[0]!r}: {why}",
+                hint="name it as in SQL: table or schema.table, in double quotes where needed",
+            ) from exc
 
     def captured_tables(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[CaptureInfo]:
         """The captured tables (of one queue, or of all)."""

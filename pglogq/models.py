@@ -67,6 +67,9 @@ class QueueInfo:
     rotation_blocked_by: str | None
     partitions: int = 1
     """1: one ordered log; else the queue's fixed partition count (``create_queue``)."""
+    urgent_lane: bool = False
+    """Whether the queue has an urgent lane (events of priority above 100 overtake a backlog;
+    ``create_queue(..., urgent_lane=True)``); only a queue of one partition can have one."""
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,7 @@ class ShardedQueueInfo(QueueInfo):
 
     Sums: ``events_per_second``, ``pending_estimate``, ``retry_depth``, ``dead_letters``,
     ``delayed``, ``size_bytes``.  The worst shard: ``last_tick_time`` and ``last_rotation`` (the
-    oldest), ``last_tick_age`` and ``ticker_lag`` (the largest), ``paused`` (any shard),
+    oldest), ``last_tick_age`` and ``ticker_lag`` (the largest), ``paused`` and ``urgent_lane`` (any shard),
     ``rotation_blocked_by`` (the first shard's reason, prefixed by its name).  The largest:
     ``consumers``, ``partitions``, ``rotation_period``, ``last_tick_id`` (tick ids are per shard:
     compare them within a shard only)."""

@@ -9,13 +9,21 @@ import click
 import psycopg
 
 from pglogq.cli.app import App, common_options, json_option, pass_app
-from pglogq.cli.errors import CliError, Exit
+from pglogq.cli.errors import CliError, Exit, to_cli_error
 from pglogq.cli.output import emit_json, print_table
 
 
-def _unknown_table(exc: psycopg.errors.UndefinedTable, table: str) -> CliError:
+def _unknown_table(exc: psycopg.Error, table: str) -> CliError:
     why = exc.diag.message_primary or f"no table {table!r}"
     return CliError(why, Exit.NOT_FOUND, hint="name it as in SQL: schema.table, quoted where needed")
+
+
+def _unknown_schema(exc: psycopg.errors.InvalidSchemaName, table: str) -> CliError:
+    """A table named in a schema that does not exist is not found, like an unknown table; only
+    pglogq's own schema missing means pglogq is not installed."""
+    if '"pglogq"' in (exc.diag.message_primary or ""):
+        return to_cli_error(exc)
+    return _unknown_table(exc, table)
 
 
 @click.group()
@@ -61,6 +69,8 @@ def add(app: App, table: str, queue: str, include: tuple[str, ...], exclude: tup
         )
     except psycopg.errors.UndefinedTable as exc:
         raise _unknown_table(exc, table) from exc
+    except psycopg.errors.InvalidSchemaName as exc:
+        raise _unknown_schema(exc, table) from exc
     if app.json:
         emit_json({"table": table, "queue": queue, "created": created})
     else:
@@ -109,6 +119,8 @@ def remove(app: App, table: str, queue: str | None) -> None:
         removed = app.client.uncapture_table(table, queue, conn=app.conn)
     except psycopg.errors.UndefinedTable as exc:
         raise _unknown_table(exc, table) from exc
+    except psycopg.errors.InvalidSchemaName as exc:
+        raise _unknown_schema(exc, table) from exc
     if app.json:
         emit_json({"table": table, "removed": removed})
     elif removed:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import secrets
+import socket
 import sys
 
 import click
@@ -66,6 +68,7 @@ def dashboard(app: App, host: str, port: int, actions: bool, tokens: tuple[str, 
         raise CliError(f"the dashboard needs the 'dashboard' extra ({exc.name} is missing)", Exit.NOT_AVAILABLE,
                        hint="pip install 'pglogq[dashboard]'") from exc
     token_map = parse_tokens(tokens)
+    sock = _listen(host, port)  # first: a port it cannot have ends the command before anything is said
     env_token = os.environ.get("PGLOGQ_DASHBOARD_TOKEN")
     if not token_map and env_token:
         token_map = parse_tokens((env_token,))
@@ -84,4 +87,33 @@ def dashboard(app: App, host: str, port: int, actions: bool, tokens: tuple[str, 
     asgi = TrustedHostMiddleware(dashboard_app, allowed_hosts=hosts, www_redirect=False)
     where = f"http://{host if ':' not in host else '[' + host + ']'}:{port}{root_path}/"
     click.echo(f"pglogq dashboard on {where} ({'actions enabled' if actions else 'read-only'})", err=True)
-    uvicorn.run(asgi, host=host, port=port, root_path=root_path, log_level="warning", access_log=False)
+    server = uvicorn.Server(uvicorn.Config(asgi, root_path=root_path, log_level="warning", access_log=False))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:
+        raise CliError("the dashboard did not start (see the lines above)", Exit.OTHER)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The dashboard's listening socket, bound before uvicorn starts: uvicorn reports a failed
+    bind as its own log line and exits 3, which the command line documents as "not found"."""
+    where = f"{host if ':' not in host else '[' + host + ']'}:{port}"
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # as uvicorn does: a restart binds at once while the last run's connections linger in
+        # TIME_WAIT; it never lets two processes listen on one port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(f"cannot listen on {where}: the address is in use (another process listens there)",
+                           Exit.CONFLICT, hint="stop it or choose another --port") from exc
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            raise CliError(f"cannot listen on {where}: --host is not an address of this machine "
+                           f"({exc.strerror or exc})", Exit.USAGE) from exc
+        raise CliError(f"cannot listen on {where}: {exc.strerror or exc}", Exit.OTHER) from exc
+    return sock

@@ -7,7 +7,7 @@
 | 2    | usage error: unknown command or option, missing argument, a malformed option value or DSN |
 | 3    | not found: unknown queue, consumer, batch or dead letter |
 | 4    | invalid input: bad name, config value, payload, seek position out of range |
-| 5    | conflict: already exists, queue in use, batch open, batch no longer current |
+| 5    | conflict: already exists, queue in use, batch open, batch no longer current, port in use |
 | 6    | cannot connect to the database (or no DSN and no embedded PostgreSQL) |
 | 7    | pglogq is not installed in that database, or its schema is of another version |
 | 8    | permission denied (the role lacks a pglogq grant) |
@@ -59,7 +59,8 @@ EXIT_TABLE: list[tuple[int, str]] = [
     (Exit.NOT_FOUND, "not found: unknown queue, consumer, batch or dead letter"),
     (Exit.INVALID, "invalid input: bad name, config value, payload, an integer beyond 64 bits, seek"
                    " position out of range"),
-    (Exit.CONFLICT, "conflict: already exists, queue in use, batch open, batch no longer current"),
+    (Exit.CONFLICT, "conflict: already exists, queue in use, batch open, batch no longer current, the"
+                    " dashboard's port in use"),
     (Exit.CONNECTION, "cannot connect to the database (or no DSN and no embedded PostgreSQL)"),
     (Exit.SCHEMA, "pglogq is not installed in that database, or its schema is of another version"),
     (Exit.PERMISSION, "permission denied (the role lacks a pglogq grant)"),

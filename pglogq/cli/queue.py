@@ -134,7 +134,7 @@ def list_(app: App) -> None:
     JSON: [{"queue_name", "paused", "last_tick_id", "last_tick_time", "last_tick_age",
     "ticker_lag", "events_per_second", "pending_estimate", "consumers", "retry_depth",
     "dead_letters", "delayed", "size_bytes", "rotation_period", "last_rotation",
-    "rotation_blocked_by", "partitions"}]
+    "rotation_blocked_by", "partitions", "urgent_lane"}]
     """
     rows = app.client.queue_info(conn=app.conn)
     if app.json:

@@ -88,6 +88,16 @@ def fmt_time(value: datetime | None) -> str:
     return DASH if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def fmt_until(value: datetime | None) -> str:
+    """A due time as how far off it is ("in 5 min 3 s"; "due 2.0 s ago" once it has passed)."""
+    if value is None:
+        return DASH
+    left = value - datetime.now(timezone.utc)
+    if left.total_seconds() >= 0:
+        return "in " + fmt_duration(left)
+    return "due " + fmt_duration(-left) + " ago"
+
+
 def fmt_num(value: float | int | None) -> str:
     if value is None:
         return DASH
@@ -125,7 +135,8 @@ def make_templates() -> Jinja2Templates:
         loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters.update(duration=fmt_duration, ago=fmt_ago, time=fmt_time, num=fmt_num, size=fmt_size, cell=fmt_cell)
+    env.filters.update(duration=fmt_duration, ago=fmt_ago, time=fmt_time, until=fmt_until, num=fmt_num,
+                       size=fmt_size, cell=fmt_cell)
     env.globals["sparkline"] = sparkline
     return Jinja2Templates(env=env)
 
@@ -284,8 +295,11 @@ async def queue_page(request: Request, dash: Dashboard) -> Response:
     workers: dict[tuple[str, str], list[Any]] = {}
     for f in in_flight:
         workers.setdefault((f.consumer_name, f.worker or "(consumer itself)"), []).append(f)
+    # read on every render, not sampled: few rows, and a schedule just added shows at once
+    schedules = await dash.client.schedule_list(name)
     return render(request, dash, "queue.html", {
         "snap": snap, "s": dash.sampler, "q": info, "consumers": consumers, "in_flight": in_flight,
+        "schedules": schedules,
         "workers": workers, "warnings": [w for w in snap.warnings if w.queue == name],
         "stored": snap.stored.get(name), "silent_after": dash.sampler.thresholds.silent_after,
     }, fragment="_queue.html")

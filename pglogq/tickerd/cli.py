@@ -48,8 +48,8 @@ Precedence: command line, then --env-file (re-read on SIGHUP), then the environm
 effective configuration is logged at start (event "config").
 \b
 Signals: SIGTERM/SIGINT stop cleanly; SIGHUP re-reads the settings and reconnects.
-Exit codes: 0 ok; 1 database error (--once); 2 usage; 3 database refused (restored into a
-cluster whose transaction ids are behind, --once).
+Exit codes: 0 ok; 1 database error (--once); 2 usage; 3 database refused (--once: restored
+into a cluster whose transaction ids are behind, or reached through a transaction-mode pooler).
 """
 
 

@@ -8,8 +8,9 @@ One :class:`Engine` per database, running as an asyncio task (the daemon runs on
   seconds.  The lock lives and dies with the connection: when the active ticker is killed, the
   server ends its backend and releases the lock, and a standby takes over.  So the ticker needs
   a direct connection: a DSN that leads through a connection pooler in transaction mode
-  (PgBouncer) is refused (state "refused", re-checked every ``check_interval``), detected by
-  two connections answering from one backend (:meth:`Engine._behind_pooler`).
+  (PgBouncer) is refused (state "refused", re-checked every ``check_interval``; ``--once``
+  exits 3), detected by two connections answering from one backend
+  (:meth:`Engine._require_direct`, the one check every way of ticking makes).
 * **Ticking.**  ``SELECT pglogq.ticker()`` in its own autocommit transaction, every
   ``busy_interval`` (5 ms) while ticks are being written and for ``linger`` (1 s) after the last
   one; then the interval doubles up to ``idle_interval`` (200 ms).  With the default
@@ -302,8 +303,12 @@ class Engine:
             with contextlib.suppress(Exception):
                 await other.close()
 
-    async def _session(self, conn: AConn) -> None:
-        s = self.settings
+    async def _require_direct(self, conn: AConn) -> None:
+        """Raise :class:`Refused` when ``conn`` leads through a transaction-mode pooler.
+
+        Every way of ticking (the daemon's sessions, ``--once``, the in-process ticker) calls this
+        before it takes the lock: the lock is session-level, so through a pooler even one pass
+        would leave it on a server connection that other clients then use."""
         if await self._behind_pooler(conn):
             raise Refused(
                 "the DSN leads through a connection pooler in transaction mode (PgBouncer?): the same "
@@ -311,6 +316,10 @@ class Engine:
                 "to PostgreSQL (its one-active-ticker lock is a session-level advisory lock, which a "
                 "pooler would hand to other clients): give it the server's own host and port"
             )
+
+    async def _session(self, conn: AConn) -> None:
+        s = self.settings
+        await self._require_direct(conn)
         await self._timeouts(conn, s.tick_statement_timeout, s.tick_statement_timeout)
         await conn.execute(q.SYNCHRONOUS_COMMIT, (s.tick_synchronous_commit,))
         await self._schema_ready(conn)
@@ -499,6 +508,7 @@ class Engine:
         conn: AConn | None = None
         try:
             conn = await self._connect("once")
+            await self._require_direct(conn)
             await self._timeouts(conn, s.maint_statement_timeout, s.maint_lock_timeout)
             await self._schema_ready(conn)
             if not await self._try_lock(conn):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -480,3 +481,45 @@ def test_dlq_replay_of_several_ids_is_all_or_nothing(dsn: str) -> None:
     assert len(dead) == 1
     fails(dsn, Exit.NOT_FOUND, "dlq", "replay", str(dead[0]), "999999")
     assert [r[0] for r in sql(dsn, "SELECT dead_id FROM pglogq.dead_letter")] == dead
+
+
+def capture_triggers(dsn: str) -> list[str]:
+    return [r[0] for r in sql(dsn, "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname")]
+
+
+def test_a_bad_table_name_is_invalid_input_and_changes_nothing(dsn: str) -> None:
+    """`capture add 't1; drop table t1' q` and other names PostgreSQL cannot parse: exit 4 (a bad
+    name), one line, nothing captured; a well-formed name of no table stays "not found" (3)."""
+    setup_queue(dsn)
+    sql(dsn, "CREATE TABLE t1 (id int PRIMARY KEY)")
+    ok(dsn, "capture", "add", "t1", "q")
+    before = capture_triggers(dsn)
+    assert before
+    for name in ("t1; drop table t1", '"unterminated', "a.b.c.d", "other_db.public.t1", "", " ", "t1.",
+                 '"t1"x'):
+        for args in (["capture", "add", name, "q"], ["capture", "remove", name]):
+            r = fails(dsn, Exit.INVALID, *args)
+            assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+            assert "invalid table name" in r.stderr, (args, r.stderr)
+    for name in ("nosuch", "nosuch_schema.t1"):
+        for args in (["capture", "add", name, "q"], ["capture", "remove", name]):
+            r = fails(dsn, Exit.NOT_FOUND, *args)
+            assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+    assert capture_triggers(dsn) == before
+    assert sql(dsn, "SELECT count(*) FROM t1") == [(0,)]
+    assert [r["table_name"] for r in js(dsn, "capture", "list")] == ["t1"]
+
+
+def test_dashboard_on_a_port_in_use_is_one_error_line(dsn: str) -> None:
+    """Another process listens on the port: one `pglogq: error:` line, exit 5 (conflict: the
+    address is in use), not uvicorn's own log line and its exit 3 ("not found")."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p = subprocess.run([console_script(), "--dsn", dsn, "dashboard", "--port", str(port)],
+                           capture_output=True, text=True, timeout=120)
+    assert p.returncode == Exit.CONFLICT, (p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pglogq: error: "), p.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0], p.stderr

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
 from starlette.testclient import TestClient
 
 import pglogq
+from pglogq import schedules
 from pglogq.dashboard import Thresholds, create_app
 from pglogq.dashboard.sampler import Sampler, sparkline
 from pglogq.errors import UnknownMessage
@@ -292,3 +294,78 @@ def test_warnings_silent_worker_dlq_growing_rotation_blocked(dsn: str, client: p
     job.step()
     job.step()
     job.join()
+
+
+def fire_schedules(dsn: str) -> dict[str, int]:
+    """One pass of the ticker's schedule step (plans new schedules, sends what is due)."""
+    async def main() -> dict[str, int]:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            return await schedules.fire_due(conn)
+
+    return asyncio.run(main())
+
+
+def cell(html: str, ident: str) -> str:
+    m = re.search(rf'<td id="{ident}">(.*?)</td>', html, re.S)
+    assert m, ident
+    return m.group(1)
+
+
+def schedule_row(html: str, name: str) -> str:
+    m = re.search(rf'<tr data-schedule="{name}">(.*?)</tr>', html, re.S)
+    assert m, name
+    return m.group(1)
+
+
+def test_queue_page_shows_the_layout_and_the_schedules(tc: TestClient, client: pglogq.Client, dsn: str) -> None:
+    client.create_queue("orders", partitions=8)
+    client.create_queue("mail", urgent_lane=True)
+    client.schedule_add("orders", "nightly", "0 3 * * *", {"report": True}, missed="catch_up")
+    client.schedule_add("orders", "minutely", "* * * * *", {"ping": 1})
+
+    html = tc.get("/queues/orders").text
+    assert "pglogq has none" not in html
+    assert cell(html, "partitions").startswith("8 ")
+    assert cell(html, "urgent-lane") == "off"
+    assert "key_slot(key) mod 8" in cell(html, "keys")
+    assert "no-schedules" not in html
+    nightly = schedule_row(html, "nightly")
+    assert "<code>0 3 * * *</code>" in nightly and "not planned yet" in nightly and "never" in nightly
+    assert "caught up" in nightly and "active" in nightly
+
+    assert fire_schedules(dsn)["planned"] == 2
+    # a due time in the past, as after a ticker was away: the next pass sends it
+    with psycopg.connect(dsn) as conn:
+        conn.execute("UPDATE pglogq.schedule SET next_due = now() - interval '10 seconds' WHERE name = 'minutely'")
+    assert fire_schedules(dsn)["sent"] == 1
+    (minutely,) = [r for r in client.schedule_list("orders") if r.name == "minutely"]
+    assert minutely.next_due is not None and minutely.last_due is not None and minutely.last_msg_id is not None
+
+    html = tc.get("/queues/orders", headers={"HX-Request": "true"}).text  # the live fragment shows them too
+    nightly, row = schedule_row(html, "nightly"), schedule_row(html, "minutely")
+    assert "not planned yet" not in nightly and "03:00:00 UTC (in " in nightly and "never" in nightly
+    assert minutely.next_due.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") in row
+    assert minutely.last_due.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") in row
+    assert f"message {minutely.last_msg_id}</a>" in row
+    assert re.search(r'<td class="num">1</td>\s*<td class="num">0</td>', row)  # sent 1, skipped 0
+
+    client.set_queue_config("orders", "paused", True)
+    html = tc.get("/queues/orders").text
+    assert "queue paused" in schedule_row(html, "nightly")
+
+    html = tc.get("/queues/mail").text
+    assert cell(html, "partitions") == "none: one ordered log"
+    assert cell(html, "urgent-lane").startswith("on: ")
+    assert "No schedules" in html
+
+
+def test_queue_page_of_a_plain_queue_says_it_has_no_layout_and_no_schedules(
+        tc: TestClient, client: pglogq.Client) -> None:
+    client.create_queue("plain")
+    html = tc.get("/queues/plain").text
+    assert cell(html, "partitions") == "none: one ordered log"
+    assert cell(html, "urgent-lane") == "off"
+    assert "place nothing" in cell(html, "keys")
+    assert '<p id="no-schedules">No schedules: nothing is sent to this queue on a timetable.</p>' in html
+    assert "data-schedule=" not in html
+    assert "pglogq has none" not in html

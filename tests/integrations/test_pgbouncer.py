@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -22,6 +25,7 @@ import pglogq
 from pglogq.tickerd.engine import Engine, State
 from pglogq.tickerd.settings import Settings
 from tests.support.cli import js, ok
+from tests.support.tickers import Daemon, ticks
 from tests.support.waiting import wait_for
 
 
@@ -269,3 +273,36 @@ def test_cli_through_pgbouncer(pooled_dsn: str, dsn: str) -> None:
     assert "notifications cannot arrive" in r.stderr  # its LISTEN went through the pooler: said at once
     with pglogq.Client(dsn) as client:
         assert client.consumer_info("q") == []  # the throw-away consumer was removed
+
+
+def test_every_ticker_entry_point_refuses_the_pooler_alike(pooled_dsn: str, dsn: str, tmp_path: Path) -> None:
+    # the daemon, pglogq-ticker --once and pglogq ticker run --once all refuse a pooled DSN with
+    # the same words; the one-pass commands exit 3 (refused) and tick nothing
+    with pglogq.Client(dsn) as client:
+        client.create_queue("q")
+        client.send("q", {"n": 1})
+    before = ticks(dsn, "q")
+    daemon = Daemon(tmp_path / "daemon.log", "--dsn", pooled_dsn)
+    try:
+        wait_for(lambda: daemon.logged("refused"), "the daemon's refusal", timeout=60)
+    finally:
+        assert daemon.terminate() == 0
+        daemon.close()
+    refusal = next(e for e in daemon.events() if e.get("event") == "refused")["msg"]
+    assert "connection pooler in transaction mode" in refusal
+
+    commands = {
+        "pglogq-ticker --once": [sys.executable, "-m", "pglogq.tickerd"],
+        "pglogq ticker run --once": [sys.executable, "-c", "from pglogq.cli import main; main()", "ticker", "run"],
+    }
+    for name, argv in commands.items():
+        done = subprocess.run([*argv, "--once", "--log-format", "json", "--dsn", pooled_dsn],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 3, (name, done.returncode, done.stderr)
+        events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+        said = [e["msg"] for e in events if e.get("event") == "refused"]
+        assert len(said) == 1, (name, done.stderr)
+        # the daemon adds only when it looks again
+        assert refusal.startswith(said[0] + ";"), (name, said[0], refusal)
+        assert not any(e.get("event") == "pass_done" for e in events), (name, done.stderr)
+    assert ticks(dsn, "q") == before

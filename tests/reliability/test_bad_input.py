@@ -349,6 +349,10 @@ TABLE: list[Bad] = [
         cli("schedule", "add", "q", "s", "--cron", "* * *", "--payload", "{}")),
     Bad("cli-schedule-unknown", "CLI", "jobs", "pglogq schedule remove q nope", "exit 3",
         cli("schedule", "remove", "q", "nope")),
+    Bad("py-capture-bad-table-name", "Python", "names", "Client.capture_table('a.b.c.d', 'q')", "InvalidArgument",
+        lambda w: w.client.capture_table("a.b.c.d", "q")),
+    Bad("cli-capture-bad-table-name", "CLI", "names", "pglogq capture add 't1; drop table t1' q", "exit 4",
+        cli("capture", "add", "t1; drop table t1", "q")),
 ]
 
 
