@@ -235,6 +235,10 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
     transaction mode give --listen-dsn a direct DSN for the LISTEN (it warns, then polls, when
     notifications cannot arrive).
 
+    Ctrl-C or SIGTERM stops it where a line ends (a line partly written is finished first; a
+    second signal leaves it cut), and the last line on stderr says how many events were
+    printed: exactly the whole lines stdout got.
+
     JSON: one object per line: {"msg_id", "type", "payload", "headers", "retry_count",
     "created_at", "priority", "batch_id"}
     """
