@@ -129,7 +129,10 @@ class LineWriter:
                 limit = ends[done]  # finish the line already started, not one more
             if not self._wait(fd):
                 continue  # woken by a signal: look again
-            off += os.write(fd, data[off:min(off + chunk, limit)])
+            try:
+                off += os.write(fd, data[off:min(off + chunk, limit)])
+            except BlockingIOError:
+                continue  # stdout made non-blocking by a process sharing it: wait for room again
             while done < len(lines) and ends[done] <= off:
                 done += 1
                 self.lines += 1
