@@ -50,8 +50,13 @@ def emit_json(value: Any) -> None:
     click.echo(jsontext.dumps(jsonable(value), indent=2))
 
 
+def json_line(value: Any) -> str:
+    """``value`` as one line of JSON, with its newline."""
+    return jsontext.dumps(jsonable(value)) + "\n"
+
+
 def emit_json_line(value: Any) -> None:
-    click.echo(jsontext.dumps(jsonable(value)))
+    click.echo(json_line(value), nl=False)
 
 
 def flush_stdout() -> None:

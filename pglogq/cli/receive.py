@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from types import FrameType
 from typing import Any
 
 import click
@@ -23,11 +22,12 @@ import pglogq
 from pglogq.cli import jsontext
 from pglogq.cli.app import App, common_options, json_option, listen_dsn_option, pass_app
 from pglogq.cli.errors import CliError, Exit, to_cli_error
+from pglogq.cli.lines import LineWriter, interrupts
 from pglogq.cli.output import (
-    emit_json_line,
     flush_stdout,
     fmt,
     info,
+    json_line,
     jsonable,
     print_table,
     quiet_stdout,
@@ -196,23 +196,6 @@ def _close_array(app: App, opened: bool) -> None:
             click.echo("\n]" if opened else "[]")
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends tail like Ctrl-C does, so its throw-away subscription is removed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 def listener(app: App, queue: str, probe_timeout: float = 2.0) -> psycopg.Connection[Any] | None:
     """A connection LISTENing on the tick channel of ``queue`` (on ``--listen-dsn`` if given), or
     None after saying on stderr why not: a probe NOTIFY sent on the command's own connection must
@@ -252,6 +235,10 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
     transaction mode give --listen-dsn a direct DSN for the LISTEN (it warns, then polls, when
     notifications cannot arrive).
 
+    Ctrl-C or SIGTERM stops it where a line ends (a line partly written is finished first; a
+    second signal leaves it cut), and the last line on stderr says how many events were
+    printed: exactly the whole lines stdout got.
+
     JSON: one object per line: {"msg_id", "type", "payload", "headers", "retry_count",
     "created_at", "priority", "batch_id"}
     """
@@ -259,27 +246,25 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
     client = app.client
     conn = app.conn
     listen = listener(app, queue)
-    seen = 0  # events printed (a page is acknowledged once all of it is printed and flushed)
+    out = LineWriter()  # out.lines: events printed (a page is acknowledged once all of it is out)
     closed = False
     deadline = time.monotonic() + for_.total_seconds() if for_ is not None else None
-    try:
-        with _sigterm_as_interrupt():
+    with interrupts(out):
+        try:
             client.subscribe(queue, name, conn=conn)
             if not app.json:
                 info(f"following {queue!r} as throw-away consumer {name!r} (Ctrl-C to stop)")
-            while max_ is None or seen < max_:
+            while max_ is None or out.lines < max_:
                 if tick:
                     client.tick(queue, conn=conn)
-                page_size = PAGE if max_ is None else min(PAGE, max_ - seen)
+                page_size = PAGE if max_ is None else min(PAGE, max_ - out.lines)
                 batch = receive_raw(client, conn, queue, name, page_size)
                 if batch:
-                    for m in batch:
-                        if app.json:
-                            emit_json_line(_message_json(m))
-                        else:
-                            click.echo(f"{m.msg_id}\t{m.type or '-'}\t{fmt(m.created_at)}\t{short(m.payload, 200)}")
-                        seen += 1
-                    flush_stdout()
+                    if app.json:
+                        out.write([json_line(_message_json(m)) for m in batch])
+                    else:
+                        out.write([f"{m.msg_id}\t{m.type or '-'}\t{fmt(m.created_at)}\t{short(m.payload, 200)}\n"
+                                   for m in batch])
                     batch.ack(conn=conn)
                     continue
                 wait = poll.total_seconds()
@@ -292,17 +277,19 @@ def tail(app: App, queue: str, max_: int | None, for_: timedelta | None, poll: t
                     continue
                 for _ in listen.notifies(timeout=max(wait, 0.01), stop_after=1):
                     pass
-    except KeyboardInterrupt:
-        pass  # Ctrl-C (or SIGTERM) is how tail ends
-    except OSError as exc:
-        if not stdout_closed(exc):
-            raise
-        closed = True  # the reader went away (`| head`): a normal end
-        quiet_stdout()
-    finally:
-        with _signals_held():
-            client.unsubscribe(queue, name, conn=conn)
-    info(f"{seen} event(s) printed" + (" (stdout closed)" if closed else "") + f"; consumer {name!r} removed")
+        except KeyboardInterrupt:
+            pass  # Ctrl-C (or SIGTERM) is how tail ends
+        except OSError as exc:
+            if not stdout_closed(exc):
+                raise
+            closed = True  # the reader went away (`| head`): a normal end
+            quiet_stdout()
+        finally:
+            out.finish()  # a signal from here on changes nothing: the consumer is removed
+            out.close()
+            with _signals_held():
+                client.unsubscribe(queue, name, conn=conn)
+        info(f"{out.lines} event(s) printed" + (" (stdout closed)" if closed else "") + f"; consumer {name!r} removed")
 
 
 @contextmanager

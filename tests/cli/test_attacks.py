@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,11 @@ import psycopg
 import pytest
 
 from pglogq.cli.errors import Exit
-from tests.support.cli import fails, js, ok, run
+from tests.support.cli import fails, js, measured_pipe, ok, run, sleeping, spawn, unread
 from tests.support.waiting import wait_for
 
 INT8_MAX = 2**63 - 1
 DEEP = 1100  # deeper than Python's json (and orjson's 1024) can walk
-
-
-def console_script() -> str:
-    exe = Path(sys.executable).parent / "pglogq"
-    assert exe.exists(), f"console script not installed next to {sys.executable}"
-    return str(exe)
 
 
 def sql(dsn: str, query: str, params: Any = None) -> list[Any]:
@@ -70,7 +63,20 @@ def queues(dsn: str) -> list[str]:
 
 
 def sh(dsn: str, *args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([console_script(), *args, "--dsn", dsn], **kwargs)
+    return spawn(dsn, *args, **kwargs)
+
+
+def read_all(fd: int) -> bytes:
+    """Everything written to the pipe whose read end is ``fd``, until its writer exits."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/task").is_dir(),
+                                reason="sees where the command waits through Linux's /proc")
 
 
 # -- receive: what is shown is consumed, and only that (issue 12 #5) ------------------------
@@ -203,35 +209,54 @@ def test_tail_into_head_ends_quietly_and_removes_its_consumer(dsn: str) -> None:
     assert sql(dsn, "SELECT consumer_name FROM pglogq.subscription") == []
 
 
-def test_tail_interrupted_while_printing_counts_what_it_printed(dsn: str, tmp_path: Path) -> None:
-    """issue 21 #16: interrupted in the middle of a page, tail said "0 event(s)" after 337."""
+@LINUX_PROC
+@pytest.mark.parametrize(("sig", "lines_"), [(signal.SIGTERM, "short"), (signal.SIGINT, "long")],
+                         ids=["SIGTERM-short-lines", "SIGINT-lines-longer-than-PIPE_BUF"])
+def test_tail_interrupted_while_printing_counts_what_it_printed(dsn: str, tmp_path: Path, sig: int,
+                                                                lines_: str) -> None:
+    """issue 21 #16: interrupted in the middle of a page, tail said "0 event(s)" after 337.
+    Then it said 336 after 337: the line whose write was blocked when the signal came was left
+    in Python's buffer, not counted, and flushed at exit (a line longer than the buffer was cut).
+    Here the write blocks because the test stops reading a pipe the page cannot fit in (its
+    capacity is measured, the page sized from it); the signal comes once tail waits on it."""
     setup_queue(dsn, consumer=None)
+    r, w, capacity = measured_pipe()
     errfile = tmp_path / "stderr"
-    p = sh(dsn, "tail", "q", "--json", "--for", "120s", "--poll", "100ms",
-           stdout=subprocess.PIPE, stderr=errfile.open("wb"))
-    out: list[bytes] = []
+    with errfile.open("wb") as err_w:
+        p = sh(dsn, "tail", "q", "--json", "--for", "300s", "--poll", "100ms", stdout=w, stderr=err_w)
+    os.close(w)
     try:
         wait_for_tail_consumer(dsn)
-        big = json.dumps({"pad": "x" * 500})
+        # one page (1,000 events at most) of three pipes' worth
+        if lines_ == "short":
+            events, pad = 900, max(200, 3 * capacity // 900)
+        else:
+            pad = 2 * select.PIPE_BUF + 1000
+            events = 3 * capacity // pad + 3
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("SELECT pglogq.send_batch_json('q', %s::jsonb)", (json.dumps([json.loads(big)] * 900),))
+            conn.execute("SELECT pglogq.send_batch_json('q', %s::jsonb)",
+                         (json.dumps([{"pad": "x" * pad}] * events),))
             conn.execute("SELECT pglogq.force_tick('q')")
-        assert p.stdout is not None
-        out.append(p.stdout.readline())  # it is printing; the pipe fills up (nobody reads)
-        time.sleep(1.0)
-        p.send_signal(signal.SIGINT)
-        out.append(p.stdout.read())  # the same reader as readline: nothing read ahead is lost
+        # it has printed, and its main thread waits: on stdout, since the page cannot all fit
+        wait_for(lambda: unread(r) > 0 and sleeping(p.pid), "tail to wait on the full pipe")
+        p.send_signal(sig)
+        out = read_all(r)  # it may finish the line it had started once the pipe has room
         p.wait(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()
     err = errfile.read_bytes()
-    printed = b"".join(out).count(b"\n")
     assert p.returncode == 0, err
-    report = [line for line in err.decode().splitlines() if "event(s)" in line]
-    assert report, err
-    said = int(report[-1].split()[0])
-    assert 0 < printed < 900 and said in (printed - 1, printed), (said, printed, err)
+    report = [line for line in err.decode().splitlines() if "event(s) printed" in line]
+    assert len(report) == 1, err
+    said = int(report[0].split()[0])
+    lines = out.split(b"\n")
+    assert lines[-1] == b"", ("stdout ends in the middle of a line", lines[-1][-80:], said)
+    printed = lines[:-1]
+    assert all(json.loads(line)["payload"] == {"pad": "x" * pad} for line in printed)
+    assert said == len(printed), (said, len(printed), err)
+    assert 0 < said < events, (said, events)
+    assert sql(dsn, "SELECT consumer_name FROM pglogq.subscription") == []
 
 
 # -- exit codes of bad input (issue 12 #13, #14, #15) ---------------------------------------
@@ -348,22 +373,41 @@ def test_send_stdin_names_the_refused_line_and_sends_nothing(dsn: str) -> None:
     assert many["count"] == 5 and events_stored(dsn) == 5
 
 
-def test_send_stdin_interrupted_sends_nothing(dsn: str) -> None:
-    """Ctrl-C while lines are still coming: nothing is committed (one transaction)."""
+@LINUX_PROC
+@pytest.mark.parametrize("runner_sigint", ["default", "ignored"])
+def test_send_stdin_interrupted_sends_nothing(dsn: str, runner_sigint: str) -> None:
+    """Ctrl-C while lines are still coming: nothing is committed (one transaction).  The command
+    waits in a read of stdin (open, nothing more on it) when SIGINT comes.  "ignored": the test
+    runner itself ignores SIGINT (a background job of a non-interactive shell), which the child
+    would inherit: the test failed there, the command never having received the Ctrl-C."""
     setup_queue(dsn)
-    p = sh(dsn, "send", "q", "--batch-size", "1", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-           stderr=subprocess.PIPE)
-    assert p.stdin is not None
-    for i in range(5):
-        p.stdin.write(json.dumps({"n": i}).encode() + b"\n")
-    p.stdin.flush()
-    # the five are sent (not committed) once the server holds them
-    wait_for(lambda: sql(dsn, "SELECT 1 FROM pg_stat_activity WHERE application_name = 'pglogq-cli'"
-                              " AND state = 'idle in transaction'"), "the sends to reach the server")
-    p.send_signal(signal.SIGINT)
-    p.wait(timeout=60)  # stdin stays open: the command is still reading lines
-    p.stdin.close()
-    assert p.stderr is not None and p.stdout is not None
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if runner_sigint == "ignored" else None
+    try:
+        p = sh(dsn, "send", "q", "--batch-size", "1", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+               stderr=subprocess.PIPE)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+    assert p.stdin is not None and p.stderr is not None and p.stdout is not None
+    try:
+        for i in range(5):
+            p.stdin.write(json.dumps({"n": i}).encode() + b"\n")
+        p.stdin.flush()
+
+        def sent_and_reading() -> bool:
+            # its transaction is open and nothing runs in it: the main thread waits in the read
+            # of stdin (or on the server, between two sends: the outcome is the same)
+            rows = sql(dsn, "SELECT 1 FROM pg_stat_activity WHERE application_name = 'pglogq-cli'"
+                            " AND datname = current_database() AND state = 'idle in transaction'")
+            return bool(rows) and sleeping(p.pid)
+
+        wait_for(sent_and_reading, "the sends to reach the server and send to wait on stdin")
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=60)  # stdin stays open: the command is still reading lines
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.stdin.close()
     err = p.stderr.read()
     p.stdout.close()
     p.stderr.close()
@@ -426,22 +470,32 @@ def test_status_and_list_into_a_closed_pipe_end_quietly(dsn: str) -> None:
         assert p.returncode == 0 and b"rror" not in err, (args, p.returncode, err)
 
 
+@LINUX_PROC
 def test_receive_interrupted_reports_what_was_acknowledged(dsn: str) -> None:
-    """SIGINT while receive prints into a full pipe: exit 130, one line, that page not acked."""
+    """SIGINT while receive prints into a full pipe: exit 130, one line, that page not acked.
+    The page is sized from the pipe's measured capacity, so it cannot all fit; the signal comes
+    once receive has printed and waits on the pipe (before, a sleep of 1 s stood for that)."""
     setup_queue(dsn)
-    big = {"pad": "x" * 500}
-    sql(dsn, "SELECT pglogq.send_batch_json('q', %s::jsonb)", (json.dumps([big] * 900),))
+    r, w, capacity = measured_pipe()
+    events, pad = 300, max(500, 3 * capacity // 300)  # one page of three pipes' worth
+    sql(dsn, "SELECT pglogq.send_batch_json('q', %s::jsonb)", (json.dumps([{"pad": "x" * pad}] * events),))
     sql(dsn, "SELECT pglogq.force_tick('q')")
     before = unacked_ids(dsn)
-    p = sh(dsn, "receive", "q", "c", "--max", "900", "--json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout is not None
-    p.stdout.readline()
-    time.sleep(1.0)  # the pipe is full: it waits in the middle of the page
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=60)
+    p = sh(dsn, "receive", "q", "c", "--max", str(events), "--json", stdout=w, stderr=subprocess.PIPE)
+    os.close(w)
+    try:
+        wait_for(lambda: unread(r) > 0 and sleeping(p.pid), "receive to wait on the full pipe")
+        p.send_signal(signal.SIGINT)
+        out = read_all(r)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
     assert p.returncode == Exit.INTERRUPTED, err
+    assert out.startswith(b"[\n"), out[:80]
     lines = err.decode().strip().splitlines()
     assert lines[-1].startswith("pglogq: error: interrupted") and "0 event(s) shown and acknowledged" in lines[-1]
+    assert f"the page being printed ({events} event(s)) was not acknowledged" in lines[-1], lines[-1]
     assert unacked_ids(dsn) == before
 
 
