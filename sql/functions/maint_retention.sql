@@ -11,15 +11,18 @@
 -- what was ticked within the limit stays, and a caught-up consumer (no tick after its position)
 -- never moves, however old its tick.  Its open batches, and its workers', that end by that tick
 -- are dropped (one ending after it holds events ticked within the limit and stays).  The
--- events it skips are counted in subscription.skipped_events / skipped_at (shown by
--- consumer_info) and a WARNING is raised.  A consumer whose rows another session holds (a
--- receive, an ack, a seek in progress) is left for the next pass.
+-- events it skips are counted in subscription.skipped_events; skipped_at is the instant the pass
+-- judged by (the server clock, read once when the pass starts: its limit was skipped_at -
+-- max_consumer_lag, so what it skipped can be checked against the tick times afterwards); both
+-- are shown by consumer_info, and a WARNING is raised.  A consumer whose rows another session
+-- holds (a receive, an ack, a seek in progress) is left for the next pass.
 CREATE OR REPLACE FUNCTION pglogq.maint_retention(queue_name text)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     q pglogq.queue;
     target pglogq.tick;
+    judged_at timestamptz;
     limit_at timestamptz;
     s record;
     pos record;
@@ -32,7 +35,8 @@ BEGIN
     IF q.max_consumer_lag = interval '0' THEN
         RETURN 0;
     END IF;
-    limit_at := clock_timestamp() - q.max_consumer_lag;
+    judged_at := clock_timestamp();
+    limit_at := judged_at - q.max_consumer_lag;
     FOR s IN
         -- candidates, read without locks; each is re-checked below under its locks (taken in
         -- sub_id order, so two retention runs of one queue never deadlock)
@@ -80,10 +84,10 @@ BEGIN
         CONTINUE WHEN NOT moved;
         UPDATE pglogq.sub_state c
            SET skipped_events = c.skipped_events + greatest(target.tick_event_total - pos.tick_event_total, 0),
-               skipped_at = clock_timestamp()
+               skipped_at = judged_at
          WHERE c.sub_id = s.sub_id;
         RAISE WARNING 'consumer "%" of queue "%" was % behind (limit %): moved forward to tick %, skipping % events',
-            s.consumer_name, q.queue_name, date_trunc('second', clock_timestamp() - nxt_time),
+            s.consumer_name, q.queue_name, date_trunc('second', judged_at - nxt_time),
             q.max_consumer_lag, target.tick_id, greatest(target.tick_event_total - pos.tick_event_total, 0);
         n := n + 1;
     END LOOP;

@@ -14,12 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 
+import pglogq
 from tests.harness import child_env
 from tests.harness.chaos.checker import check
-from tests.harness.chaos.history import Recorder
-from tests.harness.chaos.nemesis import MEAN_INTERVAL, MODE_INTERVAL, OWN_INTERVAL, schedule
+from tests.harness.chaos.history import Recorder, read_records
+from tests.harness.chaos.nemesis import MEAN_INTERVAL, MODE_INTERVAL, OWN_INTERVAL, retention_pass, schedule
 from tests.harness.chaos.sharded import duplicates
 
 SEED = 7
@@ -241,6 +243,104 @@ def test_checker_counts_retention_skips_apart_from_losses(tmp_path: Path) -> Non
     assert s["lost"] == 1 and s["examples"]["lost"] == ["p1:4"]
     assert s["skipped"] == 2
     assert s["skipped_within_limit"] == 1 and s["examples"]["skipped_within_limit"] == ["p1:3"]
+
+
+def _age_ticks(dsn: str, upto: int, by: str = "2 hours") -> None:
+    """Make ticks up to ``upto`` of the only queue older by ``by`` (the ticks after them keep
+    their times, so tick_time still grows with tick_id)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pglogq.tick SET tick_time = tick_time - %s::interval WHERE tick_id <= %s", (by, upto))
+
+
+def _last_tick(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT max(tick_id) FROM pglogq.tick").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_retention_records_only_what_the_pass_skipped(client: pglogq.Client, dsn: str, tmp_path: Path) -> None:
+    """A cooperating consumer's cursor stands past its workers' open batches.  A pass that
+    drops one worker's batch (ticked before the limit) skips only that batch: the other worker's
+    batch, ticked within the limit, stays and is no skip.  When a later pass, once that batch too
+    is over the limit, drops it, that skip is legitimate: nothing was skipped within the limit.
+    (The recorder used to count everything between the oldest batch and the cursor as skipped by
+    the first pass, "within the limit", and the checker then flagged the second, legitimate skip.)"""
+    client.create_queue("q")
+    client.subscribe("q", "c3")
+    client.send("q", {"id": "p1:1"})
+    client.tick("q", force=True)
+    t1 = _last_tick(dsn)
+    assert [m.payload["id"] for m in client.receive("q", "c3", worker="w1")] == ["p1:1"]
+    client.send("q", {"id": "p1:2"})
+    client.tick("q", force=True)
+    t2 = _last_tick(dsn)
+    assert [m.payload["id"] for m in client.receive("q", "c3", worker="w2")] == ["p1:2"]
+    Recorder(tmp_path / "producer-p1.log").write_many([(k, f"p1:{i}") for i in (1, 2) for k in ("invoke", "ok")])
+    skips = Recorder(tmp_path / "retention-harness.log")
+
+    _age_ticks(dsn, t1)  # w1's batch is over the limit of 1 hour, w2's is not
+    assert retention_pass(dsn, "q", "1 hour", skips) == 1
+    assert list(read_records(tmp_path, "retention-")) == [["skip", "p1:1", "c3", "0"]]
+    _age_ticks(dsn, t2)  # now w2's batch is over the limit too (w1's is older still)
+    assert retention_pass(dsn, "q", "1 hour", skips) == 1
+    assert list(read_records(tmp_path, "retention-")) == [["skip", "p1:1", "c3", "0"], ["skip", "p1:2", "c3", "0"]]
+    s = check(tmp_path, ["c3"], {}, set())["subscribers"]["c3"]
+    assert s["skipped"] == 2 and s["lost"] == 0
+    assert s["skipped_within_limit"] == 0, s["examples"]
+
+
+# A retention pass that is wrong on purpose: every consumer to the newest tick, whatever the
+# limit, judging at the instant it starts (as maint_retention records it in skipped_at).
+_SKIPS_EVERYTHING = """
+CREATE OR REPLACE FUNCTION pglogq.maint_retention(queue_name text) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    judged_at timestamptz := clock_timestamp();
+    newest bigint;
+    n integer := 0;
+    s record;
+BEGIN
+    SELECT max(t.tick_id) INTO newest FROM pglogq.tick t
+     WHERE t.queue_id = (SELECT q.queue_id FROM pglogq.queue q WHERE q.queue_name = maint_retention.queue_name);
+    FOR s IN SELECT c.sub_id FROM pglogq.subscription c
+              WHERE c.queue_id = (SELECT q.queue_id FROM pglogq.queue q WHERE q.queue_name = maint_retention.queue_name)
+                AND c.parent_id IS NULL LOOP
+        PERFORM pglogq._close_batch(w.sub_id) FROM pglogq.subscription w
+          WHERE (w.sub_id = s.sub_id OR w.parent_id = s.sub_id) AND w.batch_id IS NOT NULL;
+        PERFORM pglogq._move_cursor(s.sub_id, newest, true);
+        UPDATE pglogq.sub_state x SET skipped_at = judged_at WHERE x.sub_id = s.sub_id;
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;
+"""
+
+
+def test_retention_check_flags_a_skip_within_the_limit(client: pglogq.Client, dsn: str, tmp_path: Path) -> None:
+    """The check can fail: a retention pass (made wrong on purpose in this database) that skips
+    an event ticked a moment ago, well within the limit of 1 hour, is reported as
+    skipped_within_limit; the real pass leaves that consumer alone."""
+    client.create_queue("q")
+    client.subscribe("q", "c1")
+    client.subscribe("q", "c3")
+    client.send("q", {"id": "p1:1"})
+    client.tick("q", force=True)
+    assert [m.payload["id"] for m in client.receive("q", "c3", worker="w1")] == ["p1:1"]  # an open batch
+    client.send("q", {"id": "p1:2"})
+    client.tick("q", force=True)
+    Recorder(tmp_path / "producer-p1.log").write_many([(k, f"p1:{i}") for i in (1, 2) for k in ("invoke", "ok")])
+    skips = Recorder(tmp_path / "retention-harness.log")
+    assert retention_pass(dsn, "q", "1 hour", skips) == 0
+    assert list(read_records(tmp_path, "retention-")) == []
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(_SKIPS_EVERYTHING)
+    assert retention_pass(dsn, "q", "1 hour", skips) == 2
+    report = check(tmp_path, ["c1", "c3"], {}, set())["subscribers"]
+    assert report["c1"]["skipped_within_limit"] == 2
+    assert report["c1"]["examples"]["skipped_within_limit"] == ["p1:1", "p1:2"]
+    assert report["c3"]["skipped_within_limit"] == 2  # its worker's open batch and its cursor's jump
+    assert report["c3"]["examples"]["skipped_within_limit"] == ["p1:1", "p1:2"]
 
 
 def _keyed_sends(directory: Path, ids: list[str]) -> None:

@@ -11,9 +11,11 @@ forever: ``killer_not_dead`` counts those that did not, ``killer_max_deliveries`
 deliveries one of them got.
 
 In the ``retention`` mode a retention pass may make a consumer that fell behind the limit skip
-events; the pass records each one (``skip`` records).  Those are **skipped**, not lost; the
-ones never delivered although they were ticked within the limit are **skipped_within_limit**
-(retention took them from a consumer that was not that far behind: must be 0).
+events; the pass records each one it took (``skip`` records: the batches it closed, the stretch
+the cursor jumped).  Those are **skipped**, not lost; the ones never delivered although they were
+ticked within the limit (judged in the database, by the tick times against the pass's own
+instant: :func:`.nemesis.retention_pass`) are **skipped_within_limit** (retention took them from a
+consumer that was not that far behind: must be 0).
 
 In the ``keyed`` mode (a partitioned queue, keyed events, pages recorded with their times) two
 more, both 0 when the engine keeps its promises:

@@ -22,7 +22,8 @@ Every process appends tab-separated lines to its own file with unbuffered ``os.w
   stopped immediately at ``down`` and answered again at ``up`` (CLOCK_MONOTONIC);
 * ``kill <process> <pid> <time>`` — sharded mode, the harness's file: it SIGKILLed that process;
 * ``skip <id> <consumer> <within>`` — a retention pass made the consumer skip event ``id``
-  (``within`` = 1: the event was ticked within the limit, so skipping it was wrong).
+  (``within`` = 1: the tick that first made it visible was made at or after the pass's limit,
+  ``skipped_at - max_consumer_lag``, both by the server's clock, so skipping it was wrong).
 """
 
 from __future__ import annotations

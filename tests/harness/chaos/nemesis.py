@@ -97,32 +97,67 @@ def rotate(dsn: str, queue: str) -> bool:
 
 
 # Under the consumers' row locks (workers, then the consumer, as maint_retention takes them):
-# each consumer's position before the pass, the pass itself with the limit set only inside this
-# transaction (the ticker daemon never sees it), then every event each moved consumer skipped:
-# seen by its new cursor's tick, not by its old position's, its own or for everybody.  "within"
-# says the event was first ticked after the limit (now - max_consumer_lag): skipping it is a bug.
-_POSITIONS = """
-SELECT c.sub_id, c.consumer_name, c.skipped_at,
-       (SELECT min(least(w.last_tick, w.batch_prev_tick)) FROM pglogq.subscription w
-         WHERE w.sub_id = c.sub_id OR w.parent_id = c.sub_id)
+# every holder's cursor and open batch before the pass, the pass itself with the limit set only
+# inside this transaction (the ticker daemon never sees it), then what the pass really took from
+# each consumer it moved: the open batches it closed (their ranges of ticks) and the stretch its
+# cursor jumped.  Not "everything between the oldest position and the cursor": a cooperating
+# consumer's cursor stands past its workers' open batches, and a batch the pass left open (it
+# ends after the limit) is no skip; recording its events as skipped within the limit made a
+# later, legitimate skip of them look wrong.
+#
+# "within" is judged by the server's own evidence only: the time of the tick that first made the
+# event visible after the range's start (tick_time, written by the ticker from the server clock)
+# against the instant the pass judged by (skipped_at, which maint_retention sets to that instant)
+# minus the queue's max_consumer_lag, as read in this transaction.  maint_retention moves a
+# consumer to the last tick made before skipped_at - max_consumer_lag, so a correct pass never
+# gives within = 1, whatever the load; no clock of the harness enters.
+_HOLDERS = """
+SELECT coalesce(w.parent_id, w.sub_id), w.sub_id, w.last_tick, w.batch_id, w.batch_prev_tick, w.batch_cur_tick
+  FROM pglogq.subscription w
+ WHERE w.queue_id = (SELECT queue_id FROM pglogq.queue WHERE queue_name = %s)
+"""
+_CONSUMERS = """
+SELECT c.sub_id, c.consumer_name, c.skipped_at
   FROM pglogq.subscription c
  WHERE c.queue_id = (SELECT queue_id FROM pglogq.queue WHERE queue_name = %s) AND c.parent_id IS NULL
  ORDER BY c.sub_id
 """
 _SKIPPED = """
 SELECT e.ev_payload->>'id',
-       coalesce((SELECT min(t.tick_time) FROM pglogq.tick t
-                  WHERE t.queue_id = e.ev_queue AND t.tick_id > %(old)s
-                    AND pg_visible_in_snapshot(e.ev_txid, t.tick_snapshot))
-                >= clock_timestamp() - %(limit)s::interval, true)
+       coalesce((SELECT t.tick_time FROM pglogq.tick t
+                  WHERE t.queue_id = e.ev_queue AND t.tick_id > %(start)s
+                    AND pg_visible_in_snapshot(e.ev_txid, t.tick_snapshot)
+                  ORDER BY t.tick_id LIMIT 1)
+                >= (SELECT c.skipped_at FROM pglogq.subscription c WHERE c.sub_id = %(sub)s)
+                   - (SELECT q.max_consumer_lag FROM pglogq.queue q WHERE q.queue_id = e.ev_queue),
+                true)
   FROM pglogq.event e
  WHERE e.ev_queue = (SELECT queue_id FROM pglogq.queue WHERE queue_name = %(queue)s)
    AND (e.ev_owner IS NULL OR e.ev_owner = %(sub)s)
    AND pg_visible_in_snapshot(e.ev_txid, (SELECT t.tick_snapshot FROM pglogq.tick t
-                                            WHERE t.queue_id = e.ev_queue AND t.tick_id = %(new)s))
+                                            WHERE t.queue_id = e.ev_queue AND t.tick_id = %(end)s))
    AND NOT pg_visible_in_snapshot(e.ev_txid, (SELECT t.tick_snapshot FROM pglogq.tick t
-                                                WHERE t.queue_id = e.ev_queue AND t.tick_id = %(old)s))
+                                                WHERE t.queue_id = e.ev_queue AND t.tick_id = %(start)s))
 """
+
+Holder = tuple[int, int, int | None, int | None, int | None, int | None]
+
+
+def skipped_ranges(before: list[Holder], after: list[Holder]) -> dict[int, list[tuple[int, int]]]:
+    """consumer → the (start, end] tick ranges a pass took from it: each open batch of the
+    consumer or a worker that the pass closed, and each cursor (the consumer's, a partition
+    stream's) it moved forward.  Under the pass's locks nothing else changes these rows."""
+    now = {h[1]: h for h in after}
+    out: dict[int, list[tuple[int, int]]] = {}
+    for consumer, sub, last, batch, prev, cur in before:
+        new = now.get(sub)
+        if new is None:
+            continue
+        if batch is not None and new[3] != batch and prev is not None and cur is not None:
+            out.setdefault(consumer, []).append((prev, cur))
+        if last is not None and new[2] is not None and new[2] > last:
+            out.setdefault(consumer, []).append((last, new[2]))
+    return out
 
 
 def retention_pass(dsn: str, queue: str, limit: str, out: Recorder) -> int:
@@ -138,21 +173,22 @@ def retention_pass(dsn: str, queue: str, limit: str, out: Recorder) -> int:
             conn.execute("SELECT 1 FROM pglogq.subscription WHERE parent_id = %s ORDER BY sub_id"
                          " FOR NO KEY UPDATE", (sub,))
             conn.execute("SELECT 1 FROM pglogq.subscription WHERE sub_id = %s FOR NO KEY UPDATE", (sub,))
-        before = {r[0]: r for r in conn.execute(_POSITIONS, (queue,)).fetchall()}
+        consumers = {r[0]: r for r in conn.execute(_CONSUMERS, (queue,)).fetchall()}
+        holders = conn.execute(_HOLDERS, (queue,)).fetchall()
         conn.execute("SELECT pglogq.set_queue_config(%s, 'max_consumer_lag', %s)", (queue, limit))
         row = conn.execute("SELECT pglogq.maint_retention(%s)", (queue,)).fetchone()
-        conn.execute("SELECT pglogq.set_queue_config(%s, 'max_consumer_lag', '0')", (queue,))
+        ranges = skipped_ranges(holders, conn.execute(_HOLDERS, (queue,)).fetchall())
         records: list[tuple[object, ...]] = []
-        for sub, name, skipped_at, _pos in conn.execute(_POSITIONS, (queue,)).fetchall():
-            old = before.get(sub)
-            if old is None or skipped_at == old[2] or old[3] is None:
+        for sub, name, skipped_at in conn.execute(_CONSUMERS, (queue,)).fetchall():
+            old = consumers.get(sub)
+            if old is None or skipped_at == old[2]:
                 continue  # not moved
-            new = conn.execute("SELECT last_tick FROM pglogq.subscription WHERE sub_id = %s", (sub,)).fetchone()
-            assert new is not None
-            for ev, within in conn.execute(
-                _SKIPPED, {"old": old[3], "new": new[0], "queue": queue, "sub": sub, "limit": limit}
-            ).fetchall():
-                records.append(("skip", ev, name, int(bool(within))))
+            for start, end in ranges.get(sub, []):
+                for ev, within in conn.execute(
+                    _SKIPPED, {"start": start, "end": end, "queue": queue, "sub": sub}
+                ).fetchall():
+                    records.append(("skip", ev, name, int(bool(within))))
+        conn.execute("SELECT pglogq.set_queue_config(%s, 'max_consumer_lag', '0')", (queue,))
         out.write_many(records)
     return int(row[0]) if row else 0
 
