@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from pglogq.cli.errors import Exit
-from tests.support.cli import fails, js, measured_pipe, ok, run, sleeping, spawn, unread
+from tests.support.cli import console_script, fails, js, measured_pipe, ok, run, sleeping, spawn, unread
 from tests.support.waiting import wait_for
 
 INT8_MAX = 2**63 - 1
