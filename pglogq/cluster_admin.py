@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -99,6 +100,71 @@ def read_map(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     got = call(conn, "SELECT pglogq.cluster_map()")
     assert isinstance(got, dict)
     return got
+
+
+# What makes two DSNs reach one database: the server's system identifier (pg_control_system(),
+# chosen at initdb) and the database's oid on that server are equal, and a session opened
+# through one is listed in pg_stat_activity of the other's database.  DSN strings cannot tell (a
+# host name and its address, a port given or left out, a socket directory), nor can anything
+# pglogq stores in a database (a database created from a template, or restored from a dump,
+# carries the template's rows).  The session check is there for servers made from one copy of a
+# data directory: their system identifiers and oids are equal, their sessions are not.
+_IDENTITY_SQL = ("SELECT s.system_identifier::text, d.oid::bigint, d.datname::text"
+                 " FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()")
+_SEEN_SQL = ("SELECT EXISTS (SELECT 1 FROM pg_stat_activity a JOIN pg_database d ON d.oid = a.datid"
+             " WHERE d.datname = current_database() AND a.application_name = %s)")
+
+
+def _execute(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] = ()) -> Any:
+    try:
+        row = conn.execute(sql, params).fetchone()
+    except psycopg.Error as exc:
+        if unreachable(exc):
+            raise ShardUnavailable(f"{describe(conn.info.dsn)} went away: {' '.join(str(exc).split())}") from exc
+        raise
+    assert row is not None
+    return row
+
+
+def database_identity(conn: psycopg.Connection[Any]) -> tuple[str, int, str]:
+    """The database ``conn`` reaches, as (the server's system identifier, the database's oid, its
+    name).  Two connections whose first two are equal reach one database when
+    :func:`one_database` confirms it."""
+    row = _execute(conn, _IDENTITY_SQL)
+    return str(row[0]), int(row[1]), str(row[2])
+
+
+def one_database(first: psycopg.Connection[Any], second: psycopg.Connection[Any]) -> bool:
+    """Whether the session of ``first`` is one of the database of ``second`` (one server, one
+    database): ``first`` takes a unique application_name, which ``second`` looks for."""
+    token = f"pglogq-cluster-{uuid.uuid4().hex}"
+    _execute(first, "SELECT set_config('application_name', %s, false)", (token,))
+    try:
+        return bool(_execute(second, _SEEN_SQL, (token,))[0])
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            first.execute("SELECT set_config('application_name', 'pglogq-cluster', false)")
+
+
+def same_databases(conns: dict[str, psycopg.Connection[Any]]) -> list[tuple[list[str], tuple[str, int, str]]]:
+    """Groups of two or more names (in the order given) whose connections reach one database,
+    each with that database's identity (:func:`database_identity`, :func:`one_database`)."""
+    identities = {name: database_identity(conn) for name, conn in conns.items()}
+    groups: list[list[str]] = []
+    for name in conns:
+        for group in groups:
+            if identities[group[0]][:2] == identities[name][:2] and one_database(conns[name], conns[group[0]]):
+                group.append(name)
+                break
+        else:
+            groups.append([name])
+    return [(group, identities[group[0]]) for group in groups if len(group) > 1]
+
+
+def _same_database_message(names: Sequence[str], ident: tuple[str, int, str]) -> str:
+    quoted = ", ".join(f'"{n}"' for n in names)
+    return (f"shards {quoted} are one database ({ident[2]!r}, oid {ident[1]}, of the server with system"
+            f" identifier {ident[0]})")
 
 
 def even_ranges(names: Sequence[str]) -> list[dict[str, Any]]:
@@ -220,7 +286,9 @@ def init(dsns: Sequence[str], names: Sequence[str] | None = None, *,
     """Make the databases of ``dsns`` the shards of a new cluster: map version 1, the slots in
     contiguous ranges of nearly equal size, in the order given.  ``names`` default to
     ``shard0``, ``shard1``, ...  Running it again with the same arguments changes nothing (a run
-    cut short is finished that way).  Returns the map."""
+    cut short is finished that way).  Two DSNs that reach one database (see
+    :func:`database_identity`) are refused with :class:`InvalidShardMap` before anything is
+    stored.  Returns the map."""
     if not dsns:
         raise InvalidShardMap("a cluster needs at least one shard")
     names = list(names) if names else [f"shard{i}" for i in range(len(dsns))]
@@ -235,6 +303,13 @@ def init(dsns: Sequence[str], names: Sequence[str] | None = None, *,
     try:
         for name, dsn in zip(names, dsns, strict=True):
             conns.append((name, connect(dsn, name)))
+        # before anything is stored: a database given twice (two DSNs of it, or one twice) would
+        # be stored as two shards of the map, and no later command could repair that map
+        twice = same_databases(dict(conns))
+        if twice:
+            group, ident = twice[0]
+            raise InvalidShardMap(_same_database_message(group, ident) + ": each shard needs its own database;"
+                                  " nothing was stored", hint="give each database once")
         joined: list[str] = []
         for name, conn in conns:
             try:
@@ -251,22 +326,36 @@ def init(dsns: Sequence[str], names: Sequence[str] | None = None, *,
 
 def status(seed: str) -> dict[str, Any]:
     """The cluster as every shard sees it: ``{"cluster", "version" (the highest), "consistent"
-    (every shard answered with that version and no move is unfinished), "shards": [{"name",
-    "dsn", "version", "reachable", "slots", "ranges", "error"}], "moves": [unfinished moves]}``."""
+    (every shard answered with that version, no move is unfinished and there is no problem),
+    "problems" (a broken map: shards whose DSNs reach one database, see
+    :func:`database_identity`, or a shard's DSN reaching the database of another shard),
+    "shards": [{"name", "dsn", "version", "reachable", "slots", "ranges", "error"}],
+    "moves": [unfinished moves]}``."""
     with _cluster(seed, lock=False) as cl:
         shards: list[dict[str, Any]] = []
         maps: dict[str, dict[str, Any]] = {}
+        problems: list[str] = []
         for s in cl.map["shards"]:
             entry: dict[str, Any] = {"name": s["name"], "dsn": s["dsn"], "version": None, "reachable": False,
                                      "slots": 0, "ranges": [], "error": None}
             try:
-                m = read_map(cl.conn(s["name"]))
+                conn = cl.conn(s["name"])
+                m = read_map(conn)
             except PglogqError as exc:
                 entry["error"] = str(exc)
             else:
                 maps[s["name"]] = m
                 entry.update(version=m["version"], reachable=True)
+                if m["self"] != s["name"]:
+                    problems.append(f'the DSN of shard "{s["name"]}" reaches the database of shard "{m["self"]}"')
             shards.append(entry)
+        try:
+            twice = same_databases({name: cl.conn(name) for name in maps})
+        except (PglogqError, psycopg.Error):  # a shard gone meanwhile: the report is still made
+            twice = []
+        for group, ident in reversed(twice):
+            problems.insert(0, _same_database_message(group, ident)
+                            + ": the keys of their slots cannot be sent (each shard needs its own database)")
         best = max(maps.values(), key=lambda m: int(m["version"])) if maps else cl.map
         counts = slot_counts(best)
         for entry in shards:
@@ -284,10 +373,10 @@ def status(seed: str) -> dict[str, Any]:
                     got["gates"] += mv["gates"]
         unfinished = [mv for mv in moves.values() if any(st != "done" for st in mv["states"].values())]
         gated = [mv for mv in moves.values() if mv not in unfinished]
-        consistent = (len(maps) == len(shards) and not unfinished
+        consistent = (len(maps) == len(shards) and not unfinished and not problems
                       and all(int(m["version"]) == int(best["version"]) for m in maps.values()))
         return {"cluster": best["cluster"], "version": best["version"], "consistent": consistent,
-                "shards": shards, "moves": sorted(unfinished, key=lambda mv: mv["move_id"]),
+                "problems": problems, "shards": shards, "moves": sorted(unfinished, key=lambda mv: mv["move_id"]),
                 "gated_moves": sorted(gated, key=lambda mv: mv["move_id"])}
 
 
@@ -412,7 +501,8 @@ def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool =
     ``shardN``), with no slots, after creating there the queues and consumers of the seed's
     shard that it lacks (:func:`copy_queues`); with ``rebalance``, then move it an even share (taken from the
     shards with the most slots, in contiguous ranges).  Returns ``{"map": the map, "moves":
-    [moves made]}``."""
+    [moves made]}``.  A database that is a shard of the map already (under another name; see
+    :func:`database_identity`) is refused with :class:`InvalidShardMap`, nothing changed."""
     with _cluster(seed) as cl:
         cmap = _in_step(cl)
         taken = {s["name"] for s in cmap["shards"]}
@@ -428,6 +518,17 @@ def add_shard(seed: str, dsn: str, name: str | None = None, *, rebalance: bool =
             new_map = _bare(cmap) | {"version": int(cmap["version"]) + 1,
                                      "shards": [*cmap["shards"], {"name": name, "dsn": new_dsn}]}
         with contextlib.closing(connect(dsn, name)) as conn:
+            # before anything is copied or stored: a database of the map joined again under
+            # another name would be two shards of the map
+            mine = database_identity(conn)
+            for s in cmap["shards"]:
+                other = cl.conn(s["name"])
+                if (s["name"] != name and database_identity(other)[:2] == mine[:2]
+                        and one_database(conn, other)):
+                    raise InvalidShardMap(
+                        f'the database of {describe(dsn)} is shard "{s["name"]}" of the cluster already'
+                        f" ({mine[2]!r}, oid {mine[1]}, of the server with system identifier {mine[0]});"
+                        " nothing was changed", hint="add-shard takes a database that is not in the map")
             copy_queues(cl.conn(cmap["self"]), conn)
             call(conn, "SELECT pglogq.cluster_join(%s, %s, %s)", (cmap["cluster"], name, Jsonb(new_map)))
         for s in cmap["shards"]:

@@ -239,7 +239,8 @@ def assess(
         idle = behind and (c.queue_name, c.consumer_name) not in working
         if idle and c.last_seen is not None and now - c.last_seen > th.stale_after:
             out.append(Finding("consumer_stale", c.queue_name, c.consumer_name,
-                               f"{who} is stuck: {c.lag_events or 0} event(s) behind, last seen {human(now - c.last_seen)} ago"
+                               f"{who} is stuck: {c.lag_events or 0} event(s) behind,"
+                               f" last seen {human(now - c.last_seen)} ago"
                                + (f", {c.open_batches} batch(es) open" if c.open_batches else "")))
         elif idle and c.batch_open_since is not None and now - c.batch_open_since > th.stale_after:
             # asks for pages but never finishes its batch (and no worker of it reports)

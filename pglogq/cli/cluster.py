@@ -10,6 +10,7 @@ import click
 
 from pglogq import cluster_admin
 from pglogq.cli.app import App, check_dsn, common_options, debug_option, json_option, pass_app
+from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import emit_json, print_table
 
 
@@ -63,7 +64,9 @@ def init(app: App, dsns: tuple[str, ...], names: tuple[str, ...], cluster_name: 
     The 16,384 hash slots are spread in contiguous ranges of nearly equal size (map version 1).
     Every queue of those databases becomes sharded: a keyed send of a slot another shard owns
     is refused.  Running it again with the same options changes nothing (a run cut short is
-    finished that way).  The map stores the DSNs without their passwords.
+    finished that way).  The map stores the DSNs without their passwords.  Each --dsn must reach
+    its own database: two that reach one (the same server system identifier and database oid)
+    are refused before anything is stored.
 
     JSON: the map {"cluster", "self", "version", "slot_count", "shards": [{"name", "dsn"}],
     "ranges": [{"lo", "hi", "shard"}], "moves": []}
@@ -87,9 +90,11 @@ def status(app: App) -> None:
 
     Says whether every shard answered with the same map version, and lists the unfinished moves
     (finish them with `pglogq cluster move-slots --resume`) and the finished ones whose consumer
-    gates still wait.
+    gates still wait.  A broken map (two shards that are one database: the same server system
+    identifier and database oid, whatever their DSNs; a shard's DSN that reaches another shard)
+    is a problem line and exit 11.
 
-    JSON: {"cluster", "version", "consistent": bool, "shards": [{"name", "dsn", "version",
+    JSON: {"cluster", "version", "consistent": bool, "problems": [str], "shards": [{"name", "dsn", "version",
     "reachable", "slots", "ranges": [[lo, hi]], "error"}], "moves": [{"move_id", "map_version",
     "slot_lo", "slot_hi", "from_shard", "to_shard", "states": {shard: state}, "fences",
     "gates"}], "gated_moves": [same]}
@@ -97,9 +102,12 @@ def status(app: App) -> None:
     st = cluster_admin.status(app.dsn)
     if app.json:
         emit_json(st)
+        _broken(st)
         return
     click.echo(f"cluster {st['cluster']!r}, map version {st['version']}: "
                + ("consistent" if st["consistent"] else "NOT consistent"))
+    for problem in st["problems"]:
+        click.echo(f"problem: {problem}")
     print_table(["shard", "version", "slots", "ranges", "state"],
                 [[s["name"], s["version"], s["slots"], " ".join(f"{a}-{b}" for a, b in s["ranges"]) or "-",
                   "ok" if s["reachable"] else f"unreachable: {s['error']}"] for s in st["shards"]],
@@ -111,6 +119,15 @@ def status(app: App) -> None:
     for mv in st["gated_moves"]:
         click.echo(f"move {mv['move_id']} ({mv['from_shard']} -> {mv['to_shard']}): {mv['gates']} consumer gate(s) "
                    f"wait for consumers to finish {mv['from_shard']} up to the fences")
+    _broken(st)
+
+
+def _broken(st: dict[str, Any]) -> None:
+    """Exit 11 when the map itself is broken (not merely a shard behind or a move unfinished,
+    which the next command repairs)."""
+    if st["problems"]:
+        raise CliError(f"the shard map is broken: {'; '.join(st['problems'])}", Exit.CHECK_FAILED,
+                       hint="pglogq.cluster_leave() on each shard of this map, then pglogq cluster init again")
 
 
 @cluster.command("move-slots")
@@ -161,6 +178,9 @@ def move_slots(app: App, slots: tuple[int, int] | None, to_shard: str | None, re
 def add_shard(app: App, new_dsn: str, name: str | None, rebalance: bool) -> None:
     """Join the database of --new-dsn to the cluster of --dsn, with no slots (or an even share with
     --rebalance).
+
+    A database that is a shard of the map already (the same server system identifier and
+    database oid, whatever the DSN) is refused, nothing changed.
 
     JSON: {"map": the map, "moves": [moves made]}
     """

@@ -13,7 +13,7 @@
 | 8    | permission denied (the role lacks a pglogq grant) |
 | 9    | command not available in this installation (a hosted command's module is missing) |
 | 10   | not confirmed: a destructive or bulk action declined, or refused without ``--yes`` |
-| 11   | ``status --check`` found a problem (ticker stalled, rotation blocked, ...) |
+| 11   | ``status --check`` found a problem (ticker stalled, ...); ``cluster status`` a broken shard map |
 | 130  | interrupted (Ctrl-C); the message says what was done before |
 
 A value that does not parse as its option's type, or lies outside the range shown in the help
@@ -65,7 +65,7 @@ EXIT_TABLE: list[tuple[int, str]] = [
     (Exit.PERMISSION, "permission denied (the role lacks a pglogq grant)"),
     (Exit.NOT_AVAILABLE, "command not available in this installation"),
     (Exit.NOT_CONFIRMED, "not confirmed: declined, or refused without --yes on a non-terminal"),
-    (Exit.CHECK_FAILED, "status --check found a problem"),
+    (Exit.CHECK_FAILED, "status --check found a problem; cluster status found a broken shard map"),
     (Exit.INTERRUPTED, "interrupted (Ctrl-C); the message says what was done before"),
 ]
 """The documented table (rendered into docs/reference/cli.md)."""

@@ -54,7 +54,12 @@ CONSUMER_GAUGES: list[tuple[str, str, int]] = [
     ("dead_letters", "The consumer's events in the dead-letter queue.", 9),
 ]
 
-_BLOCKER = re.compile(r"^(consumer \S+|transaction of pid \d+|prepared transaction '(?:[^']|'')*')")
+# who: the consumer, or the transaction with its database (it may be another database of the
+# server: tick snapshots are server-wide); not the ages and times, which change every scrape
+_DATABASE = r'(?: in database "(?:[^"]|"")*")?'
+_BLOCKER = re.compile(
+    rf"^(consumer \S+|transaction of pid \d+{_DATABASE}|prepared transaction '(?:[^']|'')*'{_DATABASE})"
+)
 
 
 def blocked_by_label(text: str | None) -> str:
@@ -157,7 +162,8 @@ class TickerCollector(Collector):
         paused = GaugeMetricFamily("pglogq_queue_paused", "1 when the queue is paused.", labels=qlabels)
         blocked = GaugeMetricFamily(
             "pglogq_queue_rotation_blocked",
-            "1 when rotation is overdue and held back; blocked_by names the consumer or transaction.",
+            "1 when rotation is overdue and held back; blocked_by names the consumer, or the transaction"
+            " and its database (any database of the server).",
             labels=[*qlabels, "blocked_by"])
         clabels = [*db, "queue", "consumer"]
         consumer_g = {name: GaugeMetricFamily(f"pglogq_consumer_{name}", doc, labels=clabels)

@@ -5,7 +5,8 @@
 --             slot, the owner and the map version; DETAIL is the JSON {"slot", "shard",
 --             "version"}); also when the transaction's snapshot predates a change of the map
 --             (REPEATABLE READ or SERIALIZABLE: the epoch, set outside transactions by every
---             export, is above the map version the snapshot shows; DETAIL {"slot": null,
+--             change of this shard's slots (an export or an import, a join, an apply that takes
+--             slots away or gives some), is above the map version the snapshot shows; DETAIL {"slot": null,
 --             "shard": null, "version": the epoch}, HINT "retry the transaction").
 -- Tables:     cluster_node, cluster_slots (read), cluster_epoch (last value).
 -- Called by the sends on a sharded queue with keys only, after the queue name's lock is held:

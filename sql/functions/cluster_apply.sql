@@ -7,7 +7,7 @@
 --             PQ080 stale map: a version below this shard's, or equal with another content (the
 --             message names both versions).
 -- Tables:     cluster_shard, cluster_slots, cluster_node (written), cluster_epoch (set when this
---             shard loses slots), queue (read).
+--             shard's slots change: it loses or gains some), queue (read).
 -- A version may skip versions (a shard catching up).  When the map takes slots away from this
 -- shard, the call first waits for every transaction sending to a sharded queue, as an export
 -- does (_cluster_lock_queues), so no event of those slots is sent here after it commits.
@@ -43,6 +43,14 @@ BEGIN
                         WHERE e ->> 'shard' <> n.shard_name
                           AND (e ->> 'lo')::integer <= s.slot_hi AND (e ->> 'hi')::integer >= s.slot_lo)) THEN
         PERFORM pglogq._cluster_lock_queues();
+    END IF;
+    -- any change of this shard's own slots, taken in or given away, is a map change for the
+    -- snapshots taken before it (_cluster_route compares the epoch with the snapshot's version)
+    IF (SELECT coalesce(jsonb_agg(e ORDER BY (e ->> 'lo')::integer), '[]') FROM jsonb_array_elements(pglogq._cluster_canon(map) -> 'ranges') e
+         WHERE e ->> 'shard' = n.shard_name)
+       IS DISTINCT FROM
+       (SELECT coalesce(jsonb_agg(e ORDER BY (e ->> 'lo')::integer), '[]') FROM jsonb_array_elements(pglogq._cluster_canon(NULL) -> 'ranges') e
+         WHERE e ->> 'shard' = n.shard_name) THEN
         PERFORM setval('pglogq.cluster_epoch', greatest(v, coalesce(pg_sequence_last_value('pglogq.cluster_epoch'), 0)));
     END IF;
     PERFORM pglogq._cluster_store(map, v);

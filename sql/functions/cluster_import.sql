@@ -10,7 +10,7 @@
 -- Tables:     cluster_move (insert, state importing), cluster_slots, cluster_node (the slots are
 --             this shard's from the move's version on), cluster_gate (one row per consumer of
 --             every sharded queue: none may receive here before it finished the source up to
---             the move's fence), subscriber (read).
+--             the move's fence), subscriber (read), cluster_epoch (set to the move's version).
 -- From here on this shard accepts the moved keys; the source still does until its export: the
 -- orchestrator exports next (pglogq cluster move-slots).
 CREATE OR REPLACE FUNCTION pglogq.cluster_import(move jsonb)
@@ -45,5 +45,10 @@ BEGIN
     SELECT m.move_id, s.queue_id, s.sub_id
       FROM pglogq.subscriber s JOIN pglogq.queue q ON q.queue_id = s.queue_id
      WHERE s.parent_id IS NULL AND q.sharded;
+    -- slots taken in change this shard's map as slots given away do: a REPEATABLE READ
+    -- transaction whose snapshot is older still sees them as from_shard's, and must be told to
+    -- retry (_cluster_route), not sent to from_shard, which gives them away next.  Set last:
+    -- setval is not undone by a rollback.
+    PERFORM setval('pglogq.cluster_epoch', greatest(m.map_version, coalesce(pg_sequence_last_value('pglogq.cluster_epoch'), 0)));
     RETURN true;
 END $$;

@@ -11,6 +11,9 @@ CREATE OR REPLACE FUNCTION pglogq.dlq_count(
     older_than interval DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    f record;
 BEGIN
-    RETURN (SELECT count(*) FROM pglogq._dead_letters(queue_name, consumer_name, msg_type, older_than, NULL));
+    f := pglogq._dead_letter_filter(queue_name, consumer_name, older_than, NULL);
+    RETURN (SELECT count(*) FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type, f.cutoff, NULL));
 END $$;

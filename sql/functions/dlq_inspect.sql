@@ -9,7 +9,8 @@
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ019 max_rows or older_than out of range.
 -- Tables:     dead_letter, subscription, queue (read).
 -- The filters (queue, consumer, type, older_than) come in the same order in every dlq_ function
--- and mean the same (pglogq._dead_letters); max_rows used to come third (docs/changelog.md).
+-- and mean the same (pglogq._dead_letter_filter checks them, pglogq._dead_letters selects);
+-- max_rows used to come third (docs/changelog.md).
 CREATE OR REPLACE FUNCTION pglogq.dlq_inspect(
     queue_name text, consumer_name text DEFAULT NULL, msg_type text DEFAULT NULL,
     older_than interval DEFAULT NULL, max_rows integer DEFAULT 100)
@@ -18,19 +19,19 @@ RETURNS TABLE (dead_id bigint, queue text, consumer text, msg_id bigint, type te
                first_failed_at timestamptz, failed_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    f record;
 BEGIN
     IF max_rows IS NULL OR max_rows > 100000 THEN
         RAISE EXCEPTION 'invalid max_rows %: use 1..100000', coalesce(max_rows::text, 'NULL')
             USING ERRCODE = 'PQ019';
     END IF;
-    -- the filters' checks (unknown queue or consumer, negative older_than) run even when the plan
-    -- below would not call _dead_letters (no dead letter at all)
-    PERFORM pglogq._dead_letters(queue_name, consumer_name, msg_type, older_than, 1);
+    f := pglogq._dead_letter_filter(queue_name, consumer_name, older_than, max_rows);
     RETURN QUERY
     SELECT d.dead_id, q.queue_name, s.consumer_name, d.msg_id, d.ev_type, d.ev_payload, d.ev_headers,
            d.retry_count, d.reason, d.ev_time, d.first_failed_at, d.failed_at
-      FROM pglogq._dead_letters(queue_name, consumer_name, msg_type, older_than, max_rows) f(id)
-      JOIN pglogq.dead_letter d ON d.dead_id = f.id
+      FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type, f.cutoff, max_rows) l(id)
+      JOIN pglogq.dead_letter d ON d.dead_id = l.id
       JOIN pglogq.subscription s ON s.sub_id = d.sub_id
       JOIN pglogq.queue q ON q.queue_id = d.queue_id
      ORDER BY d.dead_id;

@@ -18,10 +18,12 @@ CREATE OR REPLACE FUNCTION pglogq.dlq_replay_all(
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
+    f record;
     n bigint;
 BEGIN
+    f := pglogq._dead_letter_filter(queue_name, consumer_name, older_than, max_rows);
     SELECT count(*) INTO n
-      FROM pglogq._replay(ARRAY(SELECT f.id FROM pglogq._dead_letters(queue_name, consumer_name, msg_type,
-                                                                       older_than, max_rows) f(id)));
+      FROM pglogq._replay(ARRAY(SELECT d.id FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type,
+                                                                       f.cutoff, max_rows) d(id)));
     RETURN n;
 END $$;

@@ -16,8 +16,9 @@
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ019 negative older_than, max_rows,
 --             preview_chars or the length of search out of range.
 -- Tables:     dead_letter, subscription, queue (read).
--- The filters select through pglogq._dead_letters (as dlq_count, dlq_replay_all and dlq_purge
--- do); search and for_msg_id are read-only refinements that no bulk action takes.
+-- The filters are checked by pglogq._dead_letter_filter and select through pglogq._dead_letters
+-- (as in dlq_count, dlq_replay_all and dlq_purge); search and for_msg_id are read-only
+-- refinements that no bulk action takes.
 CREATE OR REPLACE FUNCTION pglogq.dlq_search(
     queue_name text, consumer_name text DEFAULT NULL, msg_type text DEFAULT NULL,
     older_than interval DEFAULT NULL, search text DEFAULT NULL, for_msg_id bigint DEFAULT NULL,
@@ -29,6 +30,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     needle text := lower(nullif(search, ''));
+    f record;
 BEGIN
     IF max_rows IS NULL OR max_rows < 1 OR max_rows > 1000 THEN
         RAISE EXCEPTION 'invalid max_rows %: use 1..1000', coalesce(max_rows::text, 'NULL')
@@ -42,14 +44,12 @@ BEGIN
         RAISE EXCEPTION 'invalid search text: % characters, at most 200', length(search)
             USING ERRCODE = 'PQ019';
     END IF;
-    -- the filters' checks (unknown queue or consumer, negative older_than) run even when the plan
-    -- below would not call _dead_letters (no dead letter at all)
-    PERFORM pglogq._dead_letters(queue_name, consumer_name, msg_type, older_than, 1);
+    f := pglogq._dead_letter_filter(queue_name, consumer_name, older_than, NULL);
     RETURN QUERY
     WITH page AS (
         SELECT d.dead_id AS id
-          FROM pglogq._dead_letters(queue_name, consumer_name, msg_type, older_than, NULL) f(id)
-          JOIN pglogq.dead_letter d ON d.dead_id = f.id
+          FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type, f.cutoff, NULL) l(id)
+          JOIN pglogq.dead_letter d ON d.dead_id = l.id
          WHERE (before_dead_id IS NULL OR d.dead_id < before_dead_id)
            AND (for_msg_id IS NULL OR d.msg_id = for_msg_id)
            AND (needle IS NULL

@@ -7,7 +7,10 @@
 --             to 0 within a minute after the producers stop), pending_estimate (committed events not yet ticked,
 --             counted: the next tick's batch, as far as committed now),
 --             consumers, retry_depth, dead_letters, delayed, size_bytes, rotation_period,
---             last_rotation, rotation_blocked_by (the consumer holding rotation back, if any).
+--             last_rotation, rotation_blocked_by (the consumer holding rotation back, if any, or
+--             the oldest transaction holding an xid, in any database of the server: 'transaction
+--             of pid N in database "d" (xid age A, open since T)' or 'prepared transaction 'g' in
+--             database "d" since T (xid age A)').
 -- Tables:     queue, tick, subscription, retry, dead_letter, delayed, event (read).
 CREATE OR REPLACE FUNCTION pglogq.queue_info(for_queue text DEFAULT NULL)
 RETURNS TABLE (queue_name text, paused boolean, last_tick_id bigint, last_tick_time timestamptz,
@@ -90,17 +93,27 @@ BEGIN
              LIMIT 1;
             -- a consumer at the latest tick is not behind: then (as when its tick is recent) the
             -- blocker is the oldest transaction holding an xid, which pins every new tick's xmin
-            -- (a read-only snapshot has no xid and does not block rotation)
+            -- (a read-only snapshot has no xid and does not block rotation).  Tick snapshots are
+            -- the server's: a transaction of ANY database of the server pins them, so the text
+            -- names its database, else an operator looking in this one finds no such pid.  The
+            -- xid age needs no privilege; xact_start is NULL unless the function's owner may see
+            -- that session's details (superuser, pg_read_all_stats, or the session's own role).
             IF rotation_blocked_by IS NULL OR slow >= lt.tick_id
                OR clock_timestamp() - (SELECT t.tick_time FROM pglogq.tick t
                     WHERE t.queue_id = q.queue_id AND t.tick_id = slow) < q.rotation_period THEN
                 rotation_blocked_by := coalesce(
                     (SELECT x.what FROM (
-                        SELECT format('transaction of pid %s open since %s', a.pid,
-                                      date_trunc('second', a.xact_start)) AS what, age(a.backend_xid) AS old
+                        SELECT format('transaction of pid %s%s (xid age %s%s)', a.pid,
+                                      coalesce(format(' in database "%s"', replace(a.datname, '"', '""')), ''),
+                                      age(a.backend_xid),
+                                      coalesce(', open since ' || date_trunc('second', a.xact_start), ''))
+                                   AS what,
+                               age(a.backend_xid) AS old
                           FROM pg_stat_activity a WHERE a.backend_xid IS NOT NULL
                         UNION ALL
-                        SELECT format('prepared transaction %L since %s', p.gid, date_trunc('second', p.prepared)),
+                        SELECT format('prepared transaction %L in database "%s" since %s (xid age %s)', p.gid,
+                                      replace(p.database, '"', '""'), date_trunc('second', p.prepared),
+                                      age(p.transaction)),
                                age(p.transaction)
                           FROM pg_prepared_xacts p) x
                       ORDER BY x.old DESC LIMIT 1),

@@ -434,3 +434,94 @@ def test_a_shard_lost_in_the_middle_of_a_move_then_resume(
                 break
     assert got == ["before", "after"]
     assert cluster.events("a", "q") == [(k, "before")] and cluster.events("b", "q") == [(k, "after")]
+
+
+def _other_dsn(dsn: str) -> str:
+    """Another DSN of the same database: other spelling, same server and database."""
+    return make_conninfo(dsn, application_name="another-spelling", connect_timeout="11")
+
+
+def _members(*dsns: str) -> list[int]:
+    """How many membership rows and queues marked sharded each database has (nothing stored: 0)."""
+    out = []
+    for d in dsns:
+        with psycopg.connect(d, autocommit=True) as conn:
+            out.append(one(conn, "SELECT (SELECT count(*) FROM pglogq.cluster_node)"
+                                 " + (SELECT count(*) FROM pglogq.cluster_shard)"
+                                 " + (SELECT count(*) FROM pglogq.queue WHERE sharded)"))
+    return out
+
+
+def test_init_with_one_database_twice_is_refused_before_anything_is_stored(
+        dbs: Callable[[int], list[str]]) -> None:
+    """--dsn A --dsn B --dsn A (and A by another DSN): refused, exit 4, naming the shards that
+    are one database; neither A nor B holds a map afterwards, and the right init then works."""
+    a, b = dbs(2)
+    for third in (a, _other_dsn(a)):
+        r = fails(None, 4, "cluster", "init", "--dsn", a, "--dsn", b, "--dsn", third)
+        assert _members(a, b) == [0, 0]
+        assert '"shard0", "shard2" are one database' in r.stderr and "nothing was stored" in r.stderr
+    got = js(None, "cluster", "init", "--dsn", a, "--dsn", b)
+    assert [s["name"] for s in got["shards"]] == ["shard0", "shard1"]
+
+
+def test_status_reports_a_map_whose_shards_are_one_database(dbs: Callable[[int], list[str]]) -> None:
+    """A map stored with a third shard that is A again (as an init without the check stored it):
+    status says it is broken, with a problem line, and exits 11; the JSON has the problems."""
+    a, b = dbs(2)
+    bad = {"cluster": "pglogq", "version": 1,
+           "shards": [{"name": "shard0", "dsn": cluster_admin.public_dsn(a)},
+                      {"name": "shard1", "dsn": cluster_admin.public_dsn(b)},
+                      {"name": "shard2", "dsn": cluster_admin.public_dsn(_other_dsn(a))}],
+           "ranges": cluster_admin.even_ranges(["shard0", "shard1", "shard2"])}
+    for d, name in ((a, "shard0"), (b, "shard1")):
+        with psycopg.connect(d, autocommit=True) as conn:
+            conn.execute("SELECT pglogq.cluster_join('pglogq', %s, %s)", (name, Jsonb(bad)))
+    for seed in (a, b):
+        r = fails(seed, 11, "cluster", "status")
+        assert "NOT consistent" in r.stdout and "consistent\n" not in r.stdout.replace("NOT consistent", "")
+        assert 'problem: shards "shard0", "shard2" are one database' in r.stdout
+        assert 'problem: the DSN of shard "shard2" reaches the database of shard "shard0"' in r.stdout
+        assert "the shard map is broken" in r.stderr
+        r = run(seed, "cluster", "status", "--json")
+        assert r.exit_code == 11, (r.exit_code, r.stdout, r.stderr)
+        st = json.loads(r.stdout)
+        assert st["consistent"] is False and len(st["problems"]) == 2
+    # a sound map: no problem, exit 0
+    (c,) = dbs(1)
+    ok(None, "cluster", "init", "--dsn", c)
+    assert js(c, "cluster", "status")["problems"] == []
+
+
+def test_add_shard_of_a_database_in_the_map_is_refused_before_anything_is_changed(
+        dbs: Callable[[int], list[str]]) -> None:
+    """add-shard --new-dsn of a shard's database (by another DSN, under a new name): refused,
+    exit 4, naming the shard; no queue copied there (add-shard copies the queues of the shard it
+    reads the map from first), the map of every shard unchanged."""
+    a, b = dbs(2)
+    ok(None, "cluster", "init", "--dsn", a, "--dsn", b, "--name", "a", "--name", "b")
+    with psycopg.connect(a, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.create_queue('only_on_a')")
+    before = [cmap(a), cmap(b)]
+    r = fails(a, 4, "cluster", "add-shard", "--new-dsn", _other_dsn(b), "--name", "c")
+    assert [cmap(a), cmap(b)] == before
+    with psycopg.connect(b, autocommit=True) as conn:
+        assert one(conn, "SELECT count(*) FROM pglogq.queue WHERE queue_name = 'only_on_a'") == 0
+    assert 'is shard "b" of the cluster already' in r.stderr and "nothing was changed" in r.stderr
+    # the same shard under its own name and DSN: still the idempotent no-op
+    ok(a, "cluster", "add-shard", "--new-dsn", b, "--name", "b")
+    assert [cmap(a)["version"], cmap(b)["version"]] == [before[0]["version"]] * 2
+
+
+def test_one_database_is_told_by_the_session_not_by_the_dsn(dbs: Callable[[int], list[str]]) -> None:
+    """The session check of the identity rule: a session of A is seen from another DSN of A, not
+    from B (another database of the same server, same system identifier); the probe's
+    application_name is put back."""
+    a, b = dbs(2)
+    with cluster_admin.connect(a) as ca, cluster_admin.connect(_other_dsn(a)) as ca2, cluster_admin.connect(b) as cb:
+        ia, ia2, ib = (cluster_admin.database_identity(c) for c in (ca, ca2, cb))
+        assert ia == ia2 and ia[0] == ib[0] and ia[1] != ib[1]
+        assert cluster_admin.one_database(ca, ca2) and cluster_admin.one_database(ca2, ca)
+        assert not cluster_admin.one_database(ca, cb) and not cluster_admin.one_database(cb, ca)
+        assert one(ca, "SELECT current_setting('application_name')") == "pglogq-cluster"
+        assert [g for g, _ in cluster_admin.same_databases({"x": ca, "y": cb, "z": ca2})] == [["x", "z"]]

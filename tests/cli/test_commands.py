@@ -401,6 +401,22 @@ def test_dlq_inspect_show_replay_purge(dsn: str) -> None:
     client.close()
 
 
+def test_dlq_purge_refuses_a_typo_with_no_dead_letter_stored(dsn: str) -> None:
+    """``pglogq dlq purge`` (and replay-all, which counts the same way) refuses an unknown queue or
+    consumer and a negative age on a database with no dead letter at all, as with some stored."""
+    ok(dsn, "queue", "create", "orders")
+    ok(dsn, "consumer", "subscribe", "orders", "billing")
+    for command in ("purge", "replay-all"):
+        r = fails(dsn, Exit.NOT_FOUND, "dlq", command, "nosuchq", "--yes")
+        assert 'unknown queue "nosuchq"' in r.stderr
+        r = fails(dsn, Exit.NOT_FOUND, "dlq", command, "orders", "--consumer", "ghost", "--yes")
+        assert "ghost" in r.stderr
+        r = run(dsn, "dlq", command, "orders", "--older-than", "-1d", "--yes")
+        assert r.exit_code == Exit.USAGE and "--older-than" in r.stderr, (r.exit_code, r.stderr)
+    assert js(dsn, "dlq", "purge", "orders", "--consumer", "billing", "--older-than", "1d", "--yes") == {
+        "queue": "orders", "purged": 0}
+
+
 def test_dlq_replay_all_max(dsn: str) -> None:
     """--max N replays at most N, oldest first; --max 0 is a usage error that changes nothing."""
     ok(dsn, "queue", "create", "orders", "--set", "max_retries=1")

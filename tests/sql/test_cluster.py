@@ -256,6 +256,80 @@ def test_a_repeatable_read_transaction_across_a_map_change_is_moved(pair: tuple[
     fails(a, "PQ078", "SELECT pglogq.send_keyed('q', '1', %s)", (key_in(0, 99),))
 
 
+
+def _retry_form(err: psycopg.Error) -> None:
+    """``err`` is the moved answer of a snapshot older than the map: retry, no shard named."""
+    moved = pglogq.errors.translate(err)
+    assert isinstance(moved, pglogq.KeyMoved), moved
+    assert moved.shard is None and moved.slot is None, (moved.shard, moved.slot, str(err))
+    assert err.diag.message_hint == "retry the transaction", err.diag.message_hint
+
+
+def test_a_repeatable_read_transaction_on_the_shard_that_gains_a_slot_is_told_to_retry(
+        pair: tuple[Conn, Conn]) -> None:
+    """The snapshot of a transaction on b predates a move of slots from a to b: a key of them sent
+    in it is refused with the retry form, not "moved to a shard" (its snapshot still shows the
+    slot as a's, and a gave it away), once the target has imported the slots and after the
+    whole move made by the orchestrator (pglogq cluster move-slots)."""
+    a, b = pair
+    ours = key_in(8192, 16383)
+
+    def old_transaction() -> Conn:
+        rr = psycopg.connect(b.info.dsn)
+        rr.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        rr.execute("SELECT pglogq.send_keyed('q', '1', %s)", (ours,))  # the snapshot is taken
+        return rr
+
+    # the import alone (the export on a not made yet)
+    first = key_in(0, 99)
+    with old_transaction() as rr:
+        assert one(b, "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b", 2),))
+        _retry_form(fails(rr, "PQ078", "SELECT pglogq.send_keyed('q', '2', %s)", (first,)))
+        rr.rollback()
+        rr.execute("SELECT pglogq.send_keyed('q', '2', %s)", (first,))  # retried: b's now
+        rr.commit()
+    assert one(a, "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b", 2),))
+    fences = one(a, "SELECT pglogq.cluster_fence(2)")
+    assert one(b, "SELECT pglogq.cluster_finish_move(2, %s)", (Jsonb(fences),))
+    assert one(a, "SELECT pglogq.cluster_finish_move(2, NULL)")
+    b.execute("SELECT pglogq.cluster_gate_pass('q', 'c', 2)")
+
+    # the whole move, by the orchestrator
+    second = key_in(100, 199)
+    with old_transaction() as rr:
+        assert [mv["to_shard"] for mv in cluster_admin.move_slots(a.info.dsn, 100, 199, "b")] == ["b"]
+        _retry_form(fails(rr, "PQ078", "SELECT pglogq.send_keyed('q', '3', %s)", (second,)))
+        rr.rollback()
+        rr.execute("SELECT pglogq.send_keyed('q', '3', %s)", (second,))
+        rr.commit()
+    assert one(b, "SELECT count(*) FROM pglogq.event WHERE ev_key IN (%s, %s)", (first, second)) == 2
+
+
+def test_a_repeatable_read_transaction_across_an_applied_map_that_gives_this_shard_slots_retries(
+        pair: tuple[Conn, Conn]) -> None:
+    """cluster_apply of a map that gives b slots 0..99 is a change of b's map for a snapshot
+    taken before it, as one that takes slots away is."""
+    _, b = pair
+    cmap = one(b, "SELECT pglogq.cluster_map()")
+    ranges = [{"lo": 0, "hi": 99, "shard": "b"}, {"lo": 100, "hi": 8191, "shard": "a"},
+              {"lo": 8192, "hi": 16383, "shard": "b"}]
+    newer = {key: cmap[key] for key in ("cluster", "shards")} | {"version": cmap["version"] + 1, "ranges": ranges}
+    with psycopg.connect(b.info.dsn) as rr:
+        rr.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        rr.execute("SELECT pglogq.send_keyed('q', '1', %s)", (key_in(8192, 16383),))  # the snapshot
+        assert one(b, "SELECT pglogq.cluster_apply(%s)", (Jsonb(newer),))
+        _retry_form(fails(rr, "PQ078", "SELECT pglogq.send_keyed('q', '2', %s)", (key_in(0, 99),)))
+        rr.rollback()
+    # a map that changes other shards' slots only is no change for b's snapshots
+    third = newer | {"version": newer["version"] + 1}
+    with psycopg.connect(b.info.dsn) as rr:
+        rr.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        rr.execute("SELECT pglogq.send_keyed('q', '1', %s)", (key_in(8192, 16383),))
+        assert one(b, "SELECT pglogq.cluster_apply(%s)", (Jsonb(third),))
+        rr.execute("SELECT pglogq.send_keyed('q', '3', %s)", (key_in(8192, 16383),))
+        rr.commit()
+
+
 # -- moves ---------------------------------------------------------------------------------------
 
 

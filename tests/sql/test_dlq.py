@@ -252,3 +252,51 @@ def test_dlq_functions_are_admin_only(dsn: str) -> None:
         assert {r for n, r in allowed if n == name} == {"pglogq_admin"}, name
     assert {r for n, r in allowed if n == "cancel"} == {"pglogq_writer", "pglogq_admin"}
     assert public == (0,)
+
+
+# Each bad filter with what it must raise: (queue, consumer, type, older_than) in the order every
+# dlq_ function takes them.
+TYPOS = [
+    (("nosuchq", None, None, None), "PQ001"),
+    (("q", "ghost", None, None), "PQ002"),
+    (("q", None, None, "-1 day"), "PQ019"),
+]
+
+
+@pytest.mark.parametrize("function", ["dlq_purge", "dlq_count", "dlq_inspect", "dlq_replay_all", "dlq_search"])
+def test_filters_are_checked_with_no_dead_letter_stored(dsn: str, function: str) -> None:
+    """A typo is an error whatever the dead_letter table holds: dlq_purge answered 0 to an
+    unknown queue, an unknown consumer and a negative older_than while no dead letter was
+    stored anywhere (its checks sat in the set-returning selection, which the executor never
+    called for a DELETE over an empty table)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.create_queue('q')")
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        assert conn.execute("SELECT count(*) FROM pglogq.dead_letter").fetchone() == (0,)
+        before = state(dsn)
+        for args, code in TYPOS:
+            with pytest.raises(psycopg.Error) as e:
+                conn.execute(f"SELECT * FROM pglogq.{function}(%s, %s, %s, %s::interval)", args)
+            assert e.value.sqlstate == code, (function, args)
+        assert state(dsn) == before
+        # and the good filters still answer: nothing stored, nothing matched
+        for args in (("q", None, None, None), ("q", "c", "t", "1 day")):
+            conn.execute(f"SELECT * FROM pglogq.{function}(%s, %s, %s, %s::interval)", args).fetchall()
+
+
+def test_client_dlq_purge_checks_with_no_dead_letter_stored(api: Any, dsn: str) -> None:
+    """The Python client's dlq_purge (blocking and asyncio) raises what dlq_count raises with the
+    same filters on a database with no dead letter at all, and deletes nothing."""
+    api.create_queue("q")
+    api.subscribe("q", "c")
+    before = state(dsn)
+    for kwargs, error in (
+        ({"queue": "nosuchq"}, pglogq.UnknownQueue),
+        ({"queue": "q", "consumer": "ghost"}, pglogq.UnknownConsumer),
+        ({"queue": "q", "older_than": timedelta(days=-1)}, pglogq.InvalidArgument),
+    ):
+        for call in (api.dlq_count, api.dlq_purge):
+            with pytest.raises(error):
+                call(**kwargs)
+    assert state(dsn) == before
+    assert api.dlq_purge("q", "c", type="t", older_than=timedelta(days=1)) == 0

@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import psycopg.conninfo
 import pytest
 
 import pglogq
@@ -258,6 +261,63 @@ def test_held_xmin_blocks_rotation_visibly_then_it_resumes(client: Any, dsn: str
         holder.close()
         reader.rollback()
         reader.close()
+    tick_and_drain()
+    assert client.rotate("q") is True
+
+
+@pytest.mark.parametrize("kind", ["open", "prepared"])
+def test_a_transaction_in_another_database_holds_rotation_back_and_is_named(
+        client: Any, new_db: Callable[[], str], kind: str) -> None:
+    """Tick snapshots are server-wide: a transaction holding an xid in ANOTHER database of the
+    server (open, or prepared and never committed) holds this database's rotation back too.
+    queue_info().rotation_blocked_by names it with its database and its xid age, so that an
+    operator looking from this database can find it (it named the pid or gid only, with no hint
+    that it was not in this database).  The transaction is always ended in ``finally``: left
+    open it would hold back every rotation of the server."""
+    other = new_db()  # another database of the same server
+    other_name = psycopg.conninfo.conninfo_to_dict(other)["dbname"]
+    gid = f"pglogq-blocker-{uuid.uuid4()}"
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    # short: the transaction holds back every rotation of the server, so the test holds it only
+    # until rotation is overdue (two periods) and queue_info names it
+    client.set_queue_config("q", "rotation_period", "100 ms")
+
+    def tick_and_drain() -> None:
+        client.tick("q", force=True)
+        draining.drain(client, "q", "c")
+
+    client.send("q", {"first": True})
+    tick_and_drain()
+    client.rotate("q")
+    tick_and_drain()
+    assert client.rotate("q") is True
+    holder = psycopg.connect(other, autocommit=True)
+    try:
+        if kind == "prepared" and holder.execute("SHOW max_prepared_transactions").fetchone() == ("0",):
+            pytest.skip("max_prepared_transactions = 0 on this server (the embedded test server enables it)")
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_current_xact_id()")  # a transaction with an xid, over there
+        if kind == "prepared":
+            holder.execute(f"PREPARE TRANSACTION '{gid}'")
+            expected = f"""prepared transaction '{gid}' in database "{other_name}" since """
+        else:
+            expected = f'transaction of pid {holder.info.backend_pid} in database "{other_name}" (xid age '
+        tick_and_drain()
+        client.rotate("q")  # the step before the one the transaction holds back
+        client.send("q", {"second": True})
+        tick_and_drain()
+        assert client.rotate("q") is False  # refused: the consumer is caught up, the transaction is not
+        blocked = wait_for(lambda: client.queue_info("q")[0].rotation_blocked_by,
+                           "rotation_blocked_by (it speaks up after two rotation periods)")
+        assert blocked.startswith(expected) and "xid age" in blocked, blocked
+    finally:
+        # synchronous (closing alone ends a transaction a moment later), and in that database:
+        # a prepared transaction can be ended only there, and outlives the connection
+        holder.execute("ROLLBACK")
+        if holder.execute("SELECT 1 FROM pg_prepared_xacts WHERE gid = %s", (gid,)).fetchone():
+            holder.execute(f"ROLLBACK PREPARED '{gid}'")
+        holder.close()
     tick_and_drain()
     assert client.rotate("q") is True
 

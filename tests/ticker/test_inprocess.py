@@ -285,3 +285,8 @@ def test_rotation_blocked_by_label_names_who_without_the_changing_details() -> N
     assert blocked_by_label("transaction of pid 4242 open since 2026-11-29 15:00:00+00") == "transaction of pid 4242"
     prepared = "prepared transaction 'tx''1'"
     assert blocked_by_label(f"{prepared} since 2026-11-29 15:00:00+00") == prepared
+    # the database is part of who (the transaction may be in another database of the server)
+    assert blocked_by_label('transaction of pid 4242 in database "shop ""eu""" (xid age 12, open since 2026-11-29'
+                            ' 15:00:00+00)') == 'transaction of pid 4242 in database "shop ""eu"""'
+    assert blocked_by_label(f'{prepared} in database "shop" since 2026-11-29 15:00:00+00 (xid age 3)') == (
+        f'{prepared} in database "shop"')
