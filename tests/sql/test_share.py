@@ -210,4 +210,5 @@ def test_share_consumer_refusals(share: pglogq.Client, dsn: str) -> None:
     with pytest.raises(InvalidArgument):
         share.subscribe(Q, "y", share="yes")  # type: ignore[arg-type]
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT count(*) FROM pglogq.subscriber WHERE consumer_name IN ('x', 'y')").fetchone() == (0,)
+        left = conn.execute("SELECT count(*) FROM pglogq.subscriber WHERE consumer_name IN ('x', 'y')").fetchone()
+    assert left == (0,)
