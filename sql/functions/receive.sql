@@ -279,7 +279,7 @@ BEGIN
                                                     max_messages + 1, h.stream,
                                                     q.urgent_lane AND h.stream IS NULL,
                                                     h.batch_started_at) m
-                           WHERE h.lease_end_txid IS NULL OR NOT pglogq._past_lease(h, m.priority, m.txid, m.msg_id) LOOP
+                           WHERE h.lease_end_txid IS NULL OR pglogq._page_position(h, m.priority, m.txid, m.msg_id) < 2 LOOP
                     n := n + 1;
                     EXIT WHEN n > max_messages;  -- one more than the page: the batch goes on
                     IF n = start_first THEN
@@ -303,7 +303,7 @@ BEGIN
                                                             max_messages + 1, h.stream,
                                                             q.urgent_lane AND h.stream IS NULL,
                                                             h.batch_started_at) m
-                           WHERE h.lease_end_txid IS NULL OR NOT pglogq._past_lease(h, m.priority, m.txid, m.msg_id));
+                           WHERE h.lease_end_txid IS NULL OR pglogq._page_position(h, m.priority, m.txid, m.msg_id) < 2);
             n := cardinality(page);
         END IF;
         EXIT WHEN n > 0;

@@ -212,3 +212,47 @@ def test_share_consumer_refusals(share: pglogq.Client, dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         left = conn.execute("SELECT count(*) FROM pglogq.subscriber WHERE consumer_name IN ('x', 'y')").fetchone()
     assert left == (0,)
+
+
+def test_lookup_and_jobs_name_the_worker_of_each_lease(share: pglogq.Client) -> None:
+    ids = [share.send(Q, {"n": i}, type="mail") for i in range(5)]
+    share.tick(Q, force=True)
+    a = share.receive(Q, "mailer", worker="a", max_messages=1)
+    b = share.receive(Q, "mailer", worker="b", max_messages=2)
+    assert _ids(a) == ids[:1] and _ids(b) == ids[1:3]
+
+    def state(msg_id: int) -> tuple[str, str | None]:
+        (row,) = share.lookup(Q, msg_id)
+        return row.state, row.worker
+
+    assert [state(i) for i in ids] == [("in-flight", "a"), ("in-flight", "b"), ("in-flight", "b"),
+                                       ("waiting", None), ("waiting", None)]
+    flying = share.jobs(Q, "mailer", state="in-flight")
+    assert sorted((j.msg_id, j.worker) for j in flying) == [(ids[0], "a"), (ids[1], "b"), (ids[2], "b")]
+    assert [j.msg_id for j in share.jobs(Q, "mailer", state="waiting")] == ids[3:]
+    assert b.ack()
+    assert [state(i)[0] for i in ids] == ["in-flight", "done", "done", "waiting", "waiting"]
+    # a's lease is still out while c takes the rest: the rest is in c's lease
+    c = share.receive(Q, "mailer", worker="c", max_messages=10)
+    assert _ids(c) == ids[3:]
+    assert [state(i) for i in ids[3:]] == [("in-flight", "c"), ("in-flight", "c")]
+    assert state(ids[0]) == ("in-flight", "a")
+    assert a.ack() and c.ack()
+    assert {state(i)[0] for i in ids} == {"done"}
+    assert share.jobs(Q, "mailer") == []
+
+
+def test_a_worker_pages_inside_its_lease(share: pglogq.Client) -> None:
+    ids = [share.send(Q, {"n": i}) for i in range(5)]
+    share.tick(Q, force=True)
+    assert _ids(share.receive(Q, "mailer", worker="a", max_messages=4)) == ids[:4]  # the lease: 4 events
+    # not acknowledged: asked again with smaller pages, the worker pages through its lease only
+    first = share.receive(Q, "mailer", worker="a", max_messages=2)
+    assert _ids(first) == ids[:2]
+    assert first.ack()
+    second = share.receive(Q, "mailer", worker="a", max_messages=2)
+    assert _ids(second) == ids[2:4]  # the lease ends here, not at the batch's end
+    other = share.receive(Q, "mailer", worker="b", max_messages=10)
+    assert _ids(other) == ids[4:]
+    assert second.ack() and other.ack()
+    assert not share.receive(Q, "mailer", worker="a").messages
