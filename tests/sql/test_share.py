@@ -6,6 +6,7 @@ silent worker's lease alone is taken over."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import psycopg
@@ -16,6 +17,7 @@ from pglogq.errors import (
     AlreadyExists,
     BatchOpen,
     InvalidArgument,
+    InvalidName,
     InvalidUrgentLane,
     ShareNotSupported,
     ShareWorkerRequired,
@@ -24,6 +26,7 @@ from pglogq.errors import (
 )
 from tests.support.draining import drain
 from tests.support.maintenance import pump_and_tick
+from tests.support.waiting import wait_for
 
 Q = "jobs"
 
@@ -256,3 +259,97 @@ def test_a_worker_pages_inside_its_lease(share: pglogq.Client) -> None:
     assert _ids(other) == ids[4:]
     assert second.ack() and other.ack()
     assert not share.receive(Q, "mailer", worker="a").messages
+
+
+def test_two_workers_racing_for_the_last_events_never_both_get_one(share: pglogq.Client, dsn: str) -> None:
+    ids = [share.send(Q, {"n": i}) for i in range(3)]
+    share.tick(Q, force=True)
+    with psycopg.connect(dsn) as first, psycopg.connect(dsn) as second:
+        got_first = [r[0] for r in first.execute(
+            "SELECT msg_id FROM pglogq.receive('jobs', 'mailer', 2, 'a')").fetchall()]
+        # the first transaction is still open: the second waits for the consumer's row, then
+        # takes what the first did not
+        with ThreadPoolExecutor(1) as pool:
+            later = pool.submit(lambda: [r[0] for r in second.execute(
+                "SELECT msg_id FROM pglogq.receive('jobs', 'mailer', 2, 'b')").fetchall()])
+            wait_for(lambda: _waiting_on_a_lock(dsn), what="the second worker waits for the first")
+            first.commit()
+            got_second = later.result(timeout=60)
+        second.commit()
+    assert got_first == ids[:2] and got_second == ids[2:]
+
+
+def _waiting_on_a_lock(dsn: str) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                           " AND wait_event_type = 'Lock'").fetchone()
+    return row is not None and row[0] > 0
+
+
+def test_leases_survive_a_reinstall_and_a_metadata_rotation(share: pglogq.Client, dsn: str) -> None:
+    ids = [share.send(Q, {"n": i}) for i in range(4)]
+    share.tick(Q, force=True)
+    a = share.receive(Q, "mailer", worker="a", max_messages=2)
+    share.install_schema()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+    b = share.receive(Q, "mailer", worker="b", max_messages=5)
+    assert _ids(a) == ids[:2] and _ids(b) == ids[2:]
+    assert _ids(share.receive(Q, "mailer", worker="a", max_messages=2)) == ids[:2]  # a's lease, as it was
+    assert a.ack() and b.ack()
+    assert not share.receive(Q, "mailer", worker="c").messages
+
+
+def test_unsubscribe_and_drop_end_the_leases(share: pglogq.Client) -> None:
+    share.send(Q, {"n": 1})
+    share.tick(Q, force=True)
+    a = share.receive(Q, "mailer", worker="a", max_messages=1)
+    assert share.unsubscribe(Q, "mailer")
+    with pytest.raises((StaleBatch, UnknownBatch)):
+        a.ack()
+    share.subscribe(Q, "mailer", share=True)
+    share.send(Q, {"n": 2})
+    share.tick(Q, force=True)
+    b = share.receive(Q, "mailer", worker="a", max_messages=1)
+    assert [m.payload for m in b] == [{"n": 2}]
+    share.drop_queue(Q, force=True)
+    with pytest.raises((StaleBatch, UnknownBatch)):
+        b.ack()
+
+
+@pytest.mark.parametrize("size", [0, 100001, -1])
+def test_a_lease_size_out_of_range_is_refused(share: pglogq.Client, dsn: str, size: int) -> None:
+    share.send(Q, {"n": 1})
+    share.tick(Q, force=True)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("SELECT * FROM pglogq.receive('jobs', 'mailer', %s, 'a')", (size,))
+        assert err.value.sqlstate == "PQ019"
+        # nothing was handed out
+        assert conn.execute("SELECT count(*) FROM pglogq.subscription WHERE batch_id IS NOT NULL").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("worker", ["", "bad name", "x" * 64])
+def test_an_invalid_worker_name_is_refused(share: pglogq.Client, worker: str) -> None:
+    with pytest.raises(InvalidName):
+        share.receive(Q, "mailer", worker=worker)
+
+
+def test_one_lease_of_up_to_100000_events(share: pglogq.Client) -> None:
+    share.send_batch(Q, [{"n": i} for i in range(1000)])
+    share.tick(Q, force=True)
+    lease = share.receive(Q, "mailer", worker="a", max_messages=100000)
+    assert len(lease.messages) == 1000
+    assert not share.receive(Q, "mailer", worker="b").messages
+    assert lease.ack()
+
+
+def test_the_same_worker_name_twice_shares_one_lease(share: pglogq.Client) -> None:
+    ids = [share.send(Q, {"n": i}) for i in range(3)]
+    share.tick(Q, force=True)
+    one = share.receive(Q, "mailer", worker="a", max_messages=2)
+    two = share.receive(Q, "mailer", worker="a", max_messages=2)
+    assert _ids(one) == _ids(two) == ids[:2]
+    assert one.ack()
+    with pytest.raises(StaleBatch):
+        two.ack()
