@@ -101,6 +101,12 @@ PAGE_SECONDS = 0.1
 _RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolTimeout)
 """Errors the run loop survives (it waits and tries again): the database is away for a while."""
 
+LISTEN_RETRY = 5.0
+"""Seconds before a listener that failed (connect, probe or LISTEN) is tried again; the wait
+doubles at each failure in a row, up to ``LISTEN_RETRY_MAX``."""
+
+LISTEN_RETRY_MAX = 60.0
+
 SHARD_BACKOFF_MAX = 5.0
 """The longest wait (seconds; at least ``poll_interval``) of a shard's loop between two tries
 while its shard is down: the wait doubles from ``poll_interval`` at each failure in a row."""
@@ -308,12 +314,15 @@ class Wakeup:
 
     ``conninfo`` None: no listener at all, plain sleeping (a pooled DSN and no ``listen_dsn``).
     When the listener connects it proves that notifications reach it: it LISTENs on a probe
-    channel of its own, ``send_probe`` notifies that channel from another connection, and if no
-    notification arrives within ``probe_timeout`` seconds it warns at once (a transaction-mode
-    pooler hands the LISTEN to a server connection that goes back to the pool) and sleeps
-    instead from then on.  Falls back to plain sleeping while the listener cannot connect; a
-    broken listener connection (server restart, pg_terminate_backend) is reconnected on the
-    next wait."""
+    channel of its own, ``send_probe`` notifies that channel from another connection, and if the
+    probe completes without its notification arriving within ``probe_timeout`` seconds it warns
+    at once (a transaction-mode pooler hands the LISTEN to a server connection that goes back to
+    the pool) and sleeps instead from then on.  A listener that cannot connect, or whose
+    connection fails during the probe or the LISTEN (a server restart, a failover,
+    pg_terminate_backend), is no such proof: it sleeps meanwhile and tries again after
+    ``LISTEN_RETRY`` seconds (doubling at each failure in a row, up to ``LISTEN_RETRY_MAX``),
+    within the same wait when the wait is longer.  A listener connection that breaks while
+    waiting is reconnected on the next wait."""
 
     def __init__(
         self,
@@ -331,6 +340,7 @@ class Wakeup:
         self._probe_timeout = probe_timeout
         self._conn: AnyConn | None = None
         self._retry_at = 0.0
+        self._failures = 0
         self.reconnects = 0
         self.deaf = conninfo is None
         """True when this wakeup only sleeps: no listener, or its probe proved it deaf."""
@@ -347,10 +357,24 @@ class Wakeup:
                 self.conninfo or "", autocommit=True, connect_timeout=5, prepare_threshold=None
             )
         except psycopg.Error as exc:
-            log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
-            self._retry_at = time.monotonic() + 5.0
+            self._failed("cannot LISTEN on %s (%s); polling meanwhile, trying again in %g s", exc)
             return None
-        if self._send_probe is not None and not self._probe(conn):
+        step = "probe"
+        try:
+            arrived = self._send_probe is None or self._probe(conn)
+            if arrived:
+                step = "LISTEN"
+                # after the probe: a tick missed meanwhile waits at most one poll_interval
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except psycopg.Error as exc:
+            # the connection broke or the server refused: nothing says that notifications cannot
+            # arrive (only a probe that completes without its notification says so)
+            self._failed(f"the listener of %s failed during its {step} (%s); polling meanwhile, "
+                         "trying again in %g s", exc)
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            return None
+        if not arrived:
             log.warning(
                 "tick notifications cannot arrive on the listener connection of %s: a probe NOTIFY sent "
                 "from another connection did not come back within %g s (is the DSN a PgBouncer in "
@@ -361,45 +385,56 @@ class Wakeup:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
             return None
-        try:
-            # after the probe: a tick missed meanwhile waits at most one poll_interval
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-        except psycopg.Error as exc:
-            log.warning("cannot LISTEN on %s (%s); polling meanwhile", self.channel, exc)
-            self._retry_at = time.monotonic() + 5.0
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
-            return None
+        self._failures = 0
         self._conn = conn
         return conn
 
+    def _failed(self, message: str, exc: BaseException) -> None:
+        """Log a failed listener and set when to try again (later at each failure in a row)."""
+        self._failures += 1
+        delay = min(LISTEN_RETRY * 2 ** min(self._failures - 1, 16), LISTEN_RETRY_MAX)
+        self._retry_at = time.monotonic() + delay
+        log.warning(message, self.channel, exc, delay)
+
     def _probe(self, conn: AnyConn) -> bool:
-        """True when a NOTIFY on the probe channel, sent from another connection, arrives here."""
+        """True when a NOTIFY on the probe channel, sent from another connection, arrives here
+        (or when stopping); False when the probe completed without it.  Raises psycopg.Error when
+        the probe could not complete (the listener connection broke): that proves nothing."""
         assert self._send_probe is not None
-        try:
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.probe_channel)))
-            self._send_probe(self.probe_channel)
-            deadline = time.monotonic() + self._probe_timeout
-            arrived = False
-            while not arrived and not self._stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                for n in conn.notifies(timeout=min(left, 0.25)):
-                    arrived = arrived or n.channel == self.probe_channel
-            conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(self.probe_channel)))
-        except psycopg.Error as exc:
-            log.warning("the listener probe of %s failed (%s); polling instead", self.channel, exc)
-            return False
+        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.probe_channel)))
+        self._send_probe(self.probe_channel)
+        deadline = time.monotonic() + self._probe_timeout
+        arrived = False
+        while not arrived and not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for n in conn.notifies(timeout=min(left, 0.25)):
+                arrived = arrived or n.channel == self.probe_channel
+        # a round trip on the same connection: the probe completed (its notification, had it
+        # come, was not lost with a broken connection)
+        conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(self.probe_channel)))
         return arrived or self._stop.is_set()
 
     def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds; True when a notification came (False: timeout/stop)."""
+        """Wait up to ``timeout`` seconds; True when a notification came (False: timeout/stop, or
+        the listener came back during the wait: the caller looks for what came meanwhile)."""
+        deadline = time.monotonic() + timeout
         conn = self._connection()
         if conn is None:
-            _concurrency.wait_event(self._stop, timeout)
+            while not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if not self.deaf:
+                    # a listener that failed is tried again when due, not after a long poll_interval
+                    left = min(left, max(self._retry_at - time.monotonic(), 0.0))
+                _concurrency.wait_event(self._stop, left)
+                if self.deaf or self._stop.is_set() or time.monotonic() >= deadline:
+                    continue
+                if self._connection() is not None:
+                    break
             return False
-        deadline = time.monotonic() + timeout
         got = False
         try:
             while not got and not self._stop.is_set():
@@ -502,7 +537,8 @@ class Consumer:
     pooler).  Without ``listen_dsn`` a pooled consumer polls every ``poll_interval``.  An
     unpooled consumer LISTENs on its own DSN; either way the listener proves at start that
     notifications arrive (a probe NOTIFY, ``listen_probe_timeout`` seconds) and warns at once,
-    then polls, when they cannot.
+    then polls, when they cannot (a probe that fails on a broken connection proves nothing: the
+    listener tries again).
 
     Python's cyclic garbage collector is held off while a page is received and handled, until
     it is acknowledged, for 0.25 s (turned on again within another 0.25 s after that, even in the

@@ -17,7 +17,7 @@
 -- the next receive starts the next one; otherwise the next receive returns the next page.  On
 -- the stream of a partition where an event of the page was nacked (strict order, see nack), the
 -- page is acknowledged up to that event only: it and the rest of the page come again, in order,
--- once the nack's delay has passed.
+-- once the nack's delay has passed (the stream's hold stays until receive hands them out).
 CREATE OR REPLACE FUNCTION pglogq.ack(batch_id bigint, last_msg_id bigint DEFAULT NULL, last_txid xid8 DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -52,7 +52,8 @@ BEGIN
            SET page_prio = NULL, page_txid = h.hold_txid, page_id = h.hold_id - 1,
                page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,
                started_prio = NULL, started_txid = NULL, started_id = NULL, released_at = NULL,
-               hold_txid = NULL, hold_id = NULL,
+               -- the hold stays (hold_txid, hold_id, hold_until: the event waiting for its retry,
+               -- which lookup and jobs show through _retries) until the page is handed out again
                heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
          WHERE s.sub_id = h.sub_id;
         DELETE FROM pglogq.progress p WHERE p.sub_id = h.sub_id AND p.batch_id = ack.batch_id;

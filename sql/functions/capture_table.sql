@@ -6,7 +6,8 @@
 --             exclude_columns  capture every column but these (columns added later are captured);
 --                         at most one of the two, NULL for every column
 --             key_columns  the columns that identify a row (default: the primary key; a table
---                         without a primary key needs them); the event's "key" header
+--                         without a primary key needs them); the event's "key" header, and
+--                         its key on a queue of several partitions (see capture_row)
 --             old_values  what an UPDATE carries of the old row: 'changed' (the old values of the
 --                         changed columns, default), 'full' (the whole old row) or 'none';
 --                         a DELETE carries the whole old row unless 'none'

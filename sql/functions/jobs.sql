@@ -7,15 +7,17 @@
 -- Returns:    rows (consumer, state, msg_id, type, created_at, worker, since, last_heartbeat,
 --             percent, stage, due_at, attempts, reason, dead_id, cursor); the states and columns
 --             mean what they mean in pglogq.lookup.  Order: consumer name, then state (in-flight,
---             retry, dead, waiting), then in-flight in commit order, retry and dead by msg_id (their
---             own tables' keys); waiting: first the
---             rest of the consumer's open batches, then the log after its cursor, both in commit
---             order, then the delayed sends by msg_id.  Pass the last row's
---             cursor as after for the next page; fewer than max_rows rows: the list is complete.
+--             retry, dead, waiting), then in-flight in commit order, retry and dead by msg_id;
+--             waiting: first the rest of the consumer's open batches, then the log after its
+--             cursor, both in commit order, then the delayed sends by msg_id.  Pass the last
+--             row's cursor as after for the next page; fewer than max_rows rows: the list is
+--             complete.
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ069 invalid state, max_rows or
 --             cursor.
--- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick (read;
---             open batches through _open_batch_events).
+-- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick,
+--             attempt (read; open batches through _open_batch_events, retries through _retries,
+--             the worker through _worker_name: a partitioned queue lists as a queue of one
+--             partition does).
 -- Reads only.  Each page costs index range scans from its cursor: the waiting list reads the
 -- open batches and then the (ev_txid, ev_id) index from the consumer's cursor tick, so a page takes the same time on a
 -- queue of a million waiting events as on an empty one; with msg_type, events of other types
@@ -46,6 +48,7 @@ DECLARE
     n integer;
     snap pg_snapshot;
     parts text[];
+    held bigint[];
 BEGIN
     q := pglogq._queue(queue_name);
     IF only_state IS NOT NULL AND only_state NOT IN ('in-flight', 'retry', 'dead', 'waiting') THEN
@@ -81,21 +84,33 @@ BEGIN
         IF (only_state IS NULL OR only_state = 'in-flight') AND NOT (c.consumer_name = a_cons AND a_rank > 1) THEN
             k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 1 THEN a_k1 ELSE 0 END;
             k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 1 THEN a_k2 ELSE 0 END;
+            -- the pages' events, then those nacked in them already (listed as retry or dead):
+            -- the retries of their id range read once, not once per event
             RETURN QUERY
-            SELECT c.consumer_name, 'in-flight'::text, e.ev_id, e.ev_type, e.ev_time,
-                   coalesce(p.worker, h.worker_name, c.consumer_name), coalesce(p.started_at, h.batch_started_at),
-                   greatest(p.heartbeat_at, h.heartbeat_at), p.percent, p.stage, NULL::timestamptz, e.ev_retry,
-                   NULL::text, NULL::bigint, format('%s/1/%s/%s', c.consumer_name, e.ev_txid, e.ev_id)
-              FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0) e
-              JOIN pglogq.subscription h ON h.sub_id = e.holder
-              LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
-             WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
-               AND (only_type IS NULL OR e.ev_type = only_type)
-               AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
-               -- nacked in this page already: listed as retry or dead
-               AND NOT EXISTS (SELECT 1 FROM pglogq.retry r WHERE r.sub_id = c.sub_id AND r.msg_id = e.ev_id)
-               AND NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
-             ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
+            WITH pg AS MATERIALIZED (
+                SELECT e.ev_id, e.ev_type, e.ev_time, e.ev_retry, e.ev_txid,
+                       coalesce(p.worker, pglogq._worker_name(h), c.consumer_name) AS worker,
+                       coalesce(p.started_at, h.batch_started_at) AS since,
+                       greatest(p.heartbeat_at, h.heartbeat_at) AS beat, p.percent, p.stage
+                  FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0) e
+                  JOIN pglogq.subscription h ON h.sub_id = e.holder
+                  LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
+                 WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
+                   AND (only_type IS NULL OR e.ev_type = only_type)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
+                   AND NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
+            ), failed AS (
+                SELECT r.msg_id
+                  FROM (SELECT min(pg.ev_id) AS lo, max(pg.ev_id) AS hi FROM pg) b,
+                       LATERAL pglogq._retries(c.sub_id, b.lo - 1, NULL, NULL, NULL, false, b.hi) r
+                 WHERE b.lo IS NOT NULL
+            )
+            SELECT c.consumer_name, 'in-flight'::text, pg.ev_id, pg.ev_type, pg.ev_time, pg.worker, pg.since,
+                   pg.beat, pg.percent, pg.stage, NULL::timestamptz, pg.ev_retry,
+                   NULL::text, NULL::bigint, format('%s/1/%s/%s', c.consumer_name, pg.ev_txid, pg.ev_id)
+              FROM pg
+             WHERE NOT EXISTS (SELECT 1 FROM failed f WHERE f.msg_id = pg.ev_id)
+             ORDER BY pg.ev_txid, pg.ev_id LIMIT left_rows;
             GET DIAGNOSTICS n = ROW_COUNT;
             left_rows := left_rows - n;
             IF left_rows <= 0 THEN RETURN; END IF;
@@ -103,13 +118,13 @@ BEGIN
         -- rank 2: retries due later
         IF (only_state IS NULL OR only_state = 'retry') AND NOT (c.consumer_name = a_cons AND a_rank > 2) THEN
             k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 2 THEN a_k2 ELSE 0 END;
+            -- the retry table, and the streams of a partitioned queue held by a strict nack
             RETURN QUERY
             SELECT c.consumer_name, 'retry'::text, r.msg_id, r.ev_type, r.ev_time, NULL::text, r.first_failed_at,
-                   NULL::timestamptz, NULL::numeric, NULL::text, r.due_at, r.retry_count, r.reason, NULL::bigint,
+                   NULL::timestamptz, NULL::numeric, NULL::text, r.due_at, r.attempts, r.reason, NULL::bigint,
                    format('%s/2/0/%s', c.consumer_name, r.msg_id)
-              FROM pglogq.retry r
-             WHERE r.sub_id = c.sub_id AND r.msg_id > k2 AND (only_type IS NULL OR r.ev_type = only_type)
-             ORDER BY r.msg_id LIMIT left_rows;
+              FROM pglogq._retries(c.sub_id, k2, NULL, only_type, left_rows) r
+             ORDER BY r.msg_id;
             GET DIAGNOSTICS n = ROW_COUNT;
             left_rows := left_rows - n;
             IF left_rows <= 0 THEN RETURN; END IF;
@@ -131,6 +146,8 @@ BEGIN
         IF only_state IS NULL OR only_state = 'waiting' THEN
             -- rank 4: in an open batch, after the page its holder was returned (not handed yet)
             IF NOT (c.consumer_name = a_cons AND a_rank > 4) THEN
+                -- of the retries, only those held in a stream can be here (read once, not per row)
+                held := ARRAY(SELECT r.msg_id FROM pglogq._retries(c.sub_id, held_only => true) r);
                 k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 4 THEN a_k1 ELSE 0 END;
                 k2 := CASE WHEN c.consumer_name = a_cons AND a_rank = 4 THEN a_k2 ELSE 0 END;
                 RETURN QUERY
@@ -141,6 +158,8 @@ BEGIN
                  WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
                    AND (only_type IS NULL OR e.ev_type = only_type)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
+                   -- held for its retry by a strict nack (acknowledged up to it): listed as retry
+                   AND e.ev_id <> ALL (held)
                  ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 left_rows := left_rows - n;

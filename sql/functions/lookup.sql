@@ -20,7 +20,9 @@
 --             kept of these, so 'gone' is all that can be told.
 -- Raises:     PQ001 unknown queue; PQ021 msg_id was never issued by this queue.
 -- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick,
---             handed_run, queue (read).
+--             handed_run, queue, attempt (read).  The state retry is _retries' (the retry table,
+--             or the stream of a partition held by a strict nack); the worker is _worker_name's,
+--             so a partitioned queue answers as a queue of one partition does.
 -- Reads only; takes no lock beyond the queue's shared advisory lock.  Each answer holds for the
 -- moment of the call's snapshot (a state may change right after).  Cost: index look-ups: the
 -- original event through the (ev_txid, ev_id) index from pglogq._event_txid_floor (1 to 5 ms on
@@ -81,16 +83,18 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        SELECT x.due_at, x.retry_count, x.reason, x.ev_type, x.ev_time INTO d
-          FROM pglogq.retry x WHERE x.sub_id = c.sub_id AND x.msg_id = wanted;
+        -- the retry table, or a partition's stream held at the event by a strict nack
+        SELECT x.due_at, x.attempts, x.reason, x.ev_type, x.ev_time INTO d
+          FROM pglogq._retries(c.sub_id, 0, wanted) x;
         IF FOUND THEN
-            state := 'retry'; due_at := d.due_at; attempts := d.retry_count; reason := d.reason;
+            state := 'retry'; due_at := d.due_at; attempts := d.attempts; reason := d.reason;
             type := d.ev_type; created_at := d.ev_time;
-            detail := format('failed %s time(s); comes back at its due time', d.retry_count);
+            detail := format('failed %s time(s); comes back at its due time', d.attempts);
             RETURN NEXT;
             CONTINUE;
         END IF;
-        SELECT coalesce(p.worker, x.worker_name) AS worker, p.started_at, p.percent, p.stage,
+        SELECT coalesce(p.worker, pglogq._worker_name(x), c.consumer_name) AS worker, p.started_at,
+               p.percent, p.stage,
                greatest(p.heartbeat_at, x.heartbeat_at) AS beat INTO d
           FROM pglogq.progress p
           JOIN pglogq.subscription x ON x.sub_id = p.sub_id AND x.batch_id = p.batch_id
@@ -158,7 +162,7 @@ BEGIN
             IF pos < 0 THEN
                 state := 'done'; detail := 'handed to this consumer and its page acknowledged';
             ELSIF pos = 0 THEN
-                state := 'in-flight'; worker := coalesce(h.worker_name, c.consumer_name);
+                state := 'in-flight'; worker := coalesce(pglogq._worker_name(h), c.consumer_name);
                 since := h.batch_started_at; last_heartbeat := h.heartbeat_at;
                 detail := 'in the page a worker holds (no progress reported)';
             ELSE

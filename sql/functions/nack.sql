@@ -12,14 +12,16 @@
 --             failure: moved to the dead-letter queue; always with dead => true).  Acknowledge the batch afterwards as usual.
 -- Raises:     PQ008/PQ009 unknown or stale batch; PQ010 the event is not in the returned page;
 --             PQ011 invalid retry_after.
--- Tables:     event, attempt, type_config (read), retry or dead_letter (insert, the latter through
---             _bury), sub_state (the hold of a partition's stream).  Nacking one event twice in
---             a page is a no-op.
+-- Tables:     event, type_config (read), attempt (read; on a partition's stream, the held
+--             event's count, reason and first failure), retry or dead_letter (insert, the latter
+--             through _bury), sub_state (the hold of a partition's stream).  Nacking one event
+--             twice in a page is a no-op.
 -- On the stream of a partition (a partitioned queue) the order of a key is strict: the event
 -- does not go to the retry table (it would come back after the key's later events).  Its failed
--- attempt is counted (attempt) and the stream is held at it: the ack that follows acknowledges
--- the page up to it only, and nobody reads the stream again before the delay has passed; then it
--- comes again with retry_count + 1, followed by the rest of the page.  Only the first event of
+-- attempt is counted (attempt, with the reason) and the stream is held at it (lookup and jobs
+-- show it as retry, with its attempts, reason and due time, through _retries): the ack that
+-- follows acknowledges the page up to it only, and nobody reads the stream again before the
+-- delay has passed; then it comes again with retry_count + 1, followed by the rest of the page.  Only the first event of
 -- the page nacked counts: a nack of an event at or after it returns 'retry' and changes nothing
 -- (it comes again anyway).  On its last allowed failure an event goes to the dead-letter queue as
 -- elsewhere, and the stream goes on past it.  When the page is received again before the ack (a
@@ -100,9 +102,10 @@ BEGIN
         RETURN 'dead';
     END IF;
     IF h.stream >= 0 THEN
-        INSERT INTO pglogq.attempt AS a (sub_id, msg_id, ev_priority, ev_txid, crashes)
-        VALUES (h.sub_id, e.ev_id, e.ev_priority, e.ev_txid, 1)
-        ON CONFLICT (sub_id, msg_id) DO UPDATE SET crashes = a.crashes + 1, last_at = clock_timestamp();
+        INSERT INTO pglogq.attempt AS a (sub_id, msg_id, ev_priority, ev_txid, crashes, reason, first_at)
+        VALUES (h.sub_id, e.ev_id, e.ev_priority, e.ev_txid, 1, reason, clock_timestamp())
+        ON CONFLICT (sub_id, msg_id) DO UPDATE
+           SET crashes = a.crashes + 1, last_at = clock_timestamp(), reason = EXCLUDED.reason;
         UPDATE pglogq.sub_state s
            SET hold_txid = e.ev_txid, hold_id = e.ev_id, hold_until = clock_timestamp() + delay
          WHERE s.sub_id = h.sub_id;

@@ -3,7 +3,8 @@
 -- Parameters: batch_id, msg_id  an event of the page receive returned last;
 --             percent  0..100 or NULL (keep the last value); stage  up to 200 characters or NULL
 --             (keep); counters  a JSON object of at most 4096 bytes or NULL (keep);
---             worker  a label shown in pglogq.in_flight (default: the worker name);
+--             worker  a label shown in pglogq.in_flight (default: the worker name given to
+--             receive, also on a partitioned queue);
 --             started_at  when handling began (default: the first report; never in the future)
 -- Returns:    true; false when the batch is no longer its holder's (acknowledged, or taken over):
 --             stop handling it.
@@ -72,7 +73,7 @@ BEGIN
         INSERT INTO pglogq.progress AS p (sub_id, batch_id, msg_id, worker, started_at, heartbeat_at,
                                           percent, stage, counters)
         VALUES (h.sub_id, report_progress.batch_id, report_progress.msg_id,
-                coalesce(report_progress.worker, h.worker_name),
+                coalesce(report_progress.worker, pglogq._worker_name(h)),
                 least(coalesce(report_progress.started_at, now_ts), now_ts), now_ts,
                 report_progress.percent, report_progress.stage, report_progress.counters)
         ON CONFLICT ON CONSTRAINT progress_pkey DO UPDATE

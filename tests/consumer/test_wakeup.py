@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 import pytest
 
 import pglogq
 from tests.support.consumers import MODES, Spec, running
+from tests.support.waiting import wait_for
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -51,3 +54,81 @@ def test_missing_notifications_are_detected_and_logged_once(
     assert len(warnings) == 1
     assert r.consumer.health.notifications == 0
     assert r.consumer.wakeup.reconnects >= 1
+    # the probe completed without its notification: that, and only that, makes it poll for good
+    assert r.consumer.wakeup.deaf
+    assert "tick notifications cannot arrive" in caplog.text
+
+
+def _cut_the_probe(dsn: str) -> None:
+    """Terminate the backend of the listener that sits in its probe's LISTEN, and wait until it is
+    gone: the connection breaks between the probe's LISTEN and its notification."""
+    probing = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE %s"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pids = [row[0] for row in conn.execute(probing, ('LISTEN "pglogq.probe%',)).fetchall()]
+        assert len(pids) == 1, pids
+        conn.execute("SELECT pg_terminate_backend(%s)", (pids[0],))
+        wait_for(lambda: not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pids[0],)).fetchall(),
+                 "the probing backend to exit")
+
+
+def _listening_on(dsn: str, channel: str) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND query = %s",
+            (f'LISTEN "{channel}"',),
+        ).fetchall()
+    return bool(rows)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_listener_lost_during_its_probe_listens_again(
+    mode: str, client: pglogq.Client, dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A listener connection that breaks while it probes (a restart, a failover) is no proof of a
+    pooler: the consumer reconnects, probes again, LISTENs, and a tick wakes it long before its
+    hour-long poll."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    cuts: list[str] = []
+
+    def cut_first_probe(consumer: Any) -> None:
+        # the probe's NOTIFY is sent once the listener is in its probe's LISTEN: the first one
+        # finds that connection terminated first
+        real = consumer._send_probe
+        if mode == "thread":
+
+            def send_probe(channel: str) -> None:
+                if not cuts:
+                    _cut_the_probe(dsn)
+                    cuts.append(channel)
+                real(channel)
+
+        else:
+
+            async def send_probe(channel: str) -> None:  # type: ignore[misc]
+                if not cuts:
+                    await asyncio.to_thread(_cut_the_probe, dsn)
+                    cuts.append(channel)
+                await real(channel)
+
+        consumer._send_probe = send_probe
+
+    handled = threading.Event()
+    # a probe waits for its notification only as long as it does not come: a generous timeout
+    # costs nothing and keeps a loaded machine from failing the second probe
+    spec = Spec(dsn, "q", "c", kwargs={"poll_interval": 3600, "listen_probe_timeout": 60},
+                post_build=cut_first_probe)
+    spec.handler()(lambda msg: handled.set())
+    caplog.set_level(logging.WARNING, logger="pglogq.consumer")
+    with running(mode, spec) as r:
+        wait_for(lambda: _listening_on(dsn, "pglogq.q"), "the consumer to LISTEN again after its lost probe")
+        client.send("q", {})
+        client.tick("q", force=True)
+        assert handled.wait(60), "the tick's notification did not wake the consumer"
+        r.stop()
+        stats = r.join()
+    assert len(cuts) == 1
+    assert stats.handled == 1
+    assert not r.consumer.wakeup.deaf
+    assert "cannot arrive" not in caplog.text
+    assert "pooler" not in caplog.text
