@@ -131,8 +131,11 @@ def _coop_trial(dsn: str, queue: str, trial: _Trial) -> None:
             def any_job(msg: pglogq.Delivery) -> None:
                 trial.handle(msg.type or "")
 
-            stopper = threading.Thread(target=lambda: (trial.stop.wait(), consumer.stop()), daemon=True)
-            stopper.start()
+            def stop_when_done() -> None:
+                trial.stop.wait()
+                consumer.stop()
+
+            threading.Thread(target=stop_when_done, daemon=True).start()
             consumer.run()
 
     _run_workers(worker, lambda: _send_pglogq(dsn, queue, trial), trial)
