@@ -363,9 +363,21 @@ class AsyncClient:
         """The per-type overrides of ``queue`` (see :meth:`set_type_config`), by type."""
         return [cv.info(TypeConfig, r) for r in await self._rows(q.TYPE_CONFIG, (v.name(queue, "queue"),), conn)]
 
-    async def subscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
-        """Register a consumer; it receives events ticked from now on.  False if it existed."""
-        return bool(await self._value(q.SUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))
+    async def subscribe(self, queue: str, consumer: str, *, share: bool = False, conn: AnyConn | None = None) -> bool:
+        """Register a consumer; it receives events ticked from now on.  False if it existed (in the same mode).
+
+        ``share=True``: a share consumer.  Its workers (``receive(..., worker=...)``, a name per
+        process or handler slot; required) each get a *lease* of the next events of the
+        consumer's batches that no worker holds, of at most ``max_messages`` events, so any idle
+        worker takes the next events and none waits behind another worker's slow event; a
+        silent worker's lease alone is taken over after the queue's ``dead_interval``.  A
+        consumer keeps its mode (:class:`AlreadyExists` for the other one); not on partitioned
+        or sharded queues, nor with an urgent lane (:class:`ShareNotSupported`).
+        """
+        if not isinstance(share, bool):
+            raise InvalidArgument(f"share must be True or False, not {share!r}")
+        return bool(await self._value(q.SUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer"), share),
+                                      conn))
 
     async def unsubscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
         return bool(await self._value(q.UNSUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))

@@ -32,7 +32,9 @@ Exception tree::
     │   ├── InvalidPartitions       PQ075  (create_queue, set_queue_config: partitions out of 1..1024)
     │   ├── InvalidKey              PQ076  (send_keyed, send_batch_keyed: empty or too long key, bad keys)
     │   ├── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, events in flight)
-    │   └── InvalidShardMap         PQ081  (cluster: bad ranges, unknown shard, slot out of range, overlapping move)
+    │   ├── InvalidShardMap         PQ081  (cluster: bad ranges, unknown shard, slot out of range, overlapping move)
+    │   ├── ShareWorkerRequired     PQ090  (receive: a share consumer without a worker name)
+    │   └── ShareNotSupported       PQ091  (subscribe, set_queue_config: share consumer with partitions, lane or shards)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -436,6 +438,21 @@ class ShardUnavailable(PglogqError):
     (``pglogq cluster move-slots --resume`` finishes a move)."""
 
     sqlstate = "PQ083"
+
+
+class ShareWorkerRequired(InvalidInput):
+    """``receive`` on a share consumer without a worker name: each worker of a share consumer
+    holds its own lease, so every call must say which worker it is. Nothing changed."""
+
+    sqlstate = "PQ090"
+
+
+class ShareNotSupported(InvalidInput):
+    """A share consumer on a partitioned or sharded queue or one with an urgent lane, or
+    partitions or an urgent lane for a queue that has a share consumer: not available yet.
+    Nothing changed."""
+
+    sqlstate = "PQ091"
 
 
 class GatesPending(PglogqError):

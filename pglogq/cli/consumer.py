@@ -22,20 +22,27 @@ def consumer() -> None:
 @consumer.command()
 @click.argument("queue")
 @click.argument("name")
+@click.option("--share", is_flag=True,
+              help="A share consumer: its workers each take the next events no other worker holds (any idle"
+                   " worker takes the next job); every receive names its worker.")
 @common_options
 @json_option
 @pass_app
-def subscribe(app: App, queue: str, name: str) -> None:
+def subscribe(app: App, queue: str, name: str, share: bool) -> None:
     """Subscribe consumer NAME to QUEUE: it gets the events ticked from now on.
 
-    JSON: {"queue": str, "consumer": str, "subscribed": bool}
+    With --share, a share consumer: for job workloads, where a slow job must never hold back the
+    others while a worker is idle (a consumer keeps its mode).
+
+    JSON: {"queue": str, "consumer": str, "share": bool, "subscribed": bool}
     """
-    done = app.client.subscribe(queue, name, conn=app.conn)
+    done = app.client.subscribe(queue, name, share=share, conn=app.conn)
+    kind = "share consumer" if share else "consumer"
     if app.json:
-        emit_json({"queue": queue, "consumer": name, "subscribed": done})
+        emit_json({"queue": queue, "consumer": name, "share": share, "subscribed": done})
     else:
-        click.echo(f"consumer {name!r} subscribed to {queue!r}" if done
-                   else f"consumer {name!r} was subscribed to {queue!r} already (nothing changed)")
+        click.echo(f"{kind} {name!r} subscribed to {queue!r}" if done
+                   else f"{kind} {name!r} was subscribed to {queue!r} already (nothing changed)")
 
 
 @consumer.command()

@@ -1,8 +1,10 @@
--- pglogq._take_batch(q, consumer_id, h): give holder h a batch (h must have none).
+-- pglogq._take_batch(q, consumer_id, h, lease_size): give holder h a batch (h must have none).
 -- Parameters: q  the queue row; consumer_id  the consumer's sub_id; h  the holder row (the
 --             consumer itself, one of its cooperating workers, or the stream of one partition
---             of a partitioned queue), locked by the caller
--- Returns:    h with its batch fields set (not yet written), or h unchanged when no batch is ready.
+--             of a partitioned queue), locked by the caller; lease_size  for a worker of a share
+--             consumer, the most events its lease may hold (default 100)
+-- Returns:    h with its batch fields set (not yet written), or h unchanged when no batch is ready;
+--             for a worker of a share consumer, a lease (see _share_lease).
 -- Tables:     subscription (lock and update of the consumer row; takeover of a silent worker's
 --             batch, closed through _close_batch), progress (the silent worker's rows deleted),
 --             attempt (the silent worker's rows moved to h),
@@ -12,7 +14,9 @@
 -- A cooperating worker first takes over the open batch of a worker silent for longer than the
 -- queue's dead_interval (or released by maintenance, which is the same condition, announced);
 -- the page handed out to the silent worker goes with it (its start frontier, so that receive
--- counts the crash, and the crashes counted so far); otherwise the consumer's cursor moves past the new batch at once, and
+-- counts the crash, and the crashes counted so far; a lease keeps its end); otherwise a worker
+-- of a share consumer gets a lease of the consumer's batch (_share_lease), and a worker of an
+-- ordinary consumer a batch: the consumer's cursor moves past the new batch at once, and
 -- the open batch holds its place for rotation until it is acknowledged.  Ticks are merged into
 -- one batch up to batch_max_events events (counted by the ticks), but never across a tick that
 -- a producer transaction of the queue was open across (see docs/how-to/priority.md).
@@ -21,7 +25,8 @@
 -- the slowest stream's, so that everything reading the consumer's cursor (rotation, retention,
 -- lag) stays on the safe side.  The stream of the urgent lane (stream -1) moves its own cursor
 -- too, ahead of the consumer's: only its urgent events are read there.
-CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription)
+CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription,
+                                               lease_size integer DEFAULT NULL)
 RETURNS pglogq.subscription LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -68,7 +73,13 @@ BEGIN
             h.suspect_prio := d.suspect_prio;
             h.suspect_txid := d.suspect_txid;
             h.suspect_id := d.suspect_id;
+            h.lease_end_prio := d.lease_end_prio;
+            h.lease_end_txid := d.lease_end_txid;
+            h.lease_end_id := d.lease_end_id;
             RETURN h;
+        END IF;
+        IF c.share THEN
+            RETURN pglogq._share_lease(q, consumer_id, h, coalesce(lease_size, 100));
         END IF;
     ELSE
         c := h;

@@ -47,6 +47,7 @@ DECLARE
     snap pg_snapshot;
     cut bigint;
     pos integer;
+    k integer;
     marked boolean;
     d record;
 BEGIN
@@ -150,7 +151,14 @@ BEGIN
                              ELSE x.stream = r.ev_partition END
                     AND pg_visible_in_snapshot(r.ev_txid, tc.tick_snapshot)
                     AND NOT pg_visible_in_snapshot(r.ev_txid, tp.tick_snapshot) LOOP
-            pos := pglogq._page_position(h, r.ev_priority, r.ev_txid, r.ev_id);
+            -- a share consumer's batch has several holders (the consumer, handing it out, and a
+            -- lease per worker): the event is in flight if a holder has it in its page, waiting if
+            -- one has not returned it yet, done otherwise (a lease's end bounds its holder)
+            k := pglogq._page_position(h, r.ev_priority, r.ev_txid, r.ev_id);
+            IF k = 2 OR (pos IS NOT NULL AND (pos = 0 OR (pos = 1 AND k < 0))) THEN
+                CONTINUE;
+            END IF;
+            pos := k;
             IF pos < 0 THEN
                 state := 'done'; detail := 'handed to this consumer and its page acknowledged';
             ELSIF pos = 0 THEN

@@ -4,7 +4,10 @@
 --             worker_name  set it to run as one of several cooperating workers of the consumer
 --             (each worker gets different batches; a silent worker's batch is taken over; on a
 --             partitioned queue each worker reads one partition's stream at a time, see
---             _stream_pick);
+--             _stream_pick); required for a share consumer, whose workers each get a lease of
+--             at most max_messages events of the consumer's batch (the next events no worker
+--             was given: any idle worker takes the next events), acknowledged like a batch
+--             (see _share_lease);
 --             start_first  NULL (default): every event of the page counts as started by a
 --             handler when it is returned (cancel refuses them from then on); 0..100000: the
 --             caller marks the starts itself with mark_started(), and the first start_first
@@ -20,7 +23,8 @@
 --             queue dropped, while the call waits); PQ004 invalid worker name;
 --             PQ017 a tick of the cursor or of the open batch is gone; PQ019 max_messages out of range;
 --             PQ060 start_first out of range; PQ079 on a sharded queue, the consumer is gated
---             by a move of slots to this shard (see _cluster_gate_check).
+--             by a move of slots to this shard (see _cluster_gate_check); PQ090 a share consumer
+--             called without a worker name.
 -- Tables:     subscription (lock), sub_state (one update; a batch found empty is closed through
 --             _close_batch), progress (rows of such a batch deleted), tick (read), event (read),
 --             cancelled (read), attempt, dead_letter (through _crashed_page, after a crash).
@@ -95,12 +99,18 @@ BEGIN
         SELECT * INTO h FROM pglogq.subscription s
          WHERE s.queue_id = q.queue_id AND s.consumer_name = receive.consumer_name AND s.parent_id IS NULL
            FOR NO KEY UPDATE;
-        IF FOUND THEN
+        IF FOUND AND NOT h.share THEN
             c := h;
         END IF;
     END IF;
     IF c.sub_id IS NULL THEN
         c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
+        IF c.share AND worker_name IS NULL THEN
+            RAISE EXCEPTION 'consumer "%" on queue "%" is a share consumer: receive needs a worker name',
+                c.consumer_name, q.queue_name
+                USING ERRCODE = 'PQ090',
+                      HINT = 'pass worker_name (one per process or handler slot): each worker gets its own lease';
+        END IF;
         IF q.sharded THEN
             PERFORM pglogq._cluster_gate_check(q, c.sub_id);  -- gated by a move of slots: PQ079
         END IF;
@@ -173,7 +183,7 @@ BEGIN
     stored := h.batch_id IS NOT NULL;
     LOOP
         IF h.batch_id IS NULL THEN
-            h := pglogq._take_batch(q, c.sub_id, h);
+            h := pglogq._take_batch(q, c.sub_id, h, max_messages);
             IF h.batch_id IS NULL THEN
                 -- persist a cursor moved past empty batches; note the visit at most once a second
                 IF h.last_seen IS NULL OR h.last_seen < clock_timestamp() - interval '1 second'
@@ -243,6 +253,8 @@ BEGIN
                              AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
                              AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
                              AND (e.ev_owner IS NULL OR e.ev_owner = owner)
+                             AND (h.lease_end_txid IS NULL
+                                  OR (e.ev_txid, e.ev_id) <= (h.lease_end_txid, h.lease_end_id))
                              AND (NOT q.urgent_lane OR e.ev_priority <= 100)
                              AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled x
                                                                 WHERE x.queue_id = q.queue_id AND x.msg_id = e.ev_id))
@@ -266,7 +278,8 @@ BEGIN
                                                     h.page_prio, h.page_txid, h.page_id,
                                                     max_messages + 1, h.stream,
                                                     q.urgent_lane AND h.stream IS NULL,
-                                                    h.batch_started_at) m LOOP
+                                                    h.batch_started_at) m
+                           WHERE h.lease_end_txid IS NULL OR pglogq._page_position(h, m.priority, m.txid, m.msg_id) < 2 LOOP
                     n := n + 1;
                     EXIT WHEN n > max_messages;  -- one more than the page: the batch goes on
                     IF n = start_first THEN
@@ -289,7 +302,8 @@ BEGIN
                                                             h.page_prio, h.page_txid, h.page_id,
                                                             max_messages + 1, h.stream,
                                                             q.urgent_lane AND h.stream IS NULL,
-                                                            h.batch_started_at) m);
+                                                            h.batch_started_at) m
+                           WHERE h.lease_end_txid IS NULL OR pglogq._page_position(h, m.priority, m.txid, m.msg_id) < 2);
             n := cardinality(page);
         END IF;
         EXIT WHEN n > 0;
@@ -322,6 +336,9 @@ BEGIN
         h.suspect_prio := NULL;
         h.suspect_txid := NULL;
         h.suspect_id := NULL;
+        h.lease_end_prio := NULL;
+        h.lease_end_txid := NULL;
+        h.lease_end_id := NULL;
     END LOOP;
     lim := max_messages;
     IF streamed THEN
@@ -376,7 +393,8 @@ BEGIN
            lease_worker = CASE WHEN h.stream IS NOT NULL THEN coalesce(worker_name, '') END,
            -- a page handed out (again): a nack of its earlier delivery that was not acknowledged
            -- counted its failure and is void now (the page is a new delivery)
-           hold_txid = NULL, hold_id = NULL, hold_until = NULL
+           hold_txid = NULL, hold_id = NULL, hold_until = NULL,
+           lease_end_prio = h.lease_end_prio, lease_end_txid = h.lease_end_txid, lease_end_id = h.lease_end_id
      WHERE s.sub_id = h.sub_id;
     IF streamed THEN
         RETURN;

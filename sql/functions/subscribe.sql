@@ -1,7 +1,12 @@
--- pglogq.subscribe(queue_name, consumer_name): register a consumer; it gets events sent from now on.
--- Parameters: queue_name; consumer_name  ASCII name, at most 63 bytes
--- Returns:    true if subscribed, false if it already was (nothing changed).
--- Raises:     PQ001 unknown queue; PQ004 invalid name.
+-- pglogq.subscribe(queue_name, consumer_name, share): register a consumer; it gets events sent from now on.
+-- Parameters: queue_name; consumer_name  ASCII name, at most 63 bytes;
+--             share  true: a share consumer, whose workers each take the next events of its
+--             batches in leases (any idle worker takes the next event; see receive), false
+--             (default): an ordinary consumer, whose workers each take whole batches
+-- Returns:    true if subscribed, false if it already was, in the same mode (nothing changed).
+-- Raises:     PQ001 unknown queue; PQ004 invalid name; PQ003 the consumer exists in the other
+--             mode; PQ091 a share consumer on a partitioned or sharded queue, or one with an
+--             urgent lane (not available yet).
 -- Tables:     subscriber and sub_state (insert), tick (read); on a sharded queue, cluster_gate
 --             (a gate per unfinished import of this shard, see cluster_import).
 -- On a partitioned queue the consumer gets one stream per partition too (subscriber rows with
@@ -9,7 +14,7 @@
 -- with an urgent lane, the lane's stream (stream -1).
 -- Locks: the queue name's advisory lock (shared, see _queue), then the registry lock.
 -- Concurrency: racing subscribers of one name serialise on an advisory lock; one wins.
-CREATE OR REPLACE FUNCTION pglogq.subscribe(queue_name text, consumer_name text)
+CREATE OR REPLACE FUNCTION pglogq.subscribe(queue_name text, consumer_name text, share boolean DEFAULT false)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -17,22 +22,36 @@ DECLARE
     last bigint;
     snap pg_snapshot;
     new_id integer;
+    was boolean;
 BEGIN
     PERFORM pglogq._check_name(consumer_name, 'consumer', 63);
     q := pglogq._queue(queue_name);
+    IF coalesce(share, false) AND (q.partitions > 1 OR q.urgent_lane OR q.sharded) THEN
+        RAISE EXCEPTION 'queue "%" is %: share consumers run on queues without partitions, urgent lane or shards',
+            q.queue_name, CASE WHEN q.partitions > 1 THEN 'partitioned' WHEN q.urgent_lane THEN 'one with an urgent lane'
+                               ELSE 'sharded' END
+            USING ERRCODE = 'PQ091',
+                  HINT = 'subscribe an ordinary consumer (share => false) with cooperating workers, or use a queue without them';
+    END IF;
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
     -- held until commit: maint_prune and rotation skip the queue while a cursor is being set
     PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.cursor'), q.queue_id);
-    IF EXISTS (SELECT 1 FROM pglogq.subscription s
-                WHERE s.queue_id = q.queue_id AND s.consumer_name = subscribe.consumer_name
-                  AND s.parent_id IS NULL) THEN
+    SELECT s.share INTO was FROM pglogq.subscription s
+     WHERE s.queue_id = q.queue_id AND s.consumer_name = subscribe.consumer_name AND s.parent_id IS NULL;
+    IF FOUND THEN
+        IF was <> coalesce(share, false) THEN
+            RAISE EXCEPTION 'consumer "%" on queue "%" exists as % consumer', subscribe.consumer_name, q.queue_name,
+                CASE WHEN was THEN 'a share' ELSE 'an ordinary' END
+                USING ERRCODE = 'PQ003',
+                      HINT = 'a consumer keeps its mode: unsubscribe it first, or subscribe another name';
+        END IF;
         RETURN false;
     END IF;
     SELECT t.tick_id, t.tick_snapshot INTO last, snap FROM pglogq.tick t
      WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
     -- handed_from: the events already ticked were never handed to it (see pglogq.cancel)
-    INSERT INTO pglogq.subscriber (queue_id, consumer_name)
-    VALUES (q.queue_id, subscribe.consumer_name)
+    INSERT INTO pglogq.subscriber (queue_id, consumer_name, share)
+    VALUES (q.queue_id, subscribe.consumer_name, coalesce(subscribe.share, false))
     RETURNING sub_id INTO new_id;
     INSERT INTO pglogq.sub_state (sub_id, last_tick, last_seen, handed_from)
     VALUES (new_id, last, now(), snap);

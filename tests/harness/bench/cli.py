@@ -25,7 +25,8 @@ def system_key(cls: type[System]) -> str:
     return cls.key or cls.name.split()[0].lower()
 
 
-SCENARIOS = ("produce", "consume", "latency", "fanout", "held_xmin", "large_batch", "partitions", "vip", "shards")
+SCENARIOS = ("produce", "consume", "latency", "fanout", "held_xmin", "large_batch", "partitions", "vip", "jobs_mix",
+             "shards")
 
 
 def _parse_only(value: str | None) -> tuple[str, ...]:

@@ -38,6 +38,10 @@ class Settings:
     vip_after_seconds: float  # into the drain
     vip_trials: int  # with the urgent lane
     vip_baseline_trials: int  # without it (the VIP mails wait for the backlog)
+    jobs_long_seconds: float  # the long job of the mixed job workload
+    jobs_short: int  # short jobs sent 50 ms after it
+    jobs_trials: int  # share consumer
+    jobs_baseline_trials: int  # cooperating workers, the jobs table
     shard_counts: tuple[int, ...]  # clusters of the shards scenario (1, 2, 3 shards)
     shard_servers: bool  # shards on embedded servers of their own (pinned); False: databases of the bench server
     shard_clients: int  # producer processes of the shards scenario
@@ -79,6 +83,10 @@ FULL = Settings(
     vip_after_seconds=1.0,
     vip_trials=20,
     vip_baseline_trials=1,
+    jobs_long_seconds=10.0,
+    jobs_short=1_000,
+    jobs_trials=20,
+    jobs_baseline_trials=3,
     shard_counts=(1, 2, 3),
     shard_servers=True,
     shard_clients=4,
@@ -117,6 +125,10 @@ QUICK = Settings(
     vip_after_seconds=0.5,
     vip_trials=2,
     vip_baseline_trials=0,
+    jobs_long_seconds=0.5,
+    jobs_short=100,
+    jobs_trials=2,
+    jobs_baseline_trials=1,
     shard_counts=(1, 3),
     shard_servers=False,
     shard_clients=2,

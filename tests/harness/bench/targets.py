@@ -189,6 +189,9 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
     out.extend(_partition_targets(r))
     out.append(_at_most("urgent lane: VIP mails into a 15,000-event backlog start within 1 s, p99",
                         r.find("vip", "VIP mail: send to handler start, p99", "pglogq (urgent lane)"), 1000, "ms"))
+    out.append(_at_most("share consumer: short jobs behind a long one start within 100 ms, p99 (2 workers)",
+                        r.find("jobs_mix", "short job: send to handler start, p99", "pglogq (share consumer)"),
+                        100, "ms"))
     if quick:
         for v in out:
             if v.met is not None:

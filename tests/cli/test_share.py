@@ -1,0 +1,42 @@
+"""``pglogq consumer subscribe --share`` and a share consumer's workers on the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pglogq
+from pglogq.cli.errors import Exit
+from tests.support.cli import js, ok, run
+
+
+def test_subscribe_share_and_receive_as_workers(dsn: str) -> None:
+    ok(dsn, "queue", "create", "jobs")
+    got = js(dsn, "consumer", "subscribe", "jobs", "mailer", "--share")
+    assert got == {"queue": "jobs", "consumer": "mailer", "share": True, "subscribed": True}
+    again = ok(dsn, "consumer", "subscribe", "jobs", "mailer", "--share").stdout
+    assert "share consumer 'mailer' was subscribed" in again
+    # the other mode is a conflict, and nothing changes
+    r = run(dsn, "consumer", "subscribe", "jobs", "mailer")
+    assert r.exit_code == Exit.CONFLICT, r.output
+    assert "exists as a share consumer" in r.stderr
+    for n in range(3):
+        ok(dsn, "send", "jobs", json.dumps({"n": n}))
+    pglogq.Client(dsn).tick("jobs", force=True)
+    # a share consumer's receive names its worker
+    r = run(dsn, "receive", "jobs", "mailer")
+    assert r.exit_code == Exit.INVALID, r.output
+    assert "needs a worker name" in r.stderr
+    # each receive takes a lease of --max events (its batch), handles and acknowledges it
+    got = js(dsn, "receive", "jobs", "mailer", "--worker", "a", "--max", "1")
+    assert [m["payload"] for m in got] == [{"n": 0}]
+    got = js(dsn, "receive", "jobs", "mailer", "--worker", "b", "--max", "5")
+    assert [m["payload"] for m in got] == [{"n": 1}, {"n": 2}]
+    assert js(dsn, "receive", "jobs", "mailer", "--worker", "a") == []
+
+
+def test_share_refused_on_a_partitioned_queue(dsn: str) -> None:
+    ok(dsn, "queue", "create", "parts", "--partitions", "4")
+    r = run(dsn, "consumer", "subscribe", "parts", "x", "--share")
+    assert r.exit_code == Exit.INVALID, r.output
+    assert "share consumers run on queues without partitions" in r.stderr
+    assert js(dsn, "consumer", "list", "parts") == []
