@@ -5,7 +5,8 @@ Every public method of ``Client`` and ``AsyncClient`` (and of the sharded client
 ``conn=`` is found by introspection, so a new one is covered at once: ``CALLS`` says how to call
 each, and a method missing from it fails.  Each call is made on a psycopg connection outside
 autocommit, as the first statement of the caller's transaction and again after a write of the
-caller's own, then the caller rolls back: the transaction must still be open right after the call,
+caller's own, and once more on a connection in autocommit inside the caller's ``transaction()``
+block; then the caller rolls back: the transaction must still be open right after the call,
 no other session may have run anything meanwhile, and after the rollback nothing of the call nor
 of the caller's write may be seen from another connection.
 """
@@ -144,7 +145,7 @@ def _cases() -> list[Any]:
     for flavor, cls in (("sync", pglogq.Client), ("async", pglogq.AsyncClient)):
         for name in conn_methods(cls):
             for variant in CALLS.get(name, [MISSING]):
-                for position in ("first", "after_write"):
+                for position in POSITIONS:
                     label = f"{name}-{variant.label}" if variant.label else name
                     out.append(pytest.param(flavor, name, variant, position, id=f"{flavor}-{label}-{position}"))
     return out
@@ -278,22 +279,31 @@ class Observed:
     sessions_after: set[tuple[Any, ...]]
 
 
+# where the call is made: the first statement of the caller's transaction (outside autocommit),
+# after a write of the caller's in it, or on a connection in autocommit inside the caller's
+# ``transaction()`` block (after a write), which the caller rolls back
+POSITIONS = ("first", "after_write", "autocommit_block")
+
+
 def in_transaction(
     dsn: str, watch: list[str], position: str, call: Callable[[psycopg.Connection[Any]], None]
 ) -> Observed:
-    """``call(conn)`` in a transaction of a new connection outside autocommit: first, or after a
-    write of the caller's; then another write of the caller's, and a rollback."""
-    with watching(watch) as sessions, psycopg.connect(dsn) as conn:
+    """``call(conn)`` in the caller's transaction (see POSITIONS); then another write of the
+    caller's, and a rollback."""
+    in_block = position == "autocommit_block"
+    with watching(watch) as sessions, psycopg.connect(dsn, autocommit=in_block) as conn:
         pids = {conn.info.backend_pid}
         before = sessions(pids)
-        if position == "after_write":
-            conn.execute("INSERT INTO public.scratch VALUES (1)")
-        call(conn)
-        status = conn.info.transaction_status
-        after = sessions(pids)
-        inside = _grouped(conn.execute(snapshot(conn.execute(TABLES).fetchall())).fetchall())
-        conn.execute("INSERT INTO public.scratch VALUES (2)")
-        conn.rollback()
+        with conn.transaction(force_rollback=True) if in_block else contextlib.nullcontext():
+            if position != "first":
+                conn.execute("INSERT INTO public.scratch VALUES (1)")
+            call(conn)
+            status = conn.info.transaction_status
+            after = sessions(pids)
+            inside = _grouped(conn.execute(snapshot(conn.execute(TABLES).fetchall())).fetchall())
+            conn.execute("INSERT INTO public.scratch VALUES (2)")
+        if not in_block:
+            conn.rollback()
     return Observed(status, inside, before, after)
 
 
@@ -301,19 +311,22 @@ async def in_transaction_async(
     dsn: str, watch: list[str], position: str, call: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]
 ) -> Observed:
     """:func:`in_transaction` on a psycopg AsyncConnection."""
+    in_block = position == "autocommit_block"
     with watching(watch) as sessions:
-        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=in_block) as conn:
             pids = {conn.info.backend_pid}
             before = sessions(pids)
-            if position == "after_write":
-                await conn.execute("INSERT INTO public.scratch VALUES (1)")
-            await call(conn)
-            status = conn.info.transaction_status
-            after = sessions(pids)
-            tables = await (await conn.execute(TABLES)).fetchall()
-            inside = _grouped(await (await conn.execute(snapshot(tables))).fetchall())
-            await conn.execute("INSERT INTO public.scratch VALUES (2)")
-            await conn.rollback()
+            async with conn.transaction(force_rollback=True) if in_block else contextlib.nullcontext():
+                if position != "first":
+                    await conn.execute("INSERT INTO public.scratch VALUES (1)")
+                await call(conn)
+                status = conn.info.transaction_status
+                after = sessions(pids)
+                tables = await (await conn.execute(TABLES)).fetchall()
+                inside = _grouped(await (await conn.execute(snapshot(tables))).fetchall())
+                await conn.execute("INSERT INTO public.scratch VALUES (2)")
+            if not in_block:
+                await conn.rollback()
     return Observed(status, inside, before, after)
 
 
@@ -385,7 +398,7 @@ def _sharded_cases() -> list[Any]:
     for flavor, cls in (("sync", pglogq.ShardedClient), ("async", pglogq.AsyncShardedClient)):
         for name in conn_methods(cls):
             for variant in SHARDED_CALLS.get(name, [MISSING]):
-                for position in ("first", "after_write"):
+                for position in POSITIONS:
                     out.append(pytest.param(flavor, name, variant, position, id=f"{flavor}-{name}-{position}"))
     return out
 
