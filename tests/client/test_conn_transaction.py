@@ -457,3 +457,36 @@ def test_a_sharded_call_with_conn_joins_the_callers_transaction(
         before, got = asyncio.run(main())
     check(name, variant.writes, got, before[0], state()[0])
     assert state()[1:] == before[1:], f"{name} changed another shard"
+
+
+# -- a call that fails -----------------------------------------------------------------------
+
+
+def test_a_call_of_several_statements_that_fails_leaves_the_callers_transaction_failed(dsn: str) -> None:
+    """Like one statement of the caller's: the server's error fails the caller's transaction
+    (nothing of it can commit), whatever the number of statements the call makes."""
+    with psycopg.connect(dsn, autocommit=True) as a:
+        a.execute("CREATE TABLE public.scratch (n int)")
+    with pglogq.Client(dsn) as client, psycopg.connect(dsn) as conn:
+        conn.execute("INSERT INTO public.scratch VALUES (1)")
+        with pytest.raises(pglogq.errors.UnknownQueue):
+            client.set_type_config("nope", "t", "retry_policy", POLICY, conn=conn)
+        assert conn.info.transaction_status == TransactionStatus.INERROR
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM public.scratch").fetchone() == (0,)
+
+
+def test_an_async_call_of_several_statements_that_fails_leaves_the_callers_transaction_failed(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as a:
+        a.execute("CREATE TABLE public.scratch (n int)")
+
+    async def main() -> None:
+        async with pglogq.AsyncClient(dsn) as client, await psycopg.AsyncConnection.connect(dsn) as conn:
+            await conn.execute("INSERT INTO public.scratch VALUES (1)")
+            with pytest.raises(pglogq.errors.InvalidName):  # refused by the server
+                await client.create_queue("", partitions=4, conn=conn)
+            assert conn.info.transaction_status == TransactionStatus.INERROR
+            await conn.rollback()
+            assert await (await conn.execute("SELECT count(*) FROM public.scratch")).fetchone() == (0,)
+
+    asyncio.run(main())
