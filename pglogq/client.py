@@ -116,8 +116,11 @@ class Client:
     your own ``pool=``): pass it to ``psycopg.connect`` for your application's connection.
 
     Every call can take ``conn=``: the caller's connection, whose transaction the call then
-    joins (nothing is committed for the caller).  Otherwise a pooled autocommit connection runs
-    the call in its own transaction.
+    joins (nothing is committed or rolled back for the caller, and nothing runs on another
+    connection); an error from the server leaves that transaction failed, as a failed statement
+    of the caller's would.  On a connection in autocommit each call commits on its own (one
+    transaction for a call of several statements).  Otherwise a pooled autocommit connection
+    runs the call in its own transaction.
 
     ``pooled=True``: the DSN leads through a connection pooler in transaction mode (PgBouncer):
     the client's connections never prepare statements (psycopg would after five runs, and the
@@ -232,6 +235,24 @@ class Client:
         with pool.connection() as c:
             yield c
 
+    @contextmanager
+    def _atomic(self, conn: AnyConn | None) -> Iterator[AnyConn]:
+        """The connection a call of several statements runs on, all or nothing.
+
+        A pooled connection, or the caller's in autocommit: a transaction of its own (a savepoint
+        inside the caller's ``transaction()`` block).  The caller's connection outside autocommit:
+        the caller's transaction, as it is, with no block of the client's: psycopg's
+        ``transaction()`` on a connection with no transaction open yet would begin one and COMMIT
+        it, committing for the caller (and whatever the caller does next in the same transaction
+        would then run in another).  The caller's transaction already makes the call all or
+        nothing: a failed statement leaves it failed, to be rolled back, as one of its own would."""
+        with self.connection(conn) as c:
+            if conn is not None and not c.autocommit:
+                yield c
+                return
+            with c.transaction():
+                yield c
+
     def _rows(
         self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None, *, hot: bool = False,
         binary: bool = False,
@@ -268,7 +289,7 @@ class Client:
         Returns the labels of the migrations applied (empty when already up to date)."""
         applied: list[str] = []
         try:
-            with self.connection(conn) as c, c.transaction(), c.cursor(row_factory=tuple_row) as cur:
+            with self._atomic(conn) as c, c.cursor(row_factory=tuple_row) as cur:
                 cur.execute(q.SCHEMA_LOCK, prepare=False)
                 cur.execute(q.SCHEMA_EXISTS, prepare=False)
                 row = cur.fetchone()
@@ -300,8 +321,10 @@ class Client:
         ``partitions``: 1 (default) one ordered log; 2..1024 the events are spread over that many
         partitions by their ``key`` (see :func:`pglogq.key_partition`), each consumer reads the
         partitions as streams of their own, in send order per key, and its cooperating workers
-        share them (one worker per partition at a time).  Fixed for the queue's life.  Anything
-        but an int within 1..1024 raises :class:`InvalidPartitions`.
+        share them (one worker per partition at a time).  The count changes later only at rest:
+        ``set_queue_config(queue, "partitions", n)`` raises :class:`InvalidUrgentLane` while
+        anything is in flight.  Anything but an int within 1..1024 raises
+        :class:`InvalidPartitions`.
 
         ``urgent_lane``: True makes every event sent with a priority above 100 urgent: each
         consumer gets it at its next receive, ahead of a waiting backlog of ordinary events (which
@@ -315,7 +338,7 @@ class Client:
         if parts == 1 and not urgent_lane:
             return bool(self._value(q.CREATE_QUEUE, (name,), conn))
         # the layout is set while the queue is new: in the same transaction as its creation
-        with self.connection(conn) as c, c.transaction():
+        with self._atomic(conn) as c:
             created = bool(self._value(q.CREATE_QUEUE, (name,), c))
             if created:
                 self._value(q.SET_QUEUE_CONFIG, (name, "partitions", str(parts)), c)
@@ -353,7 +376,7 @@ class Client:
                 ("retry_cap", None if value is None or value.cap >= timedelta(days=365) else value.cap),
                 ("retry_jitter", None if value is None else value.jitter),
             ]
-            with self.connection(conn) as c, c.transaction():
+            with self._atomic(conn) as c:
                 out = [self._value(q.SET_TYPE_CONFIG, (name, kind, p, _setting_text(x)), c)
                        for p, x in settings]
             return None if value is None else ", ".join(f"{p}={o}" for (p, _), o in zip(settings, out, strict=True))
