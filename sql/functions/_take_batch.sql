@@ -12,7 +12,8 @@
 -- The batch id is the next value of pglogq.batch_seq, a plain unique number (see _holder); a
 -- batch taken over gets a new id, so the silent worker's id is refused from then on.
 -- A cooperating worker first takes over the open batch of a worker silent for longer than the
--- queue's dead_interval (or released by maintenance, which is the same condition, announced);
+-- queue's dead_interval (or released by maintenance, which is the same condition, announced, or
+-- the events a worker of a share consumer ceded: the row cede made goes once taken over);
 -- the page handed out to the silent worker goes with it (its start frontier, so that receive
 -- counts the crash, and the crashes counted so far; a lease keeps its end); otherwise a worker
 -- of a share consumer gets a lease of the consumer's batch (_share_lease), and a worker of an
@@ -52,8 +53,13 @@ BEGIN
         IF FOUND THEN
             UPDATE pglogq.attempt a SET sub_id = h.sub_id WHERE a.sub_id = d.sub_id;
             PERFORM pglogq._close_batch(d.sub_id);
-            RAISE NOTICE 'worker "%" took over batch % of silent worker "%" (last heartbeat %)',
-                h.worker_name, d.batch_id, d.worker_name, d.heartbeat_at;
+            IF d.worker_name LIKE 'ceded.%' THEN
+                -- the row cede made for the events it gave back: its work is done
+                DELETE FROM pglogq.subscriber x WHERE x.sub_id = d.sub_id;
+            ELSE
+                RAISE NOTICE 'worker "%" took over batch % of silent worker "%" (last heartbeat %)',
+                    h.worker_name, d.batch_id, d.worker_name, d.heartbeat_at;
+            END IF;
             h.batch_id := nextval('pglogq.batch_seq');
             h.batch_prev_tick := d.batch_prev_tick;
             h.batch_cur_tick := d.batch_cur_tick;

@@ -41,6 +41,8 @@ class Prepared:
     msgs: list[Message]  # its messages; the first started (running), the others not yet
     pending_id: int  # an event of "q" sent and not ticked yet
     dead_id: int  # a dead letter of "q" (consumer "d")
+    lease_id: int  # worker "w" of share consumer "sh": its lease of 3 events, none started yet
+    lease: list[Message]
 
 
 Args = tuple[tuple[Any, ...], dict[str, Any]]
@@ -102,6 +104,10 @@ CALLS: dict[str, list[Variant]] = {
     "tick": [V("", True, lambda p: args("q", force=True))],
     "receive": [V("", True, lambda p: args("q", "c2"))],
     "ack": [V("", True, lambda p: args(p.batch_id, last=p.msgs[-1]))],
+    "cede": [
+        V("", True, lambda p: args(p.lease_id, keep=p.lease[0])),
+        V("all", True, lambda p: args(p.lease_id)),
+    ],
     "nack": [
         V("", True, lambda p: args(p.msgs[1], retry_after=timedelta(seconds=30), reason="boom")),
         V("dead", True, lambda p: args(p.msgs[1], dead=True)),
@@ -169,18 +175,21 @@ def _prepare(dsn: str) -> Prepared:
         c.create_queue("gone")
         for consumer in ("c", "c2", "d"):
             c.subscribe("q", consumer)
+        c.subscribe("q", "sh", share=True)
         c.send_batch("q", [{"n": i} for i in range(3)], type="t")
         c.tick("q", force=True)
         dead = c.receive("q", "d")
         assert dead.nack(dead.messages[0], dead=True) == "dead"
         assert dead.ack() is True
         batch = c.receive("q", "c", start_first=1)  # handlers start on the first event only
+        lease = c.receive("q", "sh", worker="w", start_first=0)
+        assert lease.id is not None and len(lease.messages) == 3
         assert batch.id is not None and len(batch.messages) == 3
         pending = c.send("q", {"n": 9})
         c.schedule_add("q", "s1", "* * * * *", {"s": 1})
         c.capture_table("cap1", "q")
         dead_id = c.dlq_inspect("q")[0].dead_id
-        return Prepared(batch.id, list(batch.messages), pending, dead_id)
+        return Prepared(batch.id, list(batch.messages), pending, dead_id, lease.id, list(lease.messages))
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,11 @@ import pglogq
 from pglogq.errors import (
     AlreadyExists,
     BatchOpen,
+    CedeRefused,
     InvalidArgument,
     InvalidName,
     InvalidUrgentLane,
+    MessageNotInBatch,
     ShareNotSupported,
     ShareWorkerRequired,
     StaleBatch,
@@ -353,3 +355,64 @@ def test_the_same_worker_name_twice_shares_one_lease(share: pglogq.Client) -> No
     assert one.ack()
     with pytest.raises(StaleBatch):
         two.ack()
+
+
+def test_cede_gives_the_unstarted_tail_of_a_lease_to_the_next_worker(share: pglogq.Client) -> None:
+    ids = [share.send(Q, {"n": i}) for i in range(5)]
+    share.tick(Q, force=True)
+    lease = share.receive(Q, "mailer", worker="a", max_messages=5, start_first=1)  # the first has started
+    assert _ids(lease) == ids
+    assert lease.cede(keep=lease.messages[0])  # it runs long: give the rest back
+    other = share.receive(Q, "mailer", worker="b", max_messages=10)
+    assert _ids(other) == ids[1:]  # before any new event, at once
+    # the ceded events are b's now: a may not nack them, lookup names b
+    with pytest.raises(MessageNotInBatch):
+        lease.nack(lease.messages[2], retry_after=timedelta(0))
+    assert [r.worker for r in share.lookup(Q, ids[2])] == ["b"]
+    assert [r.worker for r in share.lookup(Q, ids[0])] == ["a"]
+    assert lease.ack() and other.ack()  # a acknowledges its page as it was returned
+    assert not share.receive(Q, "mailer", worker="c").messages
+    share.send(Q, {"n": 5})
+    share.tick(Q, force=True)
+    assert [m.payload for m in share.receive(Q, "mailer", worker="c")] == [{"n": 5}]
+
+
+def test_cede_all_ends_the_lease_and_nothing_is_lost_or_twice(share: pglogq.Client, dsn: str) -> None:
+    ids = [share.send(Q, {"n": i}) for i in range(4)]
+    share.tick(Q, force=True)
+    lease = share.receive(Q, "mailer", worker="a", max_messages=4, start_first=0)
+    assert lease.cede()  # a stops before starting anything
+    with pytest.raises(StaleBatch):
+        lease.ack()
+    got = drain(share, Q, "mailer", worker="b")
+    assert [m.msg_id for m in got] == ids
+    assert all(m.retry_count == 0 for m in got)  # nothing started: no attempt counted
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the row cede made went with its takeover
+        rows = conn.execute("SELECT count(*) FROM pglogq.subscriber WHERE worker_name LIKE 'ceded.%'").fetchone()
+    assert rows == (0,)
+
+
+def test_cede_refusals_change_nothing(share: pglogq.Client, client: pglogq.Client) -> None:
+    ids = [share.send(Q, {"n": i}) for i in range(3)]
+    share.tick(Q, force=True)
+    started = share.receive(Q, "mailer", worker="a", max_messages=3)  # no start_first: all counted as started
+    with pytest.raises(CedeRefused):
+        started.cede(keep=started.messages[0])
+    with pytest.raises(CedeRefused):
+        started.cede()
+    assert _ids(share.receive(Q, "mailer", worker="a", max_messages=3)) == ids  # the lease as it was
+    # the last event of the lease kept: nothing follows, nothing changes
+    assert started.cede(keep=started.messages[-1]) is False
+    assert started.ack()
+    # an ordinary consumer's batch is no lease
+    share.subscribe(Q, "plain")
+    share.send(Q, {"n": 9})
+    share.tick(Q, force=True)
+    plain = share.receive(Q, "plain", start_first=0)
+    with pytest.raises(CedeRefused):
+        plain.cede()
+    # a kept event that is not in the page (one of the lease acknowledged above)
+    lease = share.receive(Q, "mailer", worker="b", max_messages=1, start_first=0)
+    with pytest.raises(MessageNotInBatch):
+        lease.cede(keep=started.messages[0])
+    assert lease.ack() and plain.ack()
