@@ -101,7 +101,9 @@ BEGIN
                    AND NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
             ), failed AS (
                 SELECT r.msg_id
-                  FROM (SELECT min(pg.ev_id) AS lo, max(pg.ev_id) AS hi FROM pg) b,
+                  -- the ids of the page bound the look-up of its retries: a filter of membership
+                  -- (each is then matched by id), not a cursor, so commit order does not matter
+                  FROM (SELECT min(x.id) AS lo, max(x.id) AS hi FROM (SELECT pg.ev_id AS id FROM pg) x) b,
                        LATERAL pglogq._retries(c.sub_id, b.lo - 1, NULL, NULL, NULL, false, b.hi) r
                  WHERE b.lo IS NOT NULL
             )
@@ -159,7 +161,7 @@ BEGIN
                    AND (only_type IS NULL OR e.ev_type = only_type)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
                    -- held for its retry by a strict nack (acknowledged up to it): listed as retry
-                   AND e.ev_id <> ALL (held)
+                   AND NOT (e.ev_id = ANY (held))
                  ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 left_rows := left_rows - n;
