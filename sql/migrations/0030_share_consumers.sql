@@ -14,11 +14,6 @@ ALTER TABLE pglogq.sub_state
     ADD COLUMN lease_end_txid xid8,
     ADD COLUMN lease_end_id bigint;
 
--- subscribe gains the share argument and _take_batch the lease size: their earlier forms go (the
--- functions re-create them with the new arguments)
-DROP FUNCTION IF EXISTS pglogq.subscribe(text, text);
-DROP FUNCTION IF EXISTS pglogq._take_batch(pglogq.queue, integer, pglogq.subscription);
-
 -- the view gets the new columns at its end (without the stale-snapshot check, whose function is
 -- installed after the migrations: views.sql puts it back)
 CREATE OR REPLACE VIEW pglogq.subscription AS
