@@ -64,7 +64,12 @@ def test_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
     for kind in MEAN_INTERVAL:
         assert faults.get(kind, 0) > 0, kind
     assert faults.get("proxy_drop_after_commit", 0) > 0
-    assert faults.get("killer_crash", 0) >= 3 * len(subs)
+    # every killer crashed its consumer until it was dead: each subscriber got one max_retries (2)
+    # + 1 times at least.  How many of those exits the supervisor loop saw before the drain
+    # depends on the machine's speed (8 of 9 once on a loaded machine), so it is not asserted
+    assert faults.get("killer_crash", 0) > 0
+    for name, s in subs.items():
+        assert s["killer_max_deliveries"] >= 3, (name, s)
     assert faults.get("idle_in_transaction_timeout", 0) > 0
 
 
