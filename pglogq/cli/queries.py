@@ -17,8 +17,15 @@ TICKER_INFO_EXISTS: LiteralString = "SELECT to_regprocedure('pglogq.ticker_info(
 TICKER_INFO: LiteralString = "SELECT last_run_at FROM pglogq.ticker_info()"
 # schedule_list is for admins: status run by another role shows no schedules section
 SCHEDULES_VISIBLE: LiteralString = (
-    "SELECT to_regprocedure('pglogq.schedule_list(text)') IS NOT NULL"
-    " AND has_function_privilege('pglogq.schedule_list(text)', 'EXECUTE')"
+    "SELECT to_regprocedure('pglogq.schedule_list(text, integer)') IS NOT NULL"
+    " AND has_function_privilege('pglogq.schedule_list(text, integer)', 'EXECUTE'),"
+    " has_table_privilege('pglogq.schedule', 'SELECT')"
+)
+# how many schedules status does not show (an index-only count: status lists the soonest few)
+SCHEDULE_COUNT: LiteralString = (
+    "SELECT count(*) FROM pglogq.schedule s"
+    " WHERE %(queue)s::text IS NULL"
+    " OR s.queue_id = (SELECT x.queue_id FROM pglogq.queue x WHERE x.queue_name = %(queue)s)"
 )
 SERVER_INFO: LiteralString = (
     "SELECT current_database(), current_setting('server_version'), current_user, now()"

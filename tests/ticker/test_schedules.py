@@ -334,3 +334,22 @@ def test_a_pass_with_many_due_fires_at_most_its_bound(client: pglogq.Client, dsn
         row = conn.execute("SELECT count(*), sum(sent + skipped) FROM pglogq.schedule"
                            " WHERE last_due IS NOT NULL AND next_due > clock_timestamp()").fetchone()
     assert row == (n, n)
+
+
+def test_listing_the_soonest_schedules_reads_only_those(client: pglogq.Client, dsn: str) -> None:
+    """schedule_list with max_rows (what status shows) reads the soonest rows off the next_due
+    index, not every schedule."""
+    client.create_queue("q")
+    add_schedules(dsn, 2000, "clock_timestamp() + interval '1 second' * i")
+    stats = ("SELECT seq_scan, seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
+             " WHERE relid = 'pglogq.schedule'::regclass")
+    with psycopg.connect(dsn) as conn:
+        before = conn.execute(stats).fetchone()
+        names = [r[0] for r in conn.execute("SELECT name FROM pglogq.schedule_list(NULL, 10)")]
+        after = conn.execute(stats).fetchone()
+        conn.rollback()
+    assert names == [f"s{i}" for i in range(1, 11)]
+    assert before is not None and after is not None
+    assert after[0] - before[0] == 0 and after[1] - before[1] <= 12
+    with pytest.raises(pglogq.InvalidArgument):
+        client.schedule_list("q", max_rows=0)
