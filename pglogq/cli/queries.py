@@ -19,14 +19,11 @@ TICKER_INFO: LiteralString = "SELECT last_run_at FROM pglogq.ticker_info()"
 SCHEDULES_VISIBLE: LiteralString = (
     "SELECT to_regprocedure('pglogq.schedule_list(text, integer)') IS NOT NULL"
     " AND has_function_privilege('pglogq.schedule_list(text, integer)', 'EXECUTE'),"
-    " has_table_privilege('pglogq.schedule', 'SELECT')"
+    " to_regprocedure('pglogq.schedule_count(text)') IS NOT NULL"
+    " AND has_function_privilege('pglogq.schedule_count(text)', 'EXECUTE')"
 )
-# how many schedules status does not show (an index-only count: status lists the soonest few)
-SCHEDULE_COUNT: LiteralString = (
-    "SELECT count(*) FROM pglogq.schedule s"
-    " WHERE %(queue)s::text IS NULL"
-    " OR s.queue_id = (SELECT x.queue_id FROM pglogq.queue x WHERE x.queue_name = %(queue)s)"
-)
+# how many schedules there are: status lists only the soonest few
+SCHEDULE_COUNT: LiteralString = "SELECT pglogq.schedule_count(%s)"
 SERVER_INFO: LiteralString = (
     "SELECT current_database(), current_setting('server_version'), current_user, now()"
 )

@@ -61,7 +61,7 @@ def collect(app: App, queue: str | None, thresholds: health.Thresholds) -> dict[
         schedules = client.schedule_list(queue, max_rows=SCHEDULES_SHOWN, conn=conn)
         schedules_total = len(schedules)
         if len(schedules) == SCHEDULES_SHOWN and row[1]:
-            crow = conn.execute(cq.SCHEDULE_COUNT, {"queue": queue}).fetchone()
+            crow = conn.execute(cq.SCHEDULE_COUNT, (queue,)).fetchone()
             schedules_total = int(crow[0]) if crow else schedules_total
     flights = [_InFlight(str(r.get("queue_name")), str(r.get("consumer_name")), r.get("worker"), r.get("msg_id"),
                          r["silent_for"])
