@@ -10,6 +10,10 @@
 --                             and an unfiltered dlq_count read one row per consumer instead of
 --                             counting up to millions of index entries.  Filled here from the
 --                             rows present.
+-- No dead letter may be added or removed between the count below and the creation of the
+-- triggers (triggers.sql, later in the same install transaction): one would be missed for good.
+LOCK TABLE pglogq.dead_letter IN SHARE ROW EXCLUSIVE MODE;
+
 CREATE INDEX IF NOT EXISTS dead_letter_queue_page_idx ON pglogq.dead_letter (queue_id, dead_id);
 
 CREATE TABLE IF NOT EXISTS pglogq.dead_letter_count (

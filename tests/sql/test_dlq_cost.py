@@ -159,3 +159,28 @@ def test_the_kept_counts_stay_exact(client: pglogq.Client, dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         add_dead_letters(conn, "a", 5)
     exact()
+
+
+def test_the_upgrade_counts_the_dead_letters_already_there(client: pglogq.Client, dsn: str) -> None:
+    """A database from before the kept counts, holding dead letters: the install fills the
+    counts from them, and the triggers keep them from then on."""
+    from pglogq import schema
+
+    [m] = [m for m in schema.migrations() if m.name.endswith("dead_letter_paging")]
+    client.create_queue("q")
+    client.subscribe("q", "a")
+    client.subscribe("q", "b")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        add_dead_letters(conn, "a", 30)
+        # back to the schema before the migration
+        conn.execute("DROP TRIGGER dead_letter_added ON pglogq.dead_letter;"
+                     " DROP TRIGGER dead_letter_removed ON pglogq.dead_letter;"
+                     " DROP TRIGGER dead_letter_truncated ON pglogq.dead_letter;"
+                     " DROP TABLE pglogq.dead_letter_count; DROP INDEX pglogq.dead_letter_queue_page_idx")
+        conn.execute("DELETE FROM pglogq.schema_version WHERE version = %s", (m.version,))
+        add_dead_letters(conn, "b", 5)
+    client.install_schema()
+    assert [(c.consumer_name, c.dead_letters) for c in client.consumer_info("q")] == [("a", 30), ("b", 5)]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        add_dead_letters(conn, "b", 4, first_msg=100)
+    assert client.queue_info("q")[0].dead_letters == 39
