@@ -321,7 +321,7 @@ def test_a_pass_with_many_due_fires_at_most_its_bound(client: pglogq.Client, dsn
     client.create_queue("q")
     n = 2 * schedules.PER_PASS + 50
     # due within the last second, the higher the number the longer ago; yearly: one due time each
-    add_schedules(dsn, n, "clock_timestamp() - interval '1 millisecond' * i", cron="0 0 1 1 *")
+    add_schedules(dsn, n, "now() - interval '1 millisecond' * i", cron="0 0 1 1 *")  # one now(): strict order
     [first] = fire(dsn)
     assert first["sent"] + first["skipped"] == schedules.PER_PASS
     with psycopg.connect(dsn) as conn:
@@ -340,7 +340,7 @@ def test_listing_the_soonest_schedules_reads_only_those(client: pglogq.Client, d
     """schedule_list with max_rows (what status shows) reads the soonest rows off the next_due
     index, not every schedule."""
     client.create_queue("q")
-    add_schedules(dsn, 2000, "clock_timestamp() + interval '1 second' * i")
+    add_schedules(dsn, 2000, "now() + interval '1 second' * i")
     stats = ("SELECT seq_scan, seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
              " WHERE relid = 'pglogq.schedule'::regclass")
     with psycopg.connect(dsn) as conn:
