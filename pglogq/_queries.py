@@ -62,7 +62,7 @@ SCHEDULE_ADD: LiteralString = (
 SCHEDULE_REMOVE: LiteralString = "SELECT pglogq.schedule_remove(%s, %s)"
 SCHEDULE_LIST: LiteralString = (
     "SELECT queue, name, cron, type, payload::pg_catalog.text, headers::pg_catalog.text, priority, missed,"
-    " created_at, next_due, last_due, last_msg_id, sent, skipped FROM pglogq.schedule_list(%s)"
+    " created_at, next_due, last_due, last_msg_id, sent, skipped FROM pglogq.schedule_list(%s, %s)"
 )
 # the dead-letter filters come in one order in every dlq_ function: queue, consumer, type, older_than
 DLQ_INSPECT: LiteralString = (

@@ -591,9 +591,17 @@ class Client:
         params = (v.name(queue, "queue"), v.text(name, "schedule name", InvalidSchedule, null=False))
         return bool(self._value(q.SCHEDULE_REMOVE, params, conn))
 
-    def schedule_list(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[Schedule]:
-        """The schedules of ``queue`` (None: of every queue), with their next due time."""
-        return [cv.schedule(r) for r in self._rows(q.SCHEDULE_LIST, (v.name(queue, "queue"),), conn)]
+    def schedule_list(
+        self, queue: str | None = None, *, max_rows: int | None = None, conn: AnyConn | None = None
+    ) -> list[Schedule]:
+        """The schedules of ``queue`` (None: of every queue), with their next due time, by queue
+        and name; with ``max_rows`` (1..100000, else :class:`InvalidArgument`) only that many,
+        the soonest due first (those not planned yet last)."""
+        params = (
+            v.name(queue, "queue"),
+            v.integer(max_rows, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
+        )
+        return [cv.schedule(r) for r in self._rows(q.SCHEDULE_LIST, params, conn)]
 
     # -- change capture -------------------------------------------------------------------
 

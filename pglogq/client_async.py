@@ -589,9 +589,17 @@ class AsyncClient:
         params = (v.name(queue, "queue"), v.text(name, "schedule name", InvalidSchedule, null=False))
         return bool(await self._value(q.SCHEDULE_REMOVE, params, conn))
 
-    async def schedule_list(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[Schedule]:
-        """The schedules of ``queue`` (None: of every queue), with their next due time."""
-        return [cv.schedule(r) for r in await self._rows(q.SCHEDULE_LIST, (v.name(queue, "queue"),), conn)]
+    async def schedule_list(
+        self, queue: str | None = None, *, max_rows: int | None = None, conn: AnyConn | None = None
+    ) -> list[Schedule]:
+        """The schedules of ``queue`` (None: of every queue), with their next due time, by queue
+        and name; with ``max_rows`` (1..100000, else :class:`InvalidArgument`) only that many,
+        the soonest due first (those not planned yet last)."""
+        params = (
+            v.name(queue, "queue"),
+            v.integer(max_rows, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
+        )
+        return [cv.schedule(r) for r in await self._rows(q.SCHEDULE_LIST, params, conn)]
 
     # -- change capture -------------------------------------------------------------------
 

@@ -23,3 +23,24 @@ BEGIN
     END IF;
 END
 $triggers$;
+
+-- dead_letter: pglogq.dead_letter_count follows every insert, delete and truncate
+DO $triggers$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+                    WHERE tgrelid = 'pglogq.dead_letter'::regclass AND tgname = 'dead_letter_added') THEN
+        CREATE TRIGGER dead_letter_added AFTER INSERT ON pglogq.dead_letter
+            REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION pglogq._dead_letter_counted();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+                    WHERE tgrelid = 'pglogq.dead_letter'::regclass AND tgname = 'dead_letter_removed') THEN
+        CREATE TRIGGER dead_letter_removed AFTER DELETE ON pglogq.dead_letter
+            REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION pglogq._dead_letter_counted();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+                    WHERE tgrelid = 'pglogq.dead_letter'::regclass AND tgname = 'dead_letter_truncated') THEN
+        CREATE TRIGGER dead_letter_truncated AFTER TRUNCATE ON pglogq.dead_letter
+            FOR EACH STATEMENT EXECUTE FUNCTION pglogq._dead_letter_counted();
+    END IF;
+END
+$triggers$;

@@ -17,9 +17,13 @@ TICKER_INFO_EXISTS: LiteralString = "SELECT to_regprocedure('pglogq.ticker_info(
 TICKER_INFO: LiteralString = "SELECT last_run_at FROM pglogq.ticker_info()"
 # schedule_list is for admins: status run by another role shows no schedules section
 SCHEDULES_VISIBLE: LiteralString = (
-    "SELECT to_regprocedure('pglogq.schedule_list(text)') IS NOT NULL"
-    " AND has_function_privilege('pglogq.schedule_list(text)', 'EXECUTE')"
+    "SELECT to_regprocedure('pglogq.schedule_list(text, integer)') IS NOT NULL"
+    " AND has_function_privilege('pglogq.schedule_list(text, integer)', 'EXECUTE'),"
+    " to_regprocedure('pglogq.schedule_count(text)') IS NOT NULL"
+    " AND has_function_privilege('pglogq.schedule_count(text)', 'EXECUTE')"
 )
+# how many schedules there are: status lists only the soonest few
+SCHEDULE_COUNT: LiteralString = "SELECT pglogq.schedule_count(%s)"
 SERVER_INFO: LiteralString = (
     "SELECT current_database(), current_setting('server_version'), current_user, now()"
 )

@@ -19,6 +19,9 @@ from pglogq.cli.output import ago, console, duration, emit_json, emit_json_line,
 from pglogq.cli.params import Seconds, duration_callback
 from pglogq.models import Schedule
 
+SCHEDULES_SHOWN = 10
+"""Schedules status lists at most (the soonest due); it counts the others."""
+
 
 @dataclass(frozen=True)
 class _InFlight:
@@ -51,9 +54,15 @@ def collect(app: App, queue: str | None, thresholds: health.Thresholds) -> dict[
         trow = conn.execute(cq.TICKER_INFO).fetchone()
         ticker_last_run = trow[0] if trow else None
     schedules: list[Schedule] | None = None
+    schedules_total: int | None = None
     row = conn.execute(cq.SCHEDULES_VISIBLE).fetchone()
     if row and row[0]:
-        schedules = client.schedule_list(queue, conn=conn)
+        # the soonest few: a deployment with thousands of schedules shows a screen, not all of them
+        schedules = client.schedule_list(queue, max_rows=SCHEDULES_SHOWN, conn=conn)
+        schedules_total = len(schedules)
+        if len(schedules) == SCHEDULES_SHOWN and row[1]:
+            crow = conn.execute(cq.SCHEDULE_COUNT, (queue,)).fetchone()
+            schedules_total = int(crow[0]) if crow else schedules_total
     flights = [_InFlight(str(r.get("queue_name")), str(r.get("consumer_name")), r.get("worker"), r.get("msg_id"),
                          r["silent_for"])
                for r in in_flight or [] if isinstance(r.get("silent_for"), timedelta)]
@@ -64,6 +73,7 @@ def collect(app: App, queue: str | None, thresholds: health.Thresholds) -> dict[
         "consumers": consumers,
         "in_flight": in_flight,
         "schedules": schedules,
+        "schedules_total": schedules_total,
         "ticker_last_run": ticker_last_run,
         "warnings": [f.as_dict() for f in findings],
     }
@@ -104,6 +114,9 @@ def render(data: dict[str, Any]) -> Group:
              for r in data["schedules"]],
             title="Schedules", right=["next run"], overflow="ellipsis",
         ))
+        more = (data.get("schedules_total") or 0) - len(data["schedules"])
+        if more > 0:
+            parts.append(Text(f"... and {more} more schedules (pglogq schedule list)"))
     if data["warnings"]:
         for w in data["warnings"]:
             problem = w["kind"] not in health.INFORMATION
@@ -131,6 +144,7 @@ def to_json(data: dict[str, Any]) -> dict[str, Any]:
         "in_flight": jsonable(data["in_flight"]),
         "schedules": None if data.get("schedules") is None
                      else [jsonable(asdict(r)) for r in data["schedules"]],
+        "schedules_total": data.get("schedules_total"),
         "ticker_last_run": jsonable(data["ticker_last_run"]),
         "warnings": data["warnings"],
     }
@@ -167,12 +181,14 @@ def status(app: App, queue: str | None, watch: float | None, count: int | None, 
     letters.  Consumers: lag (time and events), pending events, last seen, open batches.
     In flight (when the pglogq.in_flight view exists): each running event with its worker
     and progress.  Schedules (when any, for a role that may list them): name, queue, cron and
-    next run.  Warnings: no tick while events wait (is a ticker running?), rotation
-    blocked and by what, consumers behind and silent, workers silent with an event in flight.
+    next run of the 10 soonest due, and how many more there are.  Warnings: no tick while
+    events wait (is a ticker running?), rotation blocked and by what, consumers behind and
+    silent, workers silent with an event in flight.
 
     JSON: {"queues": [queue list objects], "consumers": [consumer list objects],
-    "in_flight": [objects]|null, "schedules": [schedule list objects]|null (null: not
-    readable by this role), "ticker_last_run": str|null,
+    "in_flight": [objects]|null, "schedules": [schedule list objects, the 10 soonest
+    due]|null (null: not readable by this role), "schedules_total": int|null,
+    "ticker_last_run": str|null,
     "warnings": [{"kind", "queue", "consumer", "message"}]}; with --watch one compact
     document per line.  Warning kinds (the same rules as the dashboard's warnings and the
     ticker's pglogq_health_warning metric): paused (information only), ticker_stalled,

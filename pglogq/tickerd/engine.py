@@ -23,7 +23,9 @@ One :class:`Engine` per database, running as an asyncio task (the daemon runs on
   own transaction; the retry/delayed pump and rotation step 2 run at once, rotation step 1 and
   pruning at most every ``rotate_interval`` per queue (step 2 follows a successful step 1 at
   once, in a separate transaction).  Every pass also sends what schedules are due
-  (:func:`pglogq.schedules.fire_due`).  Every ``check_interval`` it re-runs the restore check.
+  (:func:`pglogq.schedules.fire_due`, at most ``schedules.PER_PASS`` due times a pass, the
+  longest due first: the rest wait for the next pass, never the other steps).  Every
+  ``check_interval`` it re-runs the restore check.
 * **Faults.**  Lost or refused connections are retried with exponential backoff (jittered,
   ``backoff_min`` to ``backoff_max``), each failure logged once per attempt.  A database that
   looks restored into a cluster whose txids are behind (``ticker_check`` PQ040, or ``ticker``

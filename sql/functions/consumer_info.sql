@@ -14,7 +14,7 @@
 --             partitions' open batches.
 -- Raises:     PQ001 for_queue names no queue; PQ002 for_consumer names no consumer (of for_queue,
 --             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
--- Tables:     queue, subscription, tick, retry, dead_letter (read).
+-- Tables:     queue, subscription, tick, retry, dead_letter_count (read).
 CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
@@ -50,7 +50,7 @@ BEGIN
            (SELECT count(*)::integer FROM pglogq.subscription w
              WHERE (w.parent_id = s.sub_id OR w.sub_id = s.sub_id) AND w.batch_id IS NOT NULL),
            (SELECT count(*) FROM pglogq.retry r WHERE r.sub_id = s.sub_id),
-           (SELECT count(*) FROM pglogq.dead_letter d WHERE d.sub_id = s.sub_id),
+           coalesce((SELECT c.dead_letters FROM pglogq.dead_letter_count c WHERE c.sub_id = s.sub_id), 0),
            s.skipped_events, s.skipped_at
       FROM pglogq.subscription s
       JOIN pglogq.queue q ON q.queue_id = s.queue_id

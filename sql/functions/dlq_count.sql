@@ -5,7 +5,7 @@
 --             dead-lettered at least this long ago (NULL: any age)
 -- Returns:    the number of matching dead letters.
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ019 negative older_than.
--- Tables:     dead_letter (read).
+-- Tables:     dead_letter_count (read; without type and older_than), dead_letter (read).
 CREATE OR REPLACE FUNCTION pglogq.dlq_count(
     queue_name text, consumer_name text DEFAULT NULL, msg_type text DEFAULT NULL,
     older_than interval DEFAULT NULL)
@@ -15,5 +15,10 @@ DECLARE
     f record;
 BEGIN
     f := pglogq._dead_letter_filter(queue_name, consumer_name, older_than, NULL);
+    IF msg_type IS NULL AND older_than IS NULL THEN
+        -- every dead letter of the queue or consumer: the count the triggers of dead_letter keep
+        RETURN coalesce((SELECT sum(c.dead_letters) FROM pglogq.dead_letter_count c
+                          WHERE c.queue_id = f.queue_id AND (f.sub_id IS NULL OR c.sub_id = f.sub_id)), 0);
+    END IF;
     RETURN (SELECT count(*) FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type, f.cutoff, NULL));
 END $$;

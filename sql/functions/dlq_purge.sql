@@ -18,9 +18,11 @@ DECLARE
     n integer;
 BEGIN
     f := pglogq._dead_letter_filter(queue_name, consumer_name, older_than, NULL);
+    -- an array of the ids: each is deleted through the primary key (a join with the set could
+    -- be planned as a scan of the whole table)
     DELETE FROM pglogq.dead_letter x
-     WHERE x.dead_id IN (SELECT d.id FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type,
-                                                               f.cutoff, NULL) d(id));
+     WHERE x.dead_id = ANY (ARRAY(SELECT d.id FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type,
+                                                                        f.cutoff, NULL) d(id)));
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END $$;

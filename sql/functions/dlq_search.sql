@@ -17,8 +17,9 @@
 --             preview_chars or the length of search out of range.
 -- Tables:     dead_letter, subscription, queue (read).
 -- The filters are checked by pglogq._dead_letter_filter and select through pglogq._dead_letters
--- (as in dlq_count, dlq_replay_all and dlq_purge); search and for_msg_id are read-only
--- refinements that no bulk action takes.
+-- (as in dlq_count, dlq_replay_all and dlq_purge), with the page's cursor, order and LIMIT, so a
+-- page reads its own rows off the index; search and for_msg_id are read-only refinements that
+-- no bulk action takes.
 CREATE OR REPLACE FUNCTION pglogq.dlq_search(
     queue_name text, consumer_name text DEFAULT NULL, msg_type text DEFAULT NULL,
     older_than interval DEFAULT NULL, search text DEFAULT NULL, for_msg_id bigint DEFAULT NULL,
@@ -46,19 +47,9 @@ BEGIN
     END IF;
     f := pglogq._dead_letter_filter(queue_name, consumer_name, older_than, NULL);
     RETURN QUERY
-    WITH page AS (
-        SELECT d.dead_id AS id
-          FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type, f.cutoff, NULL) l(id)
-          JOIN pglogq.dead_letter d ON d.dead_id = l.id
-         WHERE (before_dead_id IS NULL OR d.dead_id < before_dead_id)
-           AND (for_msg_id IS NULL OR d.msg_id = for_msg_id)
-           AND (needle IS NULL
-                OR strpos(lower(coalesce(d.ev_type, '')), needle) > 0
-                OR strpos(lower(coalesce(d.reason, '')), needle) > 0
-                OR strpos(lower(d.ev_payload::text), needle) > 0
-                OR strpos(lower(coalesce(d.ev_headers::text, '')), needle) > 0)
-         ORDER BY d.dead_id DESC
-         LIMIT max_rows)
+    WITH page AS MATERIALIZED (
+        SELECT l.id FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type, f.cutoff, max_rows, before_dead_id,
+                                              true, for_msg_id, needle) l(id))
     SELECT d.dead_id, q.queue_name, s.consumer_name, d.msg_id, d.ev_type,
            CASE WHEN preview_chars IS NULL THEN p.pretty ELSE left(p.pretty, preview_chars) END,
            length(p.pretty),

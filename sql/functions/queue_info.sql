@@ -11,7 +11,7 @@
 --             the oldest transaction holding an xid, in any database of the server: 'transaction
 --             of pid N in database "d" (xid age A, open since T)' or 'prepared transaction 'g' in
 --             database "d" since T (xid age A)').
--- Tables:     queue, tick, subscription, retry, dead_letter, delayed, event (read).
+-- Tables:     queue, tick, subscription, retry, dead_letter_count, delayed, event (read).
 CREATE OR REPLACE FUNCTION pglogq.queue_info(for_queue text DEFAULT NULL)
 RETURNS TABLE (queue_name text, paused boolean, last_tick_id bigint, last_tick_time timestamptz,
                last_tick_age interval, ticker_lag interval, events_per_second double precision,
@@ -75,7 +75,9 @@ BEGIN
         events_per_second := greatest(coalesce(lt.tick_event_total - old.tick_event_total, 0), 0) / 60.0;
         SELECT count(*) INTO consumers FROM pglogq.subscription s WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL;
         SELECT count(*) INTO retry_depth FROM pglogq.retry r WHERE r.queue_id = q.queue_id;
-        SELECT count(*) INTO dead_letters FROM pglogq.dead_letter d WHERE d.queue_id = q.queue_id;
+        -- kept per consumer by the triggers of dead_letter: a million dead letters cost one row each
+        SELECT coalesce(sum(c.dead_letters), 0) INTO dead_letters
+          FROM pglogq.dead_letter_count c WHERE c.queue_id = q.queue_id;
         SELECT count(*) INTO delayed FROM pglogq.delayed d WHERE d.queue_id = q.queue_id;
         SELECT coalesce(sum(pg_total_relation_size(i.inhrelid)), 0) INTO size_bytes
           FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import psycopg
+
 import pglogq
 from tests.support.cli import fails, js, ok, run
 
@@ -98,3 +100,24 @@ def test_queue_config_changes_the_layout_of_a_queue_at_rest(client: pglogq.Clien
     assert ok(dsn, "queue", "config", "q", "partitions", "4").stdout.strip() == "q: partitions = 4"
     assert client.queue_info("q")[0].partitions == 4
     assert js(dsn, "queue", "config", "q", "partitions", "1")["value"] == "1"
+
+
+def test_status_lists_the_soonest_schedules_and_counts_the_rest(client: pglogq.Client, dsn: str) -> None:
+    """Many schedules: status lists the SCHEDULES_SHOWN soonest due and says how many more exist
+    (it used to list every schedule)."""
+    from pglogq.cli.status import SCHEDULES_SHOWN
+
+    client.create_queue("q")
+    n = SCHEDULES_SHOWN + 15
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO pglogq.schedule (queue_id, name, cron, ev_payload, next_due)"
+            " SELECT (SELECT queue_id FROM pglogq.queue WHERE queue_name = 'q'), 's' || i, '0 3 * * *', '{}',"
+            " clock_timestamp() + interval '1 hour' * (100 - i) FROM generate_series(1, %s) i", (n,))
+    st = js(dsn, "status")
+    # the soonest: the highest numbers
+    assert [x["name"] for x in st["schedules"]] == [f"s{i}" for i in range(n, n - SCHEDULES_SHOWN, -1)]
+    assert st["schedules_total"] == n
+    human = ok(dsn, "status").stdout
+    assert f"and {n - SCHEDULES_SHOWN} more schedules" in human and "s1 " not in human
+    assert js(dsn, "status", "q")["schedules_total"] == n

@@ -279,3 +279,77 @@ def test_a_failover_between_two_tickers_sends_each_due_time_once(client: pglogq.
     by_b = b.engine.stats.maintenance.get("schedule_sent", 0)
     assert len(dues) - by_b >= 1
     print(f"ticker A sent {len(dues) - by_b}, ticker B {by_b}")
+
+
+def add_schedules(dsn: str, n: int, next_due: str, cron: str = "* * * * *") -> None:
+    """``n`` schedules of queue q at once (a crowd, as a big deployment has), then ANALYZE."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO pglogq.schedule (queue_id, name, cron, ev_payload, next_due)"
+            " SELECT (SELECT queue_id FROM pglogq.queue WHERE queue_name = 'q'), 's' || i, %s,"
+            f" '{{}}', {next_due} FROM generate_series(1, {n}) i", (cron,))
+        conn.execute("ANALYZE pglogq.schedule")
+
+
+def test_a_pass_with_nothing_due_reads_no_schedule_row(client: pglogq.Client, dsn: str) -> None:
+    """Thousands of schedules, none due: a pass probes the next_due index and reads no schedule
+    row (it used to read every schedule through schedule_list, then filter)."""
+    client.create_queue("q")
+    add_schedules(dsn, 2000, "clock_timestamp() + interval '1 day'")
+    stats = ("SELECT seq_scan, seq_tup_read, coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
+             " WHERE relid = 'pglogq.schedule'::regclass")
+
+    async def one_pass() -> tuple[Any, Any, dict[str, int]]:
+        # one transaction around the pass: pg_stat_xact_user_tables counts what it read
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            before = await (await conn.execute(stats)).fetchone()
+            fired = await schedules.fire_due(conn)
+            after = await (await conn.execute(stats)).fetchone()
+            await conn.rollback()
+        return before, after, fired
+
+    before, after, fired = asyncio.run(one_pass())
+    assert fired == {"sent": 0, "skipped": 0, "planned": 0}
+    # no scan of the table; at most the index's end the planner looks at to estimate the probe
+    assert after[0] - before[0] == 0
+    assert (after[1] - before[1]) + (after[2] - before[2]) <= 2
+
+
+def test_a_pass_with_many_due_fires_at_most_its_bound(client: pglogq.Client, dsn: str) -> None:
+    """More schedules due at once than a pass handles: a pass fires PER_PASS due times, the
+    longest due first; the next passes take the rest, each due time sent once."""
+    client.create_queue("q")
+    n = 2 * schedules.PER_PASS + 50
+    # due within the last second, the higher the number the longer ago; yearly: one due time each
+    add_schedules(dsn, n, "now() - interval '1 millisecond' * i", cron="0 0 1 1 *")  # one now(): strict order
+    [first] = fire(dsn)
+    assert first["sent"] + first["skipped"] == schedules.PER_PASS
+    with psycopg.connect(dsn) as conn:
+        fired = {r[0] for r in conn.execute("SELECT name FROM pglogq.schedule WHERE last_due IS NOT NULL")}
+    # the longest due went first: the highest numbers
+    assert fired == {f"s{i}" for i in range(n - schedules.PER_PASS + 1, n + 1)}
+    rest = fire(dsn, passes=3)
+    assert [r["sent"] + r["skipped"] for r in rest] == [schedules.PER_PASS, 50, 0]
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*), sum(sent + skipped) FROM pglogq.schedule"
+                           " WHERE last_due IS NOT NULL AND next_due > clock_timestamp()").fetchone()
+    assert row == (n, n)
+
+
+def test_listing_the_soonest_schedules_reads_only_those(client: pglogq.Client, dsn: str) -> None:
+    """schedule_list with max_rows (what status shows) reads the soonest rows off the next_due
+    index, not every schedule."""
+    client.create_queue("q")
+    add_schedules(dsn, 2000, "now() + interval '1 second' * i")
+    stats = ("SELECT seq_scan, seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
+             " WHERE relid = 'pglogq.schedule'::regclass")
+    with psycopg.connect(dsn) as conn:
+        before = conn.execute(stats).fetchone()
+        names = [r[0] for r in conn.execute("SELECT name FROM pglogq.schedule_list(NULL, 10)")]
+        after = conn.execute(stats).fetchone()
+        conn.rollback()
+    assert names == [f"s{i}" for i in range(1, 11)]
+    assert before is not None and after is not None
+    assert after[0] - before[0] == 0 and after[1] - before[1] <= 12
+    with pytest.raises(pglogq.InvalidArgument):
+        client.schedule_list("q", max_rows=0)
