@@ -89,6 +89,8 @@ class ConsumerInfo:
     dead_letters: int
     skipped_events: int = 0
     skipped_at: datetime | None = None
+    share: bool = False
+    """A share consumer (``subscribe(..., share=True)``): ``open_batches`` counts its workers' leases."""
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,8 @@ def list_(app: App, queue: str | None) -> None:
 
     JSON: [{"queue_name", "consumer_name", "last_tick", "lag" (s), "lag_events",
     "pending_events", "last_seen", "batch_id", "batch_open_since", "workers", "open_batches",
-    "retry_depth", "dead_letters"}]
+    "retry_depth", "dead_letters", "skipped_events", "skipped_at", "share"}]; a share consumer's
+    name is marked "(share)" in the table.
     """
     rows = app.client.consumer_info(queue, conn=app.conn)  # unknown queue → not found (3), not an empty list
     if app.json:
@@ -91,8 +92,8 @@ def list_(app: App, queue: str | None) -> None:
         return
     print_table(
         ["queue", "consumer", "lag", "lag events", "pending", "last seen", "open", "dead"],
-        [[r.queue_name, r.consumer_name, duration(r.lag), r.lag_events, r.pending_events,
-          ago(r.last_seen), r.open_batches, r.dead_letters] for r in rows],
+        [[r.queue_name, r.consumer_name + (" (share)" if r.share else ""), duration(r.lag), r.lag_events,
+          r.pending_events, ago(r.last_seen), r.open_batches, r.dead_letters] for r in rows],
         right=["lag", "lag events", "pending", "open", "dead"],
         empty="no consumers",
     )

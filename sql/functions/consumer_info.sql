@@ -6,7 +6,9 @@
 --             passed, as the ticks counted them: retried events of every consumer included),
 --             pending_events (the same, including the open batches), last_seen, batch_id (of the
 --             consumer itself), batch_open_since, workers, open_batches, retry_depth, dead_letters,
---             skipped_events / skipped_at (what the retention limit made it skip, see maint_retention).
+--             skipped_events / skipped_at (what the retention limit made it skip, see maint_retention),
+--             share (a share consumer: open_batches counts its workers' leases, and the batch it
+--             is handing out).
 --             On a partitioned queue: last_tick, lag and the counts are those of the consumer's
 --             cursor, which follows its slowest partition (so lag_events and pending_events count
 --             every event after it, also those a faster partition passed: an upper bound);
@@ -19,7 +21,7 @@ CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
                workers integer, open_batches integer, retry_depth bigint, dead_letters bigint,
-               skipped_events bigint, skipped_at timestamptz)
+               skipped_events bigint, skipped_at timestamptz, share boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -43,7 +45,7 @@ BEGIN
            greatest(lt.tick_event_total - pos.tick_event_total, 0),
            greatest(s.last_seen, (SELECT max(w.last_seen) FROM pglogq.subscription w WHERE w.parent_id = s.sub_id)),
            s.batch_id, s.batch_started_at,
-           (SELECT (count(*) FILTER (WHERE w.stream IS NULL)
+           (SELECT (count(*) FILTER (WHERE w.stream IS NULL AND w.worker_name NOT LIKE 'ceded.%')
                     + count(DISTINCT w.lease_worker) FILTER (WHERE w.stream IS NOT NULL
                                                                AND w.page_end_txid IS NOT NULL))::integer
               FROM pglogq.subscription w WHERE w.parent_id = s.sub_id),
@@ -51,7 +53,7 @@ BEGIN
              WHERE (w.parent_id = s.sub_id OR w.sub_id = s.sub_id) AND w.batch_id IS NOT NULL),
            (SELECT count(*) FROM pglogq.retry r WHERE r.sub_id = s.sub_id),
            coalesce((SELECT c.dead_letters FROM pglogq.dead_letter_count c WHERE c.sub_id = s.sub_id), 0),
-           s.skipped_events, s.skipped_at
+           s.skipped_events, s.skipped_at, s.share
       FROM pglogq.subscription s
       JOIN pglogq.queue q ON q.queue_id = s.queue_id
       LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = q.queue_id

@@ -40,3 +40,19 @@ def test_share_refused_on_a_partitioned_queue(dsn: str) -> None:
     assert r.exit_code == Exit.INVALID, r.output
     assert "share consumers run on queues without partitions" in r.stderr
     assert js(dsn, "consumer", "list", "parts") == []
+
+
+def test_consumer_list_and_info_say_the_mode(dsn: str) -> None:
+    ok(dsn, "queue", "create", "jobs")
+    ok(dsn, "consumer", "subscribe", "jobs", "mailer", "--share")
+    ok(dsn, "consumer", "subscribe", "jobs", "audit")
+    rows = {r["consumer_name"]: r for r in js(dsn, "consumer", "list", "jobs")}
+    assert rows["mailer"]["share"] is True and rows["audit"]["share"] is False
+    assert "mailer (share)" in ok(dsn, "consumer", "list", "jobs").stdout
+    with pglogq.Client(dsn) as c:
+        c.send("jobs", {"n": 1})
+        c.tick("jobs", force=True)
+        lease = c.receive("jobs", "mailer", worker="a", max_messages=1, start_first=0)
+        assert lease.cede()  # the released row cede makes is no worker
+        (info,) = c.consumer_info("jobs", "mailer")
+        assert info.share and info.workers == 1 and info.open_batches == 1
