@@ -21,7 +21,10 @@
 -- Reads only.  Each page costs index range scans from its cursor: the waiting list reads the
 -- open batches and then the (ev_txid, ev_id) index from the consumer's cursor tick, so a page takes the same time on a
 -- queue of a million waiting events as on an empty one; with msg_type, events of other types
--- are read and skipped (a rare type among many waiting events makes a page slower).
+-- are read and skipped (a rare type among many waiting events makes a page slower).  An open
+-- batch is read from the cursor and only up to the page (see _open_batch_events), whatever its
+-- size.  jit off: the estimates of a queue of millions of events passed jit_above_cost, and
+-- compiling the plans (about 0.1 s) cost far more than the page.
 -- Cancelled events are left out.  A page is a snapshot: an event can move between states (and
 -- so be listed twice, or not at all) between two pages.
 CREATE OR REPLACE FUNCTION pglogq.jobs(
@@ -31,7 +34,8 @@ RETURNS TABLE (consumer text, state text, msg_id bigint, type text, created_at t
                since timestamptz, last_heartbeat timestamptz, percent numeric, stage text,
                due_at timestamptz, attempts integer, reason text, dead_id bigint, cursor text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET jit = off AS $$
 #variable_conflict use_variable
 DECLARE
     q pglogq.queue;
@@ -92,13 +96,11 @@ BEGIN
                        coalesce(p.worker, pglogq._worker_name(h), c.consumer_name) AS worker,
                        coalesce(p.started_at, h.batch_started_at) AS since,
                        greatest(p.heartbeat_at, h.heartbeat_at) AS beat, p.percent, p.stage
-                  FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0) e
+                  FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0, k1::text::xid8, k2,
+                                                 msg_type => only_type) e
                   JOIN pglogq.subscription h ON h.sub_id = e.holder
                   LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
-                 WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
-                   AND (only_type IS NULL OR e.ev_type = only_type)
-                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
-                   AND NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
+                 WHERE NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
             ), failed AS (
                 SELECT r.msg_id
                   -- the ids of the page bound the look-up of its retries: a filter of membership
@@ -156,12 +158,11 @@ BEGIN
                 SELECT c.consumer_name, 'waiting'::text, e.ev_id, e.ev_type, e.ev_time, NULL::text, NULL::timestamptz,
                        NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, e.ev_retry, NULL::text,
                        NULL::bigint, format('%s/4/%s/%s', c.consumer_name, e.ev_txid, e.ev_id)
-                  FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 1) e
-                 WHERE (e.ev_txid, e.ev_id) > (k1::text::xid8, k2)
-                   AND (only_type IS NULL OR e.ev_type = only_type)
-                   AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m WHERE m.queue_id = q.queue_id AND m.msg_id = e.ev_id)
-                   -- held for its retry by a strict nack (acknowledged up to it): listed as retry
-                   AND NOT (e.ev_id = ANY (held))
+                  -- after the cursor, of the type, not cancelled, not held for its retry by a
+                  -- strict nack (acknowledged up to it: listed as retry), at most a page of each
+                  -- holder (the helper's read stops there)
+                  FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 1, k1::text::xid8, k2, left_rows,
+                                                 only_type, held) e
                  ORDER BY e.ev_txid, e.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 left_rows := left_rows - n;

@@ -4,16 +4,21 @@
 -- Raises:     PQ001 unknown queue.
 -- Tables:     idempotency_key, cancelled, stop_request, progress, subscriber (delete of
 --             silent workers, cascades to sub_state).
+-- Cancel markers: those below the oldest stored transaction of the queue, read as a range of the
+-- markers' (queue_id, ev_txid) index, so a pass costs the markers it deletes, not all of them
+-- (custom plans: the range is planned with its bound, never as a guessed third of the table).
 -- Deletes no tick: ticks are emptied with their rotated slot by maint_rotate_meta (issue 20).
 -- Does nothing (returns 0) while a seek or subscribe of the queue is in progress or another
 -- prune or rotation of the queue runs; deletes no cancel marker in a transaction above READ
 -- COMMITTED (its snapshot could miss a row written since).
 CREATE OR REPLACE FUNCTION pglogq.maint_prune(queue_name text)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     q pglogq.queue;
     fresh boolean;
+    oldest xid8;  -- the oldest transaction of an event the queue still stores
     n integer;
     total integer := 0;
 BEGIN
@@ -38,12 +43,20 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;
     -- cancel markers (a separate statement: its rule belongs to cancel): a cancellation lasts as
-    -- long as its event row, i.e. until rotation truncated the event's table
+    -- long as its event row, i.e. until rotation truncated the event's table.  The markers whose
+    -- event is surely gone are those below the oldest transaction the queue still stores (its
+    -- min through the (ev_txid, ev_id) index of each child): one range of the markers' txid
+    -- index, never a check of every marker against the event tables each pass.  A marker whose
+    -- event went while an older transaction's event is still stored waits until that one goes.
+    -- The bound is also kept below this statement's xmin: a transaction still running now (its
+    -- events not visible to the min) could commit an event, and a cancel of it, before the
+    -- DELETE's own snapshot; every txid below xmin has ended, so its events are in the min.
+    oldest := least((SELECT min(e.ev_txid) FROM pglogq.event e WHERE e.ev_queue = q.queue_id),
+                    pg_snapshot_xmin(pg_current_snapshot()));
     DELETE FROM pglogq.cancelled c
-     WHERE fresh AND c.queue_id = q.queue_id
-       AND NOT EXISTS (SELECT 1 FROM pglogq.event e
-                        WHERE e.ev_queue = c.queue_id AND e.ev_txid = c.ev_txid AND e.ev_id = c.msg_id)
-       AND NOT EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.queue_id = c.queue_id AND d.msg_id = c.msg_id);
+     WHERE fresh AND c.queue_id = q.queue_id AND c.ev_txid < oldest
+       AND NOT EXISTS (SELECT 1 FROM pglogq.delayed d WHERE d.queue_id = c.queue_id AND d.msg_id = c.msg_id
+                       OFFSET 0);
     GET DIAGNOSTICS n = ROW_COUNT;
     total := total + n;
     -- stop requests whose event no handler runs any more

@@ -1,10 +1,19 @@
--- pglogq.maint_pump(): move every due retry and delayed event into its queue's current table.
+-- pglogq.maint_pump(): move due retries and delayed events into their queues' current tables,
+-- at most 10,000 of each per call.
 -- Parameters: none.
--- Returns:    the number of events moved.
+-- Returns:    the number of events moved (at most 20,000: 10,000 retries and 10,000 delayed
+--             events); the rest stays due and is moved by the next calls (maint_operations
+--             names pump again while anything is due).
 -- Tables:     queue (FOR KEY SHARE of the queues with due rows), retry, delayed (delete of due
 --             rows), event (insert).
--- Set-based: all due rows in one statement each.  Concurrent pumps move each row once (the
--- DELETE ... RETURNING locks it).  A retried event keeps its msg_id and goes to its consumer only.
+-- Bounded: each call reads and moves at most 10,000 due rows of each table, the earliest due
+-- first (due_at, deliver_at: through their indexes), so a burst of 100,000 due retries is ten
+-- short transactions, not one long statement that holds every row and writes one huge batch.
+-- The events of one call share a transaction, so they come in one batch, in priority order;
+-- what a call leaves comes in a later batch, like a row that fell due after it.  Concurrent
+-- pumps move each row once: a pump locks the rows it takes and skips those another pump (or a
+-- transaction changing them) holds, which stay for the next call.  A retried event keeps its
+-- msg_id and goes to its consumer only.
 CREATE OR REPLACE FUNCTION pglogq.maint_pump()
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -13,19 +22,32 @@ DECLARE
     n2 integer;
     qids integer[];
     now_ts timestamptz := clock_timestamp();  -- a plain value: the due_at/deliver_at indexes apply
+    cap constant integer := 10000;  -- rows of each table per call (documented in the header)
 BEGIN
-    -- the queues with due rows, locked FOR KEY SHARE first (the order drop_queue takes: queue
-    -- row, then its rows): a drop in progress is waited for, and its queue is then left out,
-    -- instead of an insert into an event table that is being dropped
+    -- the queues of the rows this call will take, locked FOR KEY SHARE first (the order
+    -- drop_queue takes: queue row, then its rows): a drop in progress is waited for, and its
+    -- queue is then left out, instead of an insert into an event table that is being dropped
     qids := ARRAY(SELECT q.queue_id FROM pglogq.queue q
-                   WHERE q.queue_id IN (SELECT r.queue_id FROM pglogq.retry r WHERE r.due_at <= now_ts
-                                        UNION SELECT d.queue_id FROM pglogq.delayed d WHERE d.deliver_at <= now_ts)
+                   WHERE q.queue_id IN (SELECT r.queue_id
+                                          FROM (SELECT r.queue_id FROM pglogq.retry r WHERE r.due_at <= now_ts
+                                                 ORDER BY r.due_at LIMIT cap) r
+                                        UNION
+                                        SELECT d.queue_id
+                                          FROM (SELECT d.queue_id FROM pglogq.delayed d WHERE d.deliver_at <= now_ts
+                                                 ORDER BY d.deliver_at LIMIT cap) d)
                    ORDER BY q.queue_id FOR KEY SHARE);
     IF cardinality(qids) = 0 THEN
         RETURN 0;
     END IF;
-    WITH due AS (
-        DELETE FROM pglogq.retry r WHERE r.due_at <= now_ts AND r.queue_id = ANY (qids) RETURNING r.*
+    WITH pick AS (
+        SELECT r.sub_id, r.msg_id FROM pglogq.retry r
+         WHERE r.due_at <= now_ts AND r.queue_id = ANY (qids)
+         ORDER BY r.due_at LIMIT cap
+         FOR UPDATE SKIP LOCKED
+    ), due AS (
+        DELETE FROM pglogq.retry r USING pick p
+         WHERE r.sub_id = p.sub_id AND r.msg_id = p.msg_id
+        RETURNING r.*
     )
     INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers,
                               ev_priority, ev_retry, ev_owner, ev_failed_at, ev_key, ev_partition)
@@ -34,8 +56,15 @@ BEGIN
            pglogq._event_partition(q.partitions, d.ev_key, d.msg_id)
       FROM due d JOIN pglogq.queue q ON q.queue_id = d.queue_id;
     GET DIAGNOSTICS n1 = ROW_COUNT;
-    WITH due AS (
-        DELETE FROM pglogq.delayed r WHERE r.deliver_at <= now_ts AND r.queue_id = ANY (qids) RETURNING r.*
+    WITH pick AS (
+        SELECT d.queue_id, d.msg_id FROM pglogq.delayed d
+         WHERE d.deliver_at <= now_ts AND d.queue_id = ANY (qids)
+         ORDER BY d.deliver_at LIMIT cap
+         FOR UPDATE SKIP LOCKED
+    ), due AS (
+        DELETE FROM pglogq.delayed r USING pick p
+         WHERE r.queue_id = p.queue_id AND r.msg_id = p.msg_id
+        RETURNING r.*
     )
     INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_time, ev_type, ev_payload, ev_headers, ev_priority,
                               ev_key, ev_partition)

@@ -92,6 +92,8 @@ BEGIN
             SELECT c.msg_id FROM pglogq.cancelled c
               JOIN pglogq.event x ON x.ev_queue = c.queue_id AND x.ev_txid = c.ev_txid AND x.ev_id = c.msg_id
              WHERE c.queue_id = h.queue_id AND x.ev_owner IS NULL
+               -- the batch's transaction range (the txid index): never every marker of the queue
+               AND c.ev_txid >= pg_snapshot_xmin(prev_snap) AND c.ev_txid < pg_snapshot_xmax(cur_snap)
                AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
                AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id, true) = 1
                AND pglogq._page_position(h2, x.ev_priority, x.ev_txid, x.ev_id, true) = 0

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 import pglogq
+from tests.support.db import TableReads
 from tests.support.draining import drain
 from tests.support.maintenance import pump_and_tick, rotate_all
 from tests.support.waiting import wait_for
@@ -267,3 +268,45 @@ def test_jobs_bad_arguments(client: pglogq.Client, kwargs: dict[str, object], er
     client.send("q", {})
     with pytest.raises(error):
         client.jobs("q", **kwargs)  # type: ignore[arg-type]
+
+
+def test_jobs_reads_an_open_batch_only_up_to_its_page(client: pglogq.Client, dsn: str) -> None:
+    """A consumer holding a page of a batch of 20,000 events: every page of jobs read the whole
+    batch (25 ms a page at 10,000 events, whatever max_rows).  It now reads from the cursor and
+    stops at the page (in flight: at the end of the handed page), in index order; the pages
+    still list every event once, in order; and jobs runs without JIT, whose compilation was
+    most of a first page on a queue of millions of events."""
+    setup(client, "c")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pglogq.send_batch('q', ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 20000) g))"
+        )
+        conn.execute("SELECT pglogq.force_tick('q')")
+        conn.execute("ANALYZE pglogq.event")
+    handed = [m.msg_id for m in client.receive("q", "c", max_messages=100)]
+    with psycopg.connect(dsn) as conn:
+        for state, rows in (("in-flight", 100), ("waiting", 10)):
+            before = TableReads(conn, r"event\_%")
+            got = conn.execute(
+                "SELECT msg_id, cursor FROM pglogq.jobs('q', 'c', in_state => %s, max_rows => 10)", (state,)
+            ).fetchall()
+            spent = TableReads(conn, r"event\_%") - before
+            assert len(got) == 10
+            assert spent.rows_read() <= rows + 20, (state, spent)  # (the empty children may be seq-scanned)
+        # the next page from the last one's cursor, still bounded
+        before = TableReads(conn, r"event\_%")
+        nxt = conn.execute(
+            "SELECT msg_id FROM pglogq.jobs('q', 'c', in_state => 'waiting', max_rows => 10, after => %s)",
+            (got[-1][1],),
+        ).fetchall()
+        spent = TableReads(conn, r"event\_%") - before
+        assert [r[0] for r in nxt] == [got[-1][0] + i for i in range(1, 11)]
+        assert spent.rows_read() <= 30, spent
+        flight = conn.execute("SELECT msg_id FROM pglogq.jobs('q', 'c', in_state => 'in-flight', max_rows => 1000)")
+        assert [r[0] for r in flight] == handed
+        for fn in ("jobs", "_open_batch_events"):
+            config = conn.execute(
+                "SELECT p.proconfig FROM pg_proc p WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proname = %s",
+                (fn,),
+            ).fetchone()
+            assert config is not None and "jit=off" in config[0], (fn, config)

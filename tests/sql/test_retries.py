@@ -11,7 +11,7 @@ import pytest
 
 import pglogq
 from pglogq import RetryPolicy
-from tests.support.db import state
+from tests.support.db import TableReads, state
 from tests.support.draining import drain
 from tests.support.maintenance import pump_and_tick, rotate_all
 from tests.support.waiting import wait_for
@@ -368,3 +368,76 @@ def test_concurrent_pumps_move_each_retry_once(client: Any, dsn: str) -> None:
     again = client.receive("q", "c", max_messages=1000)
     assert sorted(m.msg_id for m in again) == ids
     assert {m.retry_count for m in again} == {1}
+
+
+# -- the retry and delayed tables: the per-pass cost is what is due ----------------------------
+
+
+def waiting_rows(dsn: str, queue: str, consumer: str, rows: int, due: str, first: int = 1) -> None:
+    """``rows`` retries of ``consumer`` and ``rows`` delayed sends of ``queue``, due at ``due``
+    (an SQL expression of g, first..first + rows - 1), written directly (a nack each would only make the test
+    slow); the statistics are then fresh."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO pglogq.retry (queue_id, sub_id, msg_id, due_at, retry_count, ev_time, ev_payload, ev_priority)"
+            f" SELECT s.queue_id, s.sub_id, 1000000 + g, {due}, 1, now(), jsonb_build_object('n', g), 100"
+            "  FROM pglogq.subscription s JOIN pglogq.queue q ON q.queue_id = s.queue_id,"
+            "       generate_series(%s::integer, %s::integer) g"
+            " WHERE q.queue_name = %s AND s.consumer_name = %s AND s.parent_id IS NULL",
+            (first, first + rows - 1, queue, consumer),
+        )
+        conn.execute(
+            "INSERT INTO pglogq.delayed (queue_id, msg_id, deliver_at, ev_payload, ev_priority)"
+            f" SELECT q.queue_id, 2000000 + g, {due}, jsonb_build_object('n', g), 100"
+            "  FROM pglogq.queue q, generate_series(%s::integer, %s::integer) g WHERE q.queue_name = %s",
+            (first, first + rows - 1, queue),
+        )
+        conn.execute("ANALYZE pglogq.retry")
+        conn.execute("ANALYZE pglogq.delayed")
+
+
+def test_maint_operations_reads_no_waiting_retry(client: Any, dsn: str) -> None:
+    """The daemon asks maint_operations every 500 ms whether anything is due: its test of the
+    retry and delayed tables was estimated as a third of each table and ran as a seq scan of
+    every waiting row (8 to 18 ms at 100,000 retries due tomorrow).  It now reads the earliest
+    due time from each index, whatever the statistics."""
+    setup_queue(client, ("a",))
+    waiting_rows(dsn, "q", "a", 5000, "now() + interval '1 day'")
+    with psycopg.connect(dsn) as conn:
+        for _ in range(3):
+            before_r, before_d = TableReads(conn, "retry"), TableReads(conn, "delayed")
+            ops = {op for op, _q in conn.execute("SELECT * FROM pglogq.maint_operations()").fetchall()}
+            spent_r, spent_d = TableReads(conn, "retry") - before_r, TableReads(conn, "delayed") - before_d
+            assert "pump" not in ops
+            assert spent_r.seq_scan == 0 and spent_r.rows_read() <= 1, spent_r
+            assert spent_d.seq_scan == 0 and spent_d.rows_read() <= 1, spent_d
+    waiting_rows(dsn, "q", "a", 1, "now() - interval '1 s'", first=5001)
+    with psycopg.connect(dsn) as conn:
+        ops = {op for op, _q in conn.execute("SELECT * FROM pglogq.maint_operations()").fetchall()}
+        assert "pump" in ops
+
+
+def test_pump_moves_at_most_its_cap_per_call_and_loses_nothing(client: Any, dsn: str) -> None:
+    """Pumping 100,000 due retries was one statement of 0.6 s (and one batch of 100,000).  A call
+    now moves at most 10,000 retries and 10,000 delayed events, the earliest due first; the rest
+    waits for the next calls, and every row arrives once."""
+    setup_queue(client, ("a",))
+    total = 10_050
+    # due a millisecond apart, the lowest g first
+    waiting_rows(dsn, "q", "a", total, f"now() - interval '1 hour' - ({total} - g) * interval '1 ms'")
+    with psycopg.connect(dsn) as conn:
+        before_r, before_d = TableReads(conn, "retry"), TableReads(conn, "delayed")
+        assert conn.execute("SELECT pglogq.maint_pump()").fetchone() == (20_000,)
+        spent_r, spent_d = TableReads(conn, "retry") - before_r, TableReads(conn, "delayed") - before_d
+        conn.commit()
+        assert spent_r.deleted == 10_000 and spent_d.deleted == 10_000
+        # the latest due are left
+        assert conn.execute("SELECT min(msg_id) - 1000000, count(*) FROM pglogq.retry").fetchone() == (10_001, 50)
+        assert conn.execute("SELECT min(msg_id) - 2000000, count(*) FROM pglogq.delayed").fetchone() == (10_001, 50)
+        assert {op for op, _q in conn.execute("SELECT * FROM pglogq.maint_operations()").fetchall()} >= {"pump"}
+        assert conn.execute("SELECT pglogq.maint_pump()").fetchone() == (100,)
+        assert conn.execute("SELECT pglogq.maint_pump()").fetchone() == (0,)
+        conn.commit()
+    client.tick("q", force=True)
+    got = [m.msg_id for m in drain(client, "q", "a", page=5000)]
+    assert sorted(got) == [1_000_000 + g for g in range(1, total + 1)] + [2_000_000 + g for g in range(1, total + 1)]

@@ -58,3 +58,36 @@ def event_count(dsn: str, queue: str, msg_id: int | None = None) -> int:
         ).fetchone()
         assert row is not None
         return int(row[0])
+
+
+class TableReads:
+    """What the current transaction of ``conn`` did to some pglogq tables so far
+    (``pg_stat_xact_user_tables``: exact, counted in this backend, no wait for the statistics
+    collector): take one before and one after a call, and subtract."""
+
+    def __init__(self, conn: psycopg.Connection[tuple[object, ...]], like: str) -> None:
+        row = conn.execute(
+            "SELECT coalesce(sum(seq_scan), 0), coalesce(sum(seq_tup_read), 0), coalesce(sum(idx_scan), 0),"
+            "       coalesce(sum(idx_tup_fetch), 0), coalesce(sum(n_tup_del), 0)"
+            "  FROM pg_stat_xact_user_tables WHERE schemaname = 'pglogq' AND relname LIKE %s",
+            (like,),
+        ).fetchone()
+        assert row is not None
+        self.seq_scan, self.seq_read, self.idx_scan, self.idx_fetch, self.deleted = (int(str(v)) for v in row)
+
+    def rows_read(self) -> int:
+        """Rows read by sequential and index scans."""
+        return self.seq_read + self.idx_fetch
+
+    def __sub__(self, other: TableReads) -> TableReads:
+        out = object.__new__(TableReads)
+        out.seq_scan = self.seq_scan - other.seq_scan
+        out.seq_read = self.seq_read - other.seq_read
+        out.idx_scan = self.idx_scan - other.idx_scan
+        out.idx_fetch = self.idx_fetch - other.idx_fetch
+        out.deleted = self.deleted - other.deleted
+        return out
+
+    def __repr__(self) -> str:
+        return (f"TableReads(seq_scan={self.seq_scan}, seq_read={self.seq_read}, idx_scan={self.idx_scan},"
+                f" idx_fetch={self.idx_fetch}, deleted={self.deleted})")
