@@ -110,7 +110,7 @@ BEGIN
              AND NOT pg_visible_in_snapshot(ev.ev_txid, hb.prev_snap)
              AND (ev.ev_owner IS NULL OR ev.ev_owner = _open_batch_events.consumer_sub_id)
              AND (_open_batch_events.msg_type IS NULL OR ev.ev_type = _open_batch_events.msg_type)
-             AND (_open_batch_events.skip_ids IS NULL OR ev.ev_id <> ALL (_open_batch_events.skip_ids))
+             AND (_open_batch_events.skip_ids IS NULL OR NOT (ev.ev_id = ANY (_open_batch_events.skip_ids)))
              AND CASE WHEN (hb.hrow).stream IS NULL THEN NOT (lanes AND ev.ev_priority > 100)
                       WHEN (hb.hrow).stream = -1 THEN ev.ev_priority > 100  -- the urgent lane's stream
                       ELSE ev.ev_partition = (hb.hrow).stream END  -- a partition's stream
