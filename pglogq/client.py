@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool
 from typing_extensions import LiteralString, Self
@@ -28,6 +29,7 @@ from pglogq import _queries as q
 from pglogq import keys as _keys
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
+    CannotConnect,
     ClientClosed,
     InvalidArgument,
     InvalidCaptureOption,
@@ -218,11 +220,27 @@ class Client:
         if stale is not None:
             _concurrency.discard_pool(stale)
         if not ready:
+            if self._own_pool:
+                self._first_connection()
             pool.open()  # safe when another caller opened it meanwhile
             with self._lock:
                 self._opened = True
                 self._loop = _concurrency.current_loop()
         return pool
+
+    def _first_connection(self) -> None:
+        """Connect once before the pool opens: a DSN that cannot work (connection refused, unknown
+        host, no such database, bad password) fails here at once with its reason, where the pool
+        would retry in the background and raise a bare ``PoolTimeout`` after its timeout."""
+        extra: dict[str, Any] = {}
+        if "connect_timeout" not in conninfo_to_dict(self.dsn or ""):
+            extra["connect_timeout"] = max(2, int(self._pool_timeout))
+        try:
+            c = psycopg.Connection.connect(self.dsn or "", autocommit=True, **extra)
+        except psycopg.OperationalError as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise CannotConnect(f"cannot connect to the database: {reason}") from exc
+        c.close()
 
     def conninfo(self) -> str:
         """The connection string this client connects with: its DSN, or the given pool's

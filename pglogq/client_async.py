@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 from typing_extensions import LiteralString, Self
@@ -26,6 +27,7 @@ from pglogq import _queries as q
 from pglogq import keys as _keys
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
+    CannotConnect,
     ClientClosed,
     InvalidArgument,
     InvalidCaptureOption,
@@ -216,11 +218,27 @@ class AsyncClient:
         if stale is not None:
             _concurrency_async.discard_pool(stale)
         if not ready:
+            if self._own_pool:
+                await self._first_connection()
             await pool.open()  # safe when another caller opened it meanwhile
             with self._lock:
                 self._opened = True
                 self._loop = _concurrency_async.current_loop()
         return pool
+
+    async def _first_connection(self) -> None:
+        """Connect once before the pool opens: a DSN that cannot work (connection refused, unknown
+        host, no such database, bad password) fails here at once with its reason, where the pool
+        would retry in the background and raise a bare ``PoolTimeout`` after its timeout."""
+        extra: dict[str, Any] = {}
+        if "connect_timeout" not in conninfo_to_dict(self.dsn or ""):
+            extra["connect_timeout"] = max(2, int(self._pool_timeout))
+        try:
+            c = await psycopg.AsyncConnection.connect(self.dsn or "", autocommit=True, **extra)
+        except psycopg.OperationalError as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise CannotConnect(f"cannot connect to the database: {reason}") from exc
+        await c.close()
 
     async def conninfo(self) -> str:
         """The connection string this client connects with: its DSN, or the given pool's
