@@ -21,14 +21,18 @@ import code
 import contextlib
 import inspect
 import io
+import os
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.docs.test_pages import ALL_PAGES, REPO, RUN_LANGS, SESSION_PHRASE, Block, PageRun, blocks_of, page_id
+from tests.support.db import with_db
 
 
 class PasteConsole(code.InteractiveConsole):
@@ -188,3 +192,32 @@ def test_tutorial_dead_letters_mallory_when_pasted(
     assert "mailer: mallory failed (invalid email address): retry" in printed, printed
     assert "mailer: mallory failed (invalid email address): dead" in printed, printed
     assert "'mallory', 'invalid email address')]" in printed, printed
+
+
+@pytest.fixture
+def database_without_pglogq(server_dsn: str) -> Iterator[str]:
+    """A new, empty database: what a reader has before the first block (no schema installed)."""
+    name = f"pglogq_docs_bare_{os.getpid()}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    try:
+        yield with_db(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("page", ["docs/tutorial.md", "docs/from-a-jobs-table.md"])
+def test_first_pages_run_on_a_database_without_pglogq(
+    page: str, database_without_pglogq: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The pages a new user starts with install the schema themselves: the page test's database
+    has it installed already, a reader's new database has not (the jobs guide's first block
+    failed there with a raw InvalidSchemaName)."""
+    monkeypatch.setenv("PGLOGQ_DSN", database_without_pglogq)
+    monkeypatch.chdir(tmp_path)
+    run = run_as_session(REPO / page, database_without_pglogq, tmp_path)
+    if page.endswith("from-a-jobs-table.md"):
+        printed = "".join(text for _, text in run.printed)
+        assert "dead 1 card declined" in printed, printed
