@@ -49,3 +49,55 @@ def test_worker_against_an_unreachable_database_fails_at_once_with_the_reason(
     assert proc.returncode == Exit.CONNECTION, (proc.returncode, proc.stderr)
     assert "cannot connect to the database" in proc.stderr and "refused" in proc.stderr.lower(), proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+# -- the embedded server under connected sessions; embedded start -----------------------------------
+
+
+def _sh(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    # stdin is not a terminal: a confirmation is refused without --yes (exit 10)
+    return subprocess.run([script(), *args], capture_output=True, text=True, env=env, timeout=180,
+                          check=False, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.embedded_only
+def test_embedded_stop_asks_when_sessions_are_connected_and_start_starts_it(tmp_path: Path) -> None:
+    """`embedded stop` stopped the server under connected workers and a ticker without a word
+    (they then failed with a raw AdminShutdown), and there was no `embedded start`."""
+    import json
+
+    import psycopg
+
+    env = env_without_dsn(PGLOGQ_HOME=str(tmp_path / "home"))
+    try:
+        r = _sh("embedded", "start", "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        first = json.loads(r.stdout)
+        assert first["started"] is True and str(tmp_path / "home") in first["data_dir"]
+        again = json.loads(_sh("embedded", "start", "--json", env=env).stdout)
+        assert again["started"] is False and again["dsn"] == first["dsn"]
+        assert "already running" in _sh("embedded", "start", env=env).stdout
+
+        # nobody connected: it stops without asking, and starts again
+        r = _sh("embedded", "stop", "--json", env=env)
+        assert r.returncode == 0 and json.loads(r.stdout)["stopped"] is True, r.stderr
+        r = _sh("embedded", "start", env=env)
+        assert r.returncode == 0 and "started" in r.stdout, r.stderr
+        dsn = json.loads(_sh("embedded", "status", "--json", env=env).stdout)["dsn"]
+
+        # a worker is connected: refused without --yes off a terminal, the server still runs
+        with psycopg.connect(dsn, autocommit=True, application_name="billing-worker") as worker:
+            r = _sh("embedded", "stop", env=env)
+            assert r.returncode == Exit.NOT_CONFIRMED, (r.returncode, r.stdout, r.stderr)
+            assert "1 session(s) are connected" in r.stderr and "billing-worker" in r.stderr, r.stderr
+            assert "--yes" in r.stderr, r.stderr
+            assert worker.execute("SELECT 1").fetchone() == (1,)
+            r = _sh("embedded", "stop", "--yes", "--json", env=env)
+            assert r.returncode == 0, r.stderr
+            assert json.loads(r.stdout) == {"data_dir": first["data_dir"], "stopped": True, "sessions": 1}
+            assert "billing-worker" in r.stderr  # said even when not asked
+            with pytest.raises(psycopg.OperationalError):
+                worker.execute("SELECT 1")
+        assert json.loads(_sh("embedded", "status", "--json", env=env).stdout)["running"] is False
+    finally:
+        _sh("embedded", "stop", "--yes", env=env)

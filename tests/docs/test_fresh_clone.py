@@ -69,7 +69,7 @@ def test_readme_and_tutorial_from_a_fresh_clone_leave_status_check_green(
     finally:
         if run is not None:
             run.close()
-        _bash("pglogq embedded stop", env, work)
+        _bash("pglogq embedded stop --yes", env, work)
 
 
 def _run(run: PageRun, b: Block, env: dict[str, str], work: Path) -> None:
