@@ -101,3 +101,66 @@ def test_embedded_stop_asks_when_sessions_are_connected_and_start_starts_it(tmp_
         assert json.loads(_sh("embedded", "status", "--json", env=env).stdout)["running"] is False
     finally:
         _sh("embedded", "stop", "--yes", env=env)
+
+
+# -- the demo leaves no queue behind ---------------------------------------------------------------
+
+
+def test_demo_drops_its_queue(dsn: str) -> None:
+    """It said "nothing is left behind" and left the queue pglogq_demo (without consumers)."""
+    import json
+
+    from tests.cli.test_day_one import ok, sql
+
+    before = sql(dsn, "SELECT queue_name FROM pglogq.queue_info() ORDER BY 1")
+    r = ok("demo", dsn=dsn)
+    assert "nothing is left behind" in r.stdout and "dropped" in r.stdout, r.stdout
+    assert sql(dsn, "SELECT queue_name FROM pglogq.queue_info() ORDER BY 1") == before
+    out = json.loads(ok("demo", "--json", dsn=dsn).stdout)
+    assert out["dropped"] is True and out["consumers"]["audit"]["all_events_once"] is True
+    assert sql(dsn, "SELECT count(*) FROM pglogq.queue_info() WHERE queue_name = 'pglogq_demo'") == [(0,)]
+    # every command the demo suggests next runs, in order
+    suggested = [line.strip() for line in r.stdout.splitlines() if line.startswith("  pglogq ")]
+    assert suggested[1] == "pglogq queue create pglogq_demo", suggested
+
+
+# -- ticker run --once is quiet -------------------------------------------------------------------
+
+
+def test_ticker_once_does_not_print_its_configuration(dsn: str) -> None:
+    """The tutorial runs `pglogq ticker run --once` three times: each printed a 600-character
+    configuration line (the daemon's start-up record) in the middle of the reader's output."""
+    env = {**env_without_dsn(), "PGLOGQ_DSN": dsn}
+    r = subprocess.run([script(), "ticker", "run", "--once"], capture_output=True, text=True, env=env,
+                       timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "" and "effective configuration" not in r.stderr, r.stderr
+    assert all(len(line) <= 200 for line in r.stderr.splitlines()), r.stderr
+    # asked for: the same line at DEBUG
+    r = subprocess.run([script(), "ticker", "run", "--once", "--log-level", "DEBUG"], capture_output=True,
+                       text=True, env=env, timeout=120, check=False)
+    assert r.returncode == 0 and "effective configuration" in r.stderr, r.stderr
+
+
+# -- schedule list in a pipe -----------------------------------------------------------------------
+
+
+def test_schedule_list_off_a_terminal_is_one_line_per_schedule(dsn: str) -> None:
+    """Piped (`| grep`, a log), the table wrapped each row over several lines of cut cells."""
+    from tests.cli.test_day_one import ok
+
+    ok("queue", "create", "maintenance_jobs", dsn=dsn)
+    ok("schedule", "add", "maintenance_jobs", "hourly-statistics-report", "--cron", "0 * * * *",
+       "--payload", '{"report": "stats"}', "--type", "report.statistics", dsn=dsn)
+    ok("schedule", "add", "maintenance_jobs", "nightly-cleanup", "--cron", "30 2 * * *", "--payload", "{}",
+       "--missed", "catch_up", dsn=dsn)
+    r = ok("schedule", "list", dsn=dsn)  # stdout is a pipe here
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3, r.stdout  # a header and one line per schedule
+    header = lines[0].split("\t")
+    rows = [dict(zip(header, line.split("\t"), strict=True)) for line in lines[1:]]
+    assert [(x["name"], x["cron"], x["type"], x["missed"]) for x in rows] == [
+        ("hourly-statistics-report", "0 * * * *", "report.statistics", "skip"),
+        ("nightly-cleanup", "30 2 * * *", "-", "catch_up"),
+    ], r.stdout
+    assert all(x["queue"] == "maintenance_jobs" and x["sent"] == "0" for x in rows), r.stdout
