@@ -170,3 +170,37 @@ def test_an_async_client_with_a_dsn_that_cannot_work_says_why_at_the_first_call(
                 assert why in str(info.value).lower(), str(info.value)
 
     asyncio.run(main())
+
+
+@pytest.mark.timeout(120)
+def test_a_client_that_loses_its_database_says_why(server_dsn: str, template_db: str) -> None:
+    """The database goes away under a working client: once the pool has no connection in time,
+    the error names the reason (here: the database does not exist any more), not only a bare
+    ``PoolTimeout``; it is still a ``ConnectionError`` for code that retries."""
+    name = f"pglogq_lost_{os.getpid()}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    client = pglogq.Client(with_db(server_dsn, name))
+    client._pool_timeout = 2.0  # how long a call waits for a connection (as a sharded client sets it)
+    try:
+        client.create_queue("q")
+        client.send("q", {"n": 1})
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        errors: list[BaseException] = []
+        for _ in range(5):  # the first call may meet the connection the server closed
+            try:
+                client.send("q", {"n": 2})
+            except (psycopg.OperationalError, OSError) as exc:
+                errors.append(exc)
+                if isinstance(exc, pglogq.CannotConnect):
+                    break
+        last = errors[-1]
+        assert isinstance(last, pglogq.CannotConnect), [repr(e) for e in errors]
+        assert "does not exist" in str(last) and "no connection in 2 s" in str(last), str(last)
+        assert isinstance(last.__cause__, psycopg.OperationalError)
+    finally:
+        client.close()
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
