@@ -12,8 +12,8 @@ half-acknowledged.
 
 The worker connects once before it starts: a database it cannot reach (refused, unknown host, no
 such database, bad password) ends it at once with the reason and exit code 6, where the consumer
-would retry forever.  Once started, a worker that loses its database keeps trying, with a
-growing wait, and logs each failure with its reason.
+would retry forever.  Once started, a worker that loses its database keeps trying and logs each
+failure with its reason.
 """
 
 from __future__ import annotations
