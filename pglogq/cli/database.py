@@ -2,8 +2,9 @@
 
 ``dsn`` prints the DSN every other command would use (the DSN rule: ``--dsn``, ``PGLOGQ_DSN``,
 the embedded server), so a script or a day-two page never guesses; ``psql`` runs psql on it;
-``embedded status|stop`` look at and stop the embedded server, which otherwise runs until the
-machine stops.
+``embedded status|start|stop`` look at, start and stop the embedded server, which otherwise runs
+until the machine stops.  ``stop`` asks first when sessions (workers, a ticker, a dashboard) are
+connected to it: they lose their connections.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import click
+import psycopg
 
 from pglogq.cli.app import App, common_options, json_option, pass_app
+from pglogq.cli.confirm import confirm, yes_option
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import emit_json
 from pglogq.errors import EmbeddedUnavailable
@@ -93,7 +96,7 @@ def psql(app: App, psql_args: tuple[str, ...]) -> None:
 @click.group("embedded")
 @common_options
 def embedded() -> None:
-    """The embedded PostgreSQL: where it is, whether it runs, stop it."""
+    """The embedded PostgreSQL: where it is, whether it runs, start and stop it."""
 
 
 def _status_or_error() -> object:
@@ -134,24 +137,79 @@ def embedded_status(app: App) -> None:
         click.echo("not in use: --dsn or PGLOGQ_DSN names another database")
 
 
-@embedded.command("stop")
+@embedded.command("start")
 @common_options
 @json_option
 @pass_app
-def embedded_stop(app: App) -> None:
-    """Stop the embedded server (its connections are closed; its data stays).
+def embedded_start(app: App) -> None:
+    """Start the embedded server (and create it on first use); nothing happens when it runs.
 
-    The next command that needs it starts it again.
+    Any command that needs it starts it too; this one only starts it and prints its DSN.
 
-    JSON: {"data_dir": str, "stopped": bool} (false: it was not running)
+    JSON: {"data_dir": str, "started": bool, "dsn": str} (started false: it was running)
     """
     from pglogq import embedded as emb
 
     st = _status_or_error()
     assert isinstance(st, emb.EmbeddedStatus)
+    try:
+        value = emb.start_server(Path(st.data_dir))
+    except EmbeddedUnavailable as exc:
+        raise CliError(exc.message, Exit.NOT_AVAILABLE, hint=exc.hint) from exc
+    started = not st.running
+    if app.json:
+        emit_json({"data_dir": st.data_dir, "started": started, "dsn": value})
+        return
+    click.echo(f"embedded PostgreSQL {'started' if started else 'already running'} ({st.data_dir})")
+    click.echo(f"dsn: {value}")
+
+
+def _sessions(dsn: str) -> list[tuple[str, int]]:
+    """The other client sessions on the embedded server, by application name (with counts)."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10, application_name="pglogq-cli") as conn:
+            rows = conn.execute(
+                "SELECT coalesce(nullif(application_name, ''), '(no application name)'), count(*)"
+                " FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                " GROUP BY 1 ORDER BY 2 DESC, 1"
+            ).fetchall()
+    except psycopg.OperationalError:
+        return []  # not answering: stopping it disconnects nobody who could work
+    return [(str(name), int(n)) for name, n in rows]
+
+
+@embedded.command("stop")
+@common_options
+@yes_option
+@json_option
+@pass_app
+def embedded_stop(app: App, yes: bool) -> None:
+    """Stop the embedded server (its connections are closed; its data stays).
+
+    When sessions are connected (workers, a ticker, the dashboard, psql), it lists them and asks
+    first (--yes: do not ask; refused without --yes when stdin is not a terminal): they lose
+    their connections, and a worker or ticker left running fails or retries until it is started
+    again (pglogq embedded start, or any command that needs it).
+
+    JSON: {"data_dir": str, "stopped": bool, "sessions": int} (stopped false: it was not running)
+    """
+    from pglogq import embedded as emb
+
+    st = _status_or_error()
+    assert isinstance(st, emb.EmbeddedStatus)
+    sessions = _sessions(st.dsn) if st.running and st.dsn else []
+    if sessions:
+        total = sum(n for _, n in sessions)
+        who = ", ".join(f"{name} ({n})" if n > 1 else name for name, n in sessions)
+        click.echo(
+            f"warning: {total} session(s) are connected to the embedded PostgreSQL: {who}; "
+            "stopping it closes their connections (workers and tickers fail until it is started again)",
+            err=True,
+        )
+        confirm(f"Stop the embedded PostgreSQL under {total} connected session(s)?", yes=yes)
     stopped = emb.stop()
     if app.json:
-        emit_json({"data_dir": st.data_dir, "stopped": stopped})
+        emit_json({"data_dir": st.data_dir, "stopped": stopped, "sessions": sum(n for _, n in sessions)})
     else:
         click.echo(f"embedded PostgreSQL stopped ({st.data_dir})" if stopped
                    else f"embedded PostgreSQL was not running ({st.data_dir})")

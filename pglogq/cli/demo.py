@@ -18,7 +18,7 @@ CONSUMERS = ("billing", "audit")
 
 @click.command()
 @click.option("--queue", "queue", default="pglogq_demo", show_default=True,
-              help="Queue to use; it is dropped and recreated on every run.")
+              help="Queue to use; it is created for the run and dropped at its end.")
 @click.option("--events", type=click.IntRange(2, 100000), default=10, show_default=True,
               help="How many events to produce (one send, the rest in one send_batch).")
 @common_options
@@ -30,10 +30,11 @@ def demo(app: App, queue: str, events: int) -> None:
     Installs the schema (idempotent), recreates QUEUE, subscribes two consumers (billing,
     audit), sends one event with send and the rest with send_batch, ticks, lets each consumer
     receive and acknowledge every event on its own (fan-out), shows that the events are stored
-    once whatever the number of consumers, and unsubscribes its two consumers again (the queue
-    stays for `pglogq tail`; nothing is left behind for `status --check`).  Safe to run again.
+    once whatever the number of consumers, and drops the queue with its consumers at the end
+    (nothing is left behind: `status --check` stays green, `queue list` is as before).  Safe to
+    run again.
 
-    JSON: {"database": str, "queue": str, "sent": int, "stored_rows": int,
+    JSON: {"database": str, "queue": str, "dropped": bool, "sent": int, "stored_rows": int,
     "consumers": {name: {"received": int, "acked_batches": int, "all_events_once": bool}},
     "seconds": float}
     """
@@ -70,14 +71,15 @@ def demo(app: App, queue: str, events: int) -> None:
     row = conn.execute(cq.STORED_EVENTS, (queue,)).fetchone()
     stored = int(row[0]) if row else 0
     # leave nothing behind: a subscribed consumer nobody runs falls behind with every later send,
-    # makes `status --check` fail and, with a ticker running, holds back rotation
-    for name in CONSUMERS:
-        client.unsubscribe(queue, name, conn=conn)
+    # makes `status --check` fail and, with a ticker running, holds back rotation; a queue nobody
+    # asked for clutters `queue list` and the dashboard
+    dropped = client.drop_queue(queue, force=True, conn=conn)
     dbrow = conn.execute(cq.SERVER_INFO).fetchone()
     seconds = round(time.perf_counter() - t0, 3)
     ok = all(r["all_events_once"] for r in results.values()) and stored == len(sent)
     if app.json:
-        emit_json({"database": dbrow[0] if dbrow else None, "queue": queue, "sent": len(sent),
+        emit_json({"database": dbrow[0] if dbrow else None, "queue": queue, "dropped": bool(dropped),
+                   "sent": len(sent),
                    "stored_rows": stored, "consumers": results, "seconds": seconds})
     else:
         out = console()
@@ -89,10 +91,11 @@ def demo(app: App, queue: str, events: int) -> None:
         if t is not None:
             out.print(t)
         out.print(f"stored rows: {stored} (one copy of each event, read by {len(CONSUMERS)} consumers)")
-        out.print(f"consumers {', '.join(CONSUMERS)} unsubscribed again: nothing is left behind"
-                  f" (`pglogq status --check` stays green)")
+        out.print(f"queue {queue!r} dropped with its consumers: nothing is left behind")
+        out.print("(`pglogq status --check` stays green, `pglogq queue list` is as before)")
         out.print(f"done in {seconds:.2f}s.  Next, try:")
         out.print("  pglogq status")
+        out.print(f"  pglogq queue create {queue}")
         out.print(f"  pglogq tail {queue} --tick        (and in another terminal:)")
         out.print(f"  pglogq send {queue} '{{\"order\": 99}}'")
         out.print(f"  pglogq queue drop {queue} --yes      (when done)")

@@ -100,6 +100,7 @@ _CLASS_CODES: list[tuple[type[BaseException], Exit]] = [
     (pe.StaleBatch, Exit.CONFLICT),
     (pe.SchemaMismatch, Exit.SCHEMA),
     (pe.EmbeddedUnavailable, Exit.CONNECTION),
+    (pe.CannotConnect, Exit.CONNECTION),
     (pe.ShardUnavailable, Exit.CONNECTION),
     (pe.GatesPending, Exit.CONFLICT),
     (pe.NotAClusterMember, Exit.NOT_FOUND),
@@ -146,6 +147,7 @@ def _schema_missing(exc: BaseException) -> bool:
 # The SQL API's hints name SQL functions and arguments; at the command line the same advice is
 # a command or an option.  Applied in order, to the text of a hint (never to a message).
 CLI_HINTS: list[tuple[str, str]] = [
+    (", or client.install_schema() in Python", ""),
     ("pglogq.queue_info() lists the queues", "`pglogq queue list` lists the queues"),
     ("pglogq.consumer_info(queue) lists its consumers", "`pglogq consumer list QUEUE` lists its consumers"),
     ("pglogq.consumer_info() lists the consumers", "`pglogq consumer list` lists the consumers"),

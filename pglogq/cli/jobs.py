@@ -10,7 +10,7 @@ import click
 
 from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.errors import CliError, Exit
-from pglogq.cli.output import ago, emit_json, fmt, print_table, short
+from pglogq.cli.output import ago, console, emit_json, fmt, print_table, short
 from pglogq.cli.params import Int8
 from pglogq.models import JobState
 
@@ -169,6 +169,9 @@ def add(app: App, queue: str, name: str, cron: str, payload: str, type_: str | N
 def list_(app: App, queue: str | None) -> None:
     """List the schedules of QUEUE (of every queue without it).
 
+    On a terminal, a table; elsewhere (a pipe, a file) a header line and one line per schedule,
+    the fields separated by tabs (a cron expression has spaces), never wrapped.
+
     JSON: [{"queue_name", "name", "cron", "type", "payload", "headers", "priority", "missed",
     "created_at", "next_due", "last_due", "last_msg_id", "sent", "skipped"}]
     """
@@ -176,13 +179,19 @@ def list_(app: App, queue: str | None) -> None:
     if app.json:
         emit_json([asdict(s) for s in rows])
         return
-    print_table(
-        ["queue", "name", "cron", "type", "missed", "next due", "last due", "sent", "skipped"],
-        [[s.queue_name, s.name, s.cron, s.type or "-", s.missed, fmt(s.next_due) if s.next_due else "not planned",
-          fmt(s.last_due) if s.last_due else "-", s.sent, s.skipped] for s in rows],
-        right=["sent", "skipped"],
-        empty="no schedules",
-    )
+    columns = ["queue", "name", "cron", "type", "missed", "next due", "last due", "sent", "skipped"]
+    cells = [[s.queue_name, s.name, s.cron, s.type or "-", s.missed, fmt(s.next_due) if s.next_due else "not planned",
+              fmt(s.last_due) if s.last_due else "-", s.sent, s.skipped] for s in rows]
+    if not console().is_terminal:
+        # 80 columns of table fold every cell of a long name into a column of fragments
+        if not cells:
+            click.echo("no schedules")
+            return
+        click.echo("\t".join(c.replace(" ", "_") for c in columns))
+        for row in cells:
+            click.echo("\t".join(fmt(v).replace("\t", " ") for v in row))
+        return
+    print_table(columns, cells, right=["sent", "skipped"], empty="no schedules")
 
 
 @schedule.command()

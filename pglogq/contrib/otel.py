@@ -1,4 +1,5 @@
-"""OpenTelemetry tracing for pglogq (the ``otel`` extra: ``pip install 'pglogq[otel]'``).
+"""OpenTelemetry tracing for pglogq (the ``otel`` extra: ``pip install -e '.[otel]'`` in the checkout,
+``pip install 'pglogq[otel]'`` once published).
 
 Call :func:`instrument` once at start-up (after configuring your ``TracerProvider``); nothing is
 traced before, and ``import pglogq`` never imports OpenTelemetry.  Then:

@@ -2,7 +2,8 @@
 
 ``pglogq dashboard`` serves it; :func:`create_app` returns the ASGI app to mount in your own
 (Starlette, FastAPI, any ASGI router).  It needs the ``dashboard`` extra
-(``pip install 'pglogq[dashboard]'``: Starlette, uvicorn, Jinja2, python-multipart); ``import pglogq``
+(``pip install -e '.[dashboard]'`` in the checkout, ``'pglogq[dashboard]'`` once published: Starlette,
+uvicorn, Jinja2, python-multipart); ``import pglogq``
 never imports it.  It reads and acts through :class:`pglogq.AsyncClient` only: pglogq's SQL API.
 """
 

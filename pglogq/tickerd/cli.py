@@ -98,7 +98,9 @@ def command(dsn: tuple[str, ...], once: bool, env_file: str | None, **options: A
     except (ValueError, OSError) as exc:
         raise click.UsageError(str(exc)) from exc
     logs.configure(settings.log_level, settings.log_format)
-    emit(logging.INFO, "config", "effective configuration", **describe(settings))
+    # the daemon's start-up record; one pass (a command a person types, the tutorial's) keeps it
+    # for --log-level DEBUG instead of printing a screenful before its one line of result
+    emit(logging.DEBUG if once else logging.INFO, "config", "effective configuration", **describe(settings))
     try:
         code = asyncio.run(run_once(settings) if once else Daemon(settings, reload=load).serve())
     except KeyboardInterrupt:

@@ -550,7 +550,7 @@ def test_demo_on_a_fresh_database_twice(raw_db: str) -> None:
     r = ok(raw_db, "demo", "--events", "50")
     assert "stored rows: 50" in r.stdout and "billing" in r.stdout and "audit" in r.stdout
     assert "demo on" in r.stderr
-    assert [q["queue_name"] for q in js(raw_db, "queue", "list")] == ["pglogq_demo"]
+    assert [q["queue_name"] for q in js(raw_db, "queue", "list")] == []  # the demo drops its queue
 
 
 def test_hosted_dsn_is_passed_on(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -145,15 +145,16 @@ def test_peek_opens_no_batch_so_seek_is_not_refused(dsn: str) -> None:
 
 def test_demo_then_its_suggestions_leave_status_check_green(dsn: str) -> None:
     r = ok("demo", dsn=dsn)
-    assert "unsubscribed again" in r.stdout
-    # what the demo suggests next: send one more event; a ticker (here one pass) ticks it
+    assert "nothing is left behind" in r.stdout
+    # what the demo suggests next: make the queue, send one more event; a ticker (here one pass) ticks it
+    ok("queue", "create", "pglogq_demo", dsn=dsn)
     ok("send", "pglogq_demo", '{"order": 99}', dsn=dsn)
     ok("ticker", "run", "--once", dsn=dsn)
     # --stale-after 1ms stands for "much later": a consumer left behind would be 1 event behind
     r = sh("status", "--check", "--stale-after", "1ms", dsn=dsn)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(ok("demo", "--json", dsn=dsn).stdout)["consumers"]["billing"]["all_events_once"] is True
-    assert sql(dsn, "SELECT count(*) FROM pglogq.consumer_info('pglogq_demo')") == [(0,)]
+    assert sql(dsn, "SELECT count(*) FROM pglogq.queue_info() WHERE queue_name = 'pglogq_demo'") == [(0,)]
 
 
 # -- item 4: rates over wall-clock windows ----------------------------------------------------------

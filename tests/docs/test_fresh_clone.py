@@ -53,8 +53,9 @@ def test_readme_and_tutorial_from_a_fresh_clone_leave_status_check_green(
         assert "using the embedded PostgreSQL" in r.stderr  # the DSN rule fell through to it
         dsn = _bash("pglogq dsn", env, work).stdout.strip()
         assert str(home) in dsn
-        # ... and what the demo suggests next: one more event, which a ticker pass ticks
-        r = _bash("pglogq send pglogq_demo '{\"order\": 99}' && pglogq ticker run --once", env, work)
+        # ... and what the demo suggests next: its queue again, one more event, which a ticker pass ticks
+        r = _bash("pglogq queue create pglogq_demo && pglogq send pglogq_demo '{\"order\": 99}'"
+                  " && pglogq ticker run --once", env, work)
         assert r.returncode == 0, r.stdout + r.stderr
         run = PageRun(dsn, work)
         for page in (REPO / "README.md", DOCS / "tutorial.md"):
@@ -69,7 +70,7 @@ def test_readme_and_tutorial_from_a_fresh_clone_leave_status_check_green(
     finally:
         if run is not None:
             run.close()
-        _bash("pglogq embedded stop", env, work)
+        _bash("pglogq embedded stop --yes", env, work)
 
 
 def _run(run: PageRun, b: Block, env: dict[str, str], work: Path) -> None:

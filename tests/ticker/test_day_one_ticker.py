@@ -52,14 +52,15 @@ def test_dash_h_is_help(dsn: str) -> None:
 def test_env_names_match_the_options_and_the_effective_configuration_is_logged(dsn: str) -> None:
     env = clean_env(dsn, PGLOGQ_TICKER_INTERVAL="9ms", PGLOGQ_TICKER_MAX_BACKOFF="1m",
                     PGLOGQ_TICKER_IDLE_INTERVAL="300ms")
-    r = ticker("--once", "--log-format", "json", env=env)
+    r = ticker("--once", "--log-format", "json", "--log-level", "DEBUG", env=env)  # --once: at DEBUG
     assert r.returncode == 0, r.stderr
     cfg = config_line(r.stderr)
     assert cfg["busy_interval"] == "9ms" and cfg["backoff_max"] == "1m" and cfg["idle_interval"] == "300ms"
     assert "password" not in cfg["databases"]
     # the setting's own name still works, and the command line wins over both
     env = clean_env(dsn, PGLOGQ_TICKER_BUSY_INTERVAL="7ms", PGLOGQ_TICKER_BACKOFF_MAX="2m")
-    cfg = config_line(ticker("--once", "--log-format", "json", "--busy-interval", "8ms", env=env).stderr)
+    cfg = config_line(ticker("--once", "--log-format", "json", "--log-level", "DEBUG", "--busy-interval", "8ms",
+                             env=env).stderr)
     assert cfg["busy_interval"] == "8ms" and cfg["backoff_max"] == "2m"
 
 
