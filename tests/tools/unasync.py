@@ -19,6 +19,7 @@ PAIRS: dict[str, str] = {
     "client_async.py": "client.py",
     "consumer_async.py": "consumer.py",
     "sharded_client_async.py": "sharded_client.py",
+    "_wakeup_async.py": "_wakeup.py",
 }
 
 WORDS: dict[str, str] = {
@@ -42,6 +43,7 @@ WORDS: dict[str, str] = {
     "client_async": "client",
     "consumer_async": "consumer",
     "sharded_client_async": "sharded_client",
+    "_wakeup_async": "_wakeup",
 }
 
 PATTERNS: list[tuple[str, str]] = [
