@@ -17,7 +17,7 @@ import pytest
 
 import pglogq
 from pglogq import cluster_admin
-from pglogq import consumer as consumer_module
+from pglogq import sharded_consumer as consumer_module
 from tests.support.cluster import Cluster, make_cluster
 from tests.support.consumers import MODES, Spec, run_once, running
 from tests.support.waiting import wait_for

@@ -20,6 +20,8 @@ PAIRS: dict[str, str] = {
     "consumer_async.py": "consumer.py",
     "sharded_client_async.py": "sharded_client.py",
     "_wakeup_async.py": "_wakeup.py",
+    "_consumer_loop_async.py": "_consumer_loop.py",
+    "sharded_consumer_async.py": "sharded_consumer.py",
 }
 
 WORDS: dict[str, str] = {
@@ -44,6 +46,8 @@ WORDS: dict[str, str] = {
     "consumer_async": "consumer",
     "sharded_client_async": "sharded_client",
     "_wakeup_async": "_wakeup",
+    "_consumer_loop_async": "_consumer_loop",
+    "sharded_consumer_async": "sharded_consumer",
 }
 
 PATTERNS: list[tuple[str, str]] = [
