@@ -11,8 +11,8 @@ The consumer is three parts: this module holds the settings, the handlers and ``
 receive loop is a :class:`~pglogq._consumer_loop.ReceiveLoop` (``_consumer_loop.py``),
 made when ``run`` starts; a loop waits for ticks with its
 :class:`~pglogq._wakeup.Wakeup` (``_wakeup.py``).  On a cluster of shards the
-sharded client runs the loops (``pglogq.cluster``): this module knows it only as an
-:class:`AsyncClusterClient`.
+sharded client runs the loops (``pglogq.cluster``): this module knows it only as the abstract
+:class:`ClusterClient`.
 
 A consumer reads one page of its subscription's batch at a time (``receive``), routes every
 message to the handler registered for its type, runs the handlers (at most ``concurrency`` at
@@ -34,12 +34,13 @@ the heartbeat side moves the frontier back to what has started.
 
 from __future__ import annotations
 
+import abc
 import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from pglogq import _concurrency, sharded_consumer
+from pglogq import _concurrency
 
 # what users import from here: the delivery, and the page sizes the docstrings name
 from pglogq._consumer_loop import PAGE_MAX as PAGE_MAX
@@ -60,7 +61,6 @@ from pglogq._runtime import (
 from pglogq._wakeup import Wakeup, send_probe
 from pglogq.client import Client
 from pglogq.retry import RetryPolicy
-from pglogq.sharded_client import ShardedClient
 
 log = logging.getLogger("pglogq.consumer")
 
@@ -68,6 +68,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 MessageHandler = Callable[[Delivery], _concurrency.Result]
 BatchHandler = Callable[[list[Delivery]], _concurrency.Result]
+
+
+class ClusterClient(abc.ABC):
+    """A client of several servers that a consumer can read through: the sharded client of a
+    cluster (:class:`~pglogq.ShardedClient`, in ``pglogq.cluster``), which runs the
+    consumer's receive loops on its shards.  The consumer knows no more of it than this, so that
+    the core of pglogq never imports the cluster layer built on it."""
+
+    pooled: bool
+    """Whether its connections go through a pooler in transaction mode."""
+
+    @abc.abstractmethod
+    def _run_consumer(
+        self, consumer: Consumer, stop_when_idle: bool, max_batches: int | None
+    ) -> RunStats:
+        """Run ``consumer``'s receive loops on the servers until they end (``consumer.run``);
+        the sum of what they did."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the connections."""
 
 
 class Consumer:
@@ -150,7 +171,7 @@ class Consumer:
 
     def __init__(
         self,
-        client_or_dsn: Client | ShardedClient | str | None,
+        client_or_dsn: Client | ClusterClient | str | None,
         queue: str,
         consumer_name: str,
         *,
@@ -190,9 +211,9 @@ class Consumer:
             raise ValueError(f"listen_dsn must be a non-empty DSN or None, got {listen_dsn!r}")
         if not isinstance(pooled, bool):
             raise TypeError(f"pooled must be True or False, got {pooled!r}")
-        if isinstance(client_or_dsn, (Client, ShardedClient)) and pooled and not client_or_dsn.pooled:
+        if isinstance(client_or_dsn, (Client, ClusterClient)) and pooled and not client_or_dsn.pooled:
             raise ValueError("pooled=True with a client made without it: make the client with pooled=True")
-        if isinstance(client_or_dsn, ShardedClient) and listen_dsn is not None:
+        if isinstance(client_or_dsn, ClusterClient) and listen_dsn is not None:
             raise ValueError("listen_dsn with a sharded client: each shard's loop LISTENs on its own shard")
         for name, value in (("poll_interval", poll_interval), ("heartbeat_interval", heartbeat_interval),
                             ("progress_interval", progress_interval),
@@ -242,7 +263,7 @@ class Consumer:
         self.start_ahead = float(start_ahead)
         self._pace: float | None = None  # seconds per handler start, measured over pages
         self.listen_dsn = listen_dsn
-        self.pooled = pooled or (isinstance(client_or_dsn, (Client, ShardedClient))
+        self.pooled = pooled or (isinstance(client_or_dsn, (Client, ClusterClient))
                                  and client_or_dsn.pooled)
         self.listen_probe_timeout = listen_probe_timeout
         self.label = worker if worker is not None else host_label()
@@ -251,7 +272,7 @@ class Consumer:
         self._routes = Routes()
         self._client: Client | None = client_or_dsn if isinstance(client_or_dsn, Client) else None
         self._dsn = client_or_dsn if isinstance(client_or_dsn, str) else None
-        self._sharded = client_or_dsn if isinstance(client_or_dsn, ShardedClient) else None
+        self._sharded = client_or_dsn if isinstance(client_or_dsn, ClusterClient) else None
         self._own_client = self._client is None and self._sharded is None
         self._running = False
         self._stopping = False
@@ -278,7 +299,7 @@ class Consumer:
         return self._client
 
     @property
-    def sharded_client(self) -> ShardedClient | None:
+    def sharded_client(self) -> ClusterClient | None:
         """The sharded client the consumer was given (None: a single server's consumer)."""
         return self._sharded
 
@@ -365,7 +386,7 @@ class Consumer:
         self._stop_event.clear()
         try:
             if self._sharded is not None:
-                self.stats = sharded_consumer.run(self._sharded, self, stop_when_idle, max_batches)
+                self.stats = self._sharded._run_consumer(self, stop_when_idle, max_batches)
             elif self.workers > 1:
                 self.stats = self._run_loops(stop_when_idle, max_batches)
             else:

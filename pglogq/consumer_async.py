@@ -9,7 +9,7 @@ The consumer is three parts: this module holds the settings, the handlers and ``
 receive loop is a :class:`~pglogq._consumer_loop_async.ReceiveLoop` (``_consumer_loop_async.py``),
 made when ``run`` starts; a loop waits for ticks with its
 :class:`~pglogq._wakeup_async.AsyncWakeup` (``_wakeup_async.py``).  On a cluster of shards the
-sharded client runs the loops (``pglogq.cluster``): this module knows it only as an
+sharded client runs the loops (``pglogq.cluster``): this module knows it only as the abstract
 :class:`AsyncClusterClient`.
 
 A consumer reads one page of its subscription's batch at a time (``receive``), routes every
@@ -32,12 +32,13 @@ the heartbeat side moves the frontier back to what has started.
 
 from __future__ import annotations
 
+import abc
 import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from pglogq import _concurrency_async, sharded_consumer_async
+from pglogq import _concurrency_async
 
 # what users import from here: the delivery, and the page sizes the docstrings name
 from pglogq._consumer_loop_async import PAGE_MAX as PAGE_MAX
@@ -58,7 +59,6 @@ from pglogq._runtime import (
 from pglogq._wakeup_async import AsyncWakeup, send_probe
 from pglogq.client_async import AsyncClient
 from pglogq.retry import RetryPolicy
-from pglogq.sharded_client_async import AsyncShardedClient
 
 log = logging.getLogger("pglogq.consumer")
 
@@ -66,6 +66,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 MessageHandler = Callable[[AsyncDelivery], _concurrency_async.Result]
 BatchHandler = Callable[[list[AsyncDelivery]], _concurrency_async.Result]
+
+
+class AsyncClusterClient(abc.ABC):
+    """A client of several servers that a consumer can read through: the sharded client of a
+    cluster (:class:`~pglogq.AsyncShardedClient`, in ``pglogq.cluster``), which runs the
+    consumer's receive loops on its shards.  The consumer knows no more of it than this, so that
+    the core of pglogq never imports the cluster layer built on it."""
+
+    pooled: bool
+    """Whether its connections go through a pooler in transaction mode."""
+
+    @abc.abstractmethod
+    async def _run_consumer(
+        self, consumer: AsyncConsumer, stop_when_idle: bool, max_batches: int | None
+    ) -> RunStats:
+        """Run ``consumer``'s receive loops on the servers until they end (``consumer.run``);
+        the sum of what they did."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Close the connections."""
 
 
 class AsyncConsumer:
@@ -148,7 +169,7 @@ class AsyncConsumer:
 
     def __init__(
         self,
-        client_or_dsn: AsyncClient | AsyncShardedClient | str | None,
+        client_or_dsn: AsyncClient | AsyncClusterClient | str | None,
         queue: str,
         consumer_name: str,
         *,
@@ -188,9 +209,9 @@ class AsyncConsumer:
             raise ValueError(f"listen_dsn must be a non-empty DSN or None, got {listen_dsn!r}")
         if not isinstance(pooled, bool):
             raise TypeError(f"pooled must be True or False, got {pooled!r}")
-        if isinstance(client_or_dsn, (AsyncClient, AsyncShardedClient)) and pooled and not client_or_dsn.pooled:
+        if isinstance(client_or_dsn, (AsyncClient, AsyncClusterClient)) and pooled and not client_or_dsn.pooled:
             raise ValueError("pooled=True with a client made without it: make the client with pooled=True")
-        if isinstance(client_or_dsn, AsyncShardedClient) and listen_dsn is not None:
+        if isinstance(client_or_dsn, AsyncClusterClient) and listen_dsn is not None:
             raise ValueError("listen_dsn with a sharded client: each shard's loop LISTENs on its own shard")
         for name, value in (("poll_interval", poll_interval), ("heartbeat_interval", heartbeat_interval),
                             ("progress_interval", progress_interval),
@@ -240,7 +261,7 @@ class AsyncConsumer:
         self.start_ahead = float(start_ahead)
         self._pace: float | None = None  # seconds per handler start, measured over pages
         self.listen_dsn = listen_dsn
-        self.pooled = pooled or (isinstance(client_or_dsn, (AsyncClient, AsyncShardedClient))
+        self.pooled = pooled or (isinstance(client_or_dsn, (AsyncClient, AsyncClusterClient))
                                  and client_or_dsn.pooled)
         self.listen_probe_timeout = listen_probe_timeout
         self.label = worker if worker is not None else host_label()
@@ -249,7 +270,7 @@ class AsyncConsumer:
         self._routes = Routes()
         self._client: AsyncClient | None = client_or_dsn if isinstance(client_or_dsn, AsyncClient) else None
         self._dsn = client_or_dsn if isinstance(client_or_dsn, str) else None
-        self._sharded = client_or_dsn if isinstance(client_or_dsn, AsyncShardedClient) else None
+        self._sharded = client_or_dsn if isinstance(client_or_dsn, AsyncClusterClient) else None
         self._own_client = self._client is None and self._sharded is None
         self._running = False
         self._stopping = False
@@ -276,7 +297,7 @@ class AsyncConsumer:
         return self._client
 
     @property
-    def sharded_client(self) -> AsyncShardedClient | None:
+    def sharded_client(self) -> AsyncClusterClient | None:
         """The sharded client the consumer was given (None: a single server's consumer)."""
         return self._sharded
 
@@ -363,7 +384,7 @@ class AsyncConsumer:
         self._stop_event.clear()
         try:
             if self._sharded is not None:
-                self.stats = await sharded_consumer_async.run(self._sharded, self, stop_when_idle, max_batches)
+                self.stats = await self._sharded._run_consumer(self, stop_when_idle, max_batches)
             elif self.workers > 1:
                 self.stats = await self._run_loops(stop_when_idle, max_batches)
             else:

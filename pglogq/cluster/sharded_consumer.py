@@ -1,7 +1,9 @@
+# generated from pglogq/cluster/sharded_consumer_async.py by python -m tests.tools.unasync; do not edit
+# (change the async source and regenerate)
 """A consumer on a cluster of shards: ordinary receive loops, ``workers`` of them on every shard.
 
-``pglogq/sharded_consumer.py`` (threads) is generated from this file by ``python -m tests.tools.unasync``.
-The consumer (:class:`~pglogq.AsyncConsumer` given an :class:`AsyncShardedClient`) hands its run
+``pglogq/cluster/sharded_consumer.py`` (threads) is generated from this file by ``python -m tests.tools.unasync``.
+The consumer (:class:`~pglogq.Consumer` given an :class:`ShardedClient`) hands its run
 to :func:`run`: each loop is a :class:`ShardLoop`, a receive loop of the consumer on one shard's
 client, that also passes the gates of moves of slots, waits out a shard that is down (backing off)
 or that does not have the queue or the consumer yet, and in a drain waits for the old shard of a
@@ -17,16 +19,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pglogq import _concurrency_async
-from pglogq._consumer_loop_async import RECOVERABLE, ReceiveLoop
+from pglogq import _concurrency
+from pglogq._consumer_loop import RECOVERABLE, ReceiveLoop
 from pglogq._runtime import RunStats, total
-from pglogq._wakeup_async import send_probe
-from pglogq.client_async import AsyncBatch, AsyncClient
+from pglogq._wakeup import send_probe
+from pglogq.client import Batch, Client
 from pglogq.errors import ConsumerGated, PglogqError, ShardUnavailable, UnknownConsumer, UnknownQueue
 
 if TYPE_CHECKING:
-    from pglogq.consumer_async import AsyncConsumer
-    from pglogq.sharded_client_async import AsyncShardedClient
+    from pglogq.cluster.sharded_client import ShardedClient
+    from pglogq.consumer import Consumer
 
 log = logging.getLogger("pglogq.consumer")
 
@@ -39,8 +41,8 @@ MAP_REFRESH = 30.0
 a shard added to the cluster meanwhile gets its loops then."""
 
 
-async def run(
-    sharded: AsyncShardedClient, consumer: AsyncConsumer, stop_when_idle: bool, max_batches: int | None
+def run(
+    sharded: ShardedClient, consumer: Consumer, stop_when_idle: bool, max_batches: int | None
 ) -> RunStats:
     """Run ``consumer``'s receive loops on every shard of ``sharded``'s map (the first loop that
     fails stops the others); while not a drain, a watcher reads the map every ``MAP_REFRESH``
@@ -53,18 +55,18 @@ async def run(
     early = RunStats()  # the map cannot be read while no seed answers: wait, as a loop would
     while True:
         try:
-            shard_map = await sharded.refresh_map()
+            shard_map = sharded.refresh_map()
             break
         except ShardUnavailable as exc:
             early.errors += 1
             longest = max(consumer.poll_interval, SHARD_BACKOFF_MAX)
             wait = float(min(longest, consumer.poll_interval * 2.0 ** early.errors))
             log.warning("%r: cannot read the shard map (%s); trying again in %g s", consumer, exc, wait)
-            if await _concurrency_async.wait_event(consumer._stop_event, wait):
+            if _concurrency.wait_event(consumer._stop_event, wait):
                 return early
     shards = ShardedRun(sharded, consumer)
     try:
-        runs = await shards.serve(list(shard_map.shard_names), stop_when_idle, max_batches)
+        runs = shards.serve(list(shard_map.shard_names), stop_when_idle, max_batches)
     finally:
         consumer._loops = []
     return total([early, *runs])
@@ -74,19 +76,19 @@ class ShardedRun:
     """One run of a consumer on a cluster: its loops, and how many loops of each shard still run
     (a gated loop of a drain waits while the loops of the move's old shard run)."""
 
-    def __init__(self, sharded: AsyncShardedClient, consumer: AsyncConsumer) -> None:
+    def __init__(self, sharded: ShardedClient, consumer: Consumer) -> None:
         self.sharded = sharded
         self.consumer = consumer
         self.active: dict[str, int] = {}
         self.served: set[str] = set()
 
-    async def serve(self, shards: list[str], stop_when_idle: bool, max_batches: int | None) -> list[RunStats]:
+    def serve(self, shards: list[str], stop_when_idle: bool, max_batches: int | None) -> list[RunStats]:
         """The loops of ``shards`` (and, unless a drain, the watcher of the map), until they end."""
         consumer = self.consumer
         loops: list[ShardLoop] = []
         names: list[str | None] = [*consumer._loop_names] or [consumer.worker_name]
         for shard in shards:
-            client = await self.sharded.shard_client(shard)
+            client = self.sharded.shard_client(shard)
             self.served.add(shard)
             self.active[shard] = self.active.get(shard, 0) + len(names)
             loops.extend(ShardLoop(consumer, client, name, shard, self) for name in names)
@@ -96,36 +98,36 @@ class ShardedRun:
         ]
         if not stop_when_idle and max_batches is None:
             fns.append(self._watch_map)
-        runs = await _concurrency_async.gather(fns)
+        runs = _concurrency.gather(fns)
         out: list[RunStats] = []
         for r in runs:
             out.extend(r if isinstance(r, list) else [r])
         return out
 
-    async def _run_loop(self, loop: ShardLoop, stop_when_idle: bool, max_batches: int | None) -> RunStats:
+    def _run_loop(self, loop: ShardLoop, stop_when_idle: bool, max_batches: int | None) -> RunStats:
         try:
-            return await self.consumer._run_loop(loop, stop_when_idle, max_batches)
+            return self.consumer._run_loop(loop, stop_when_idle, max_batches)
         finally:
             self.active[loop.shard] -= 1
 
-    async def _watch_map(self) -> list[RunStats]:
+    def _watch_map(self) -> list[RunStats]:
         """Read the shard map every ``MAP_REFRESH`` seconds until stopped (or every loop ended); a
         shard that is new gets its loops (and this watcher goes on beside them)."""
         consumer = self.consumer
         read_at = time.monotonic() + MAP_REFRESH
-        while any(self.active.values()) and not await _concurrency_async.wait_event(consumer._stop_event, 0.5):
+        while any(self.active.values()) and not _concurrency.wait_event(consumer._stop_event, 0.5):
             if time.monotonic() < read_at:
                 continue
             read_at = time.monotonic() + MAP_REFRESH
             try:
-                shard_map = await self.sharded.refresh_map()
+                shard_map = self.sharded.refresh_map()
             except (PglogqError, *RECOVERABLE) as exc:
                 log.warning("%r: cannot read the shard map (%s); trying again in %g s", consumer, exc, MAP_REFRESH)
                 continue
             new = [s for s in shard_map.shard_names if s not in self.served]
             if new:
                 log.info("%r: shard(s) %s joined the cluster: starting their loops", consumer, ", ".join(new))
-                return await self.serve(new, False, None)
+                return self.serve(new, False, None)
         return []
 
     def old_shard_runs(self, gated: ConsumerGated) -> bool:
@@ -146,7 +148,7 @@ class ShardLoop(ReceiveLoop):
     recoverable = (*RECOVERABLE, UnknownQueue, UnknownConsumer)
 
     def __init__(
-        self, consumer: AsyncConsumer, client: AsyncClient, name: str | None, shard: str, run: ShardedRun
+        self, consumer: Consumer, client: Client, name: str | None, shard: str, run: ShardedRun
     ) -> None:
         super().__init__(consumer, client, name)
         self.shard: str = shard
@@ -155,29 +157,29 @@ class ShardLoop(ReceiveLoop):
         self._gated: ConsumerGated | None = None  # what gated the last receive
         self._last_look = False  # a drain's gated loop looked at the fence after the old shard's loops ended
 
-    async def _conninfo(self) -> str:
-        return await self.client.conninfo()  # LISTEN on its own shard
+    def _conninfo(self) -> str:
+        return self.client.conninfo()  # LISTEN on its own shard
 
-    async def _send_probe(self, channel: str) -> None:
-        await send_probe(self.client, channel)
+    def _send_probe(self, channel: str) -> None:
+        send_probe(self.client, channel)
 
-    async def _learn_partitioned(self) -> bool:
-        rows = await self.client.queue_info(self.queue)
+    def _learn_partitioned(self) -> bool:
+        rows = self.client.queue_info(self.queue)
         if not rows:
             raise UnknownQueue(f'unknown queue "{self.queue}"')
         return rows[0].partitions > 1
 
-    async def _receive(self) -> AsyncBatch | None:
+    def _receive(self) -> Batch | None:
         self._gated = None
         try:
-            batch = await super()._receive()
+            batch = super()._receive()
         except ConsumerGated as exc:
-            if await self.run.sharded.pass_gate(self.queue, self.consumer_name, self.shard, exc):
+            if self.run.sharded.pass_gate(self.queue, self.consumer_name, self.shard, exc):
                 log.info("%r: passed the gate of move %s (the old shard %s is done up to its fence)",
                          self, exc.move_id, exc.from_shard)
                 return None
             self._gated = exc
-            batch = AsyncBatch(None, self.queue, self.consumer_name, [], self.client)
+            batch = Batch(None, self.queue, self.consumer_name, [], self.client)
         self._failures_in_row = 0
         return batch
 
