@@ -392,6 +392,7 @@ class Consumer:
             else:
                 self._run_alone(stop_when_idle, max_batches)
         finally:
+            self._loops = []
             self._running = False
         return self.stats
 
@@ -405,7 +406,6 @@ class Consumer:
             self.wakeup = loop.listen()
             loop.serve(stop_when_idle, max_batches)
         finally:
-            self._loops = []
             self.page_size, self._pace, self._partitioned = loop.page_size, loop._pace, loop._partitioned
 
     def _run_loops(self, stop_when_idle: bool, max_batches: int | None) -> RunStats:
@@ -414,18 +414,15 @@ class Consumer:
         client = self.client  # made now: the loops share it
         loops = [ReceiveLoop(self, client, name) for name in self._loop_names]
         self._attach(loops)
-        try:
-            runs = _concurrency.gather(
-                [functools.partial(self._run_loop, loop, stop_when_idle, max_batches) for loop in loops]
-            )
-        finally:
-            self._loops = []
+        runs = _concurrency.gather(
+            [functools.partial(self._run_loop, loop, stop_when_idle, max_batches) for loop in loops]
+        )
         return total(runs)
 
     # -- what a runner of loops uses (this module's, and the cluster's) -------------------
 
     def _attach(self, loops: Sequence[ReceiveLoop]) -> None:
-        """Count ``loops`` among the running ones, which ``stop()`` stops."""
+        """Count ``loops`` among the running ones, which ``stop()`` stops (until ``run`` returns)."""
         self._loops.extend(loops)
         if self._stopping:  # stop() came before the loops existed
             for loop in loops:

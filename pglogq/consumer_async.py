@@ -390,6 +390,7 @@ class AsyncConsumer:
             else:
                 await self._run_alone(stop_when_idle, max_batches)
         finally:
+            self._loops = []
             self._running = False
         return self.stats
 
@@ -403,7 +404,6 @@ class AsyncConsumer:
             self.wakeup = await loop.listen()
             await loop.serve(stop_when_idle, max_batches)
         finally:
-            self._loops = []
             self.page_size, self._pace, self._partitioned = loop.page_size, loop._pace, loop._partitioned
 
     async def _run_loops(self, stop_when_idle: bool, max_batches: int | None) -> RunStats:
@@ -412,18 +412,15 @@ class AsyncConsumer:
         client = self.client  # made now: the loops share it
         loops = [ReceiveLoop(self, client, name) for name in self._loop_names]
         self._attach(loops)
-        try:
-            runs = await _concurrency_async.gather(
-                [functools.partial(self._run_loop, loop, stop_when_idle, max_batches) for loop in loops]
-            )
-        finally:
-            self._loops = []
+        runs = await _concurrency_async.gather(
+            [functools.partial(self._run_loop, loop, stop_when_idle, max_batches) for loop in loops]
+        )
         return total(runs)
 
     # -- what a runner of loops uses (this module's, and the cluster's) -------------------
 
     def _attach(self, loops: Sequence[ReceiveLoop]) -> None:
-        """Count ``loops`` among the running ones, which ``stop()`` stops."""
+        """Count ``loops`` among the running ones, which ``stop()`` stops (until ``run`` returns)."""
         self._loops.extend(loops)
         if self._stopping:  # stop() came before the loops existed
             for loop in loops:

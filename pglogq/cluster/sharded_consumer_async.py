@@ -62,11 +62,7 @@ async def run(
             log.warning("%r: cannot read the shard map (%s); trying again in %g s", consumer, exc, wait)
             if await _concurrency_async.wait_event(consumer._stop_event, wait):
                 return early
-    shards = ShardedRun(sharded, consumer)
-    try:
-        runs = await shards.serve(list(shard_map.shard_names), stop_when_idle, max_batches)
-    finally:
-        consumer._loops = []
+    runs = await ShardedRun(sharded, consumer).serve(list(shard_map.shard_names), stop_when_idle, max_batches)
     return total([early, *runs])
 
 
