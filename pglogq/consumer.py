@@ -42,11 +42,13 @@ from typing import Any, TypeVar
 
 from pglogq import _concurrency
 
-# what users import from here: the delivery, and the page sizes the docstrings name
+# what users import from here: the delivery, the page sizes the docstrings name, and the reason
+# a transactional handler's message is nacked with
 from pglogq._consumer_loop import PAGE_MAX as PAGE_MAX
 from pglogq._consumer_loop import PAGE_MIN as PAGE_MIN
 from pglogq._consumer_loop import PAGE_SECONDS as PAGE_SECONDS
 from pglogq._consumer_loop import Delivery as Delivery
+from pglogq._consumer_loop import HandlerLeftTransactionFailed as HandlerLeftTransactionFailed
 from pglogq._consumer_loop import ReceiveLoop
 from pglogq._runtime import (
     WORKER_NAME_RE,

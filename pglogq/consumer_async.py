@@ -40,11 +40,13 @@ from typing import Any, TypeVar
 
 from pglogq import _concurrency_async
 
-# what users import from here: the delivery, and the page sizes the docstrings name
+# what users import from here: the delivery, the page sizes the docstrings name, and the reason
+# a transactional handler's message is nacked with
 from pglogq._consumer_loop_async import PAGE_MAX as PAGE_MAX
 from pglogq._consumer_loop_async import PAGE_MIN as PAGE_MIN
 from pglogq._consumer_loop_async import PAGE_SECONDS as PAGE_SECONDS
 from pglogq._consumer_loop_async import AsyncDelivery as AsyncDelivery
+from pglogq._consumer_loop_async import HandlerLeftTransactionFailed as HandlerLeftTransactionFailed
 from pglogq._consumer_loop_async import ReceiveLoop
 from pglogq._runtime import (
     WORKER_NAME_RE,
