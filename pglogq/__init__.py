@@ -7,6 +7,9 @@ ticks with its own cursor, so fan-out shares one copy; old tables are emptied by
 from pglogq._runtime import Nack, RunStats
 from pglogq.client import Batch, Client
 from pglogq.client_async import AsyncBatch, AsyncClient
+from pglogq.cluster.sharded_client import ShardedClient
+from pglogq.cluster.sharded_client_async import AsyncShardedClient
+from pglogq.cluster.shardmap import ShardMap
 from pglogq.consumer import Consumer, Delivery
 from pglogq.consumer_async import AsyncConsumer, AsyncDelivery
 from pglogq.errors import (
@@ -89,9 +92,6 @@ from pglogq.models import (
     Undecodable,
 )
 from pglogq.retry import RetryPolicy
-from pglogq.sharded_client import ShardedClient
-from pglogq.sharded_client_async import AsyncShardedClient
-from pglogq.shardmap import ShardMap
 from pglogq.tickerd.inprocess import AsyncTickerHandle, TickerHandle, start_async_ticker, start_ticker
 
 __version__ = "0.1.0"

@@ -119,3 +119,8 @@ CAPTURED_TABLES: LiteralString = (
     "SELECT table_name::pg_catalog.text, queue_name, key_columns, include_columns, exclude_columns,"
     " old_values, only_if::pg_catalog.text FROM pglogq.captured_tables(%s)"
 )
+# the wake-up of a consumer's receive loop (pglogq._wakeup_async): LISTEN and UNLISTEN take the
+# channel as an identifier (sql.SQL(...).format(sql.Identifier(channel))), the probe's NOTIFY as a value
+LISTEN: LiteralString = "LISTEN {}"
+UNLISTEN: LiteralString = "UNLISTEN {}"
+NOTIFY: LiteralString = "SELECT pg_catalog.pg_notify(%s, '')"

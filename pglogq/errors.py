@@ -454,7 +454,7 @@ class NotAClusterMember(PglogqError):
 
 class ShardUnavailable(PglogqError):
     """A shard did not answer, or a cluster operation was left incomplete (raised by the client
-    side: ``pglogq.cluster_admin``, ``ShardedClient``); the message says what is left to do
+    side: ``pglogq.cluster.cluster_admin``, ``ShardedClient``); the message says what is left to do
     (``pglogq cluster move-slots --resume`` finishes a move)."""
 
     sqlstate = "PQ083"
@@ -485,7 +485,7 @@ class CedeRefused(PglogqError):
 
 class GatesPending(PglogqError):
     """A move of slots out of a shard where consumers are still gated by an earlier move into it
-    was not started (raised by ``pglogq.cluster_admin.move_slots`` and the commands built on it):
+    was not started (raised by ``pglogq.cluster.cluster_admin.move_slots`` and the commands built on it):
     a move's gate waits for its consumers to finish the source, and a source that waits itself
     could close a cycle of gates that no consumer ever passes.  Nothing changed; run it again once
     the gates are passed (``pglogq cluster status`` lists them), or unsubscribe a consumer that is

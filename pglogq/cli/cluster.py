@@ -1,5 +1,5 @@
 """``pglogq cluster``: one queue across several PostgreSQL servers (init, status, move slots, add and
-remove shards); the work is :mod:`pglogq.cluster_admin`'s."""
+remove shards); the work is :mod:`pglogq.cluster.cluster_admin`'s."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from pglogq import cluster_admin
 from pglogq.cli.app import App, check_dsn, common_options, debug_option, json_option, pass_app
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import emit_json, print_table
+from pglogq.cluster import cluster_admin
 
 
 def _slots(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, int] | None:

@@ -18,7 +18,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 import pglogq
-from pglogq import cluster_admin
+from pglogq.cluster import cluster_admin
 from pglogq.keys import key_slot
 from tests.support.cli import fails, js, ok, run
 from tests.support.cluster import Cluster

@@ -15,7 +15,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 import pglogq
-from pglogq import cluster_admin
+from pglogq.cluster import cluster_admin
 from tests.plugins.database import SyncOverAsync
 from tests.support.cluster import Cluster, make_cluster
 from tests.support.db import state

@@ -14,9 +14,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolTimeout
 
 import pglogq
-from pglogq import _sharding
+from pglogq.cluster import _sharding
+from pglogq.cluster.shardmap import ShardMap, redacted, shard_dsn
 from pglogq.models import ConsumerInfo
-from pglogq.shardmap import ShardMap, redacted, shard_dsn
 
 
 def doc(**over: Any) -> dict[str, Any]:

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 import pglogq
-from pglogq import cluster_admin
-from pglogq import consumer as consumer_module
+from pglogq.cluster import cluster_admin
+from pglogq.cluster import sharded_consumer as consumer_module
 from tests.support.cluster import Cluster, make_cluster
 from tests.support.consumers import MODES, Spec, run_once, running
 from tests.support.waiting import wait_for

@@ -13,7 +13,7 @@ from tests.support.paths import REPO
 
 SCANNED = [*sorted((REPO / "pglogq" / "cli").rglob("*.py")), *sorted((REPO / "pglogq" / "tickerd").rglob("*.py")),
            *sorted((REPO / "pglogq" / "dashboard").rglob("*.py")),
-           REPO / "pglogq" / "cluster_admin.py"]  # the orchestrator of `pglogq cluster`
+           REPO / "pglogq" / "cluster" / "cluster_admin.py"]  # the orchestrator of `pglogq cluster`
 
 
 def tables() -> set[str]:

@@ -15,7 +15,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 import pglogq
-from pglogq import cluster_admin
+from pglogq.cluster import cluster_admin
 from pglogq.keys import key_slot
 from tests.support.db import is_superuser
 from tests.support.waiting import wait_for

@@ -1,5 +1,5 @@
 """A cluster of shards for the tests: databases of the test server joined by the orchestrator
-(``pglogq.cluster_admin.init``), and ways to reach into each shard or take one down."""
+(``pglogq.cluster.cluster_admin.init``), and ways to reach into each shard or take one down."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from pglogq import cluster_admin
-from pglogq.shardmap import ShardMap
+from pglogq.cluster import cluster_admin
+from pglogq.cluster.shardmap import ShardMap
 
 
 @dataclass

@@ -18,11 +18,15 @@ PKG = Path(__file__).resolve().parents[2] / "pglogq"
 PAIRS: dict[str, str] = {
     "client_async.py": "client.py",
     "consumer_async.py": "consumer.py",
-    "sharded_client_async.py": "sharded_client.py",
+    "cluster/sharded_client_async.py": "cluster/sharded_client.py",
+    "_wakeup_async.py": "_wakeup.py",
+    "_consumer_loop_async.py": "_consumer_loop.py",
+    "cluster/sharded_consumer_async.py": "cluster/sharded_consumer.py",
 }
 
 WORDS: dict[str, str] = {
     "AsyncShardedClient": "ShardedClient",
+    "AsyncClusterClient": "ClusterClient",
     "AsyncClient": "Client",
     "AsyncBatch": "Batch",
     "AsyncConsumer": "Consumer",
@@ -42,6 +46,9 @@ WORDS: dict[str, str] = {
     "client_async": "client",
     "consumer_async": "consumer",
     "sharded_client_async": "sharded_client",
+    "_wakeup_async": "_wakeup",
+    "_consumer_loop_async": "_consumer_loop",
+    "sharded_consumer_async": "sharded_consumer",
 }
 
 PATTERNS: list[tuple[str, str]] = [

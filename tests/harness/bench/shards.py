@@ -85,7 +85,7 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
                     db = f"pglogq_shards_{n}_{i}"
                     made.append((host, db))
                     dsns.append(make_database(host, db))
-                from pglogq import cluster_admin
+                from pglogq.cluster import cluster_admin
 
                 cluster_admin.init(dsns, names=[f"s{i}" for i in range(n)])
                 t = time.monotonic()
@@ -166,7 +166,7 @@ def label(n: int) -> str:
 
 
 def produce(ctx: BenchContext, n: int, dsns: list[str]) -> None:
-    from pglogq.sharded_client import ShardedClient
+    from pglogq.cluster.sharded_client import ShardedClient
 
     s = ctx.settings
     with ShardedClient(dsns) as client:
@@ -183,7 +183,7 @@ def produce(ctx: BenchContext, n: int, dsns: list[str]) -> None:
 
 def sharded_producer(conf: dict[str, Any], mode: str, batch: int, idx: int, start_at: float, stop_at: float) -> int:
     """One producer process: keyed sends through a ShardedClient until ``stop_at``; the events sent."""
-    from pglogq.sharded_client import ShardedClient
+    from pglogq.cluster.sharded_client import ShardedClient
 
     rows = [payload.make(idx * 1_000_000 + i) for i in range(max(batch, 1))]
     keys = [key_of(idx * 7 + i) for i in range(max(batch, 1))]
@@ -208,7 +208,7 @@ def sharded_producer(conf: dict[str, Any], mode: str, batch: int, idx: int, star
 
 def drain(ctx: BenchContext, n: int, dsns: list[str]) -> float:
     """Preload ``shard_events`` keyed events, tick every shard, drain them with one Consumer."""
-    from pglogq.sharded_client import ShardedClient
+    from pglogq.cluster.sharded_client import ShardedClient
 
     total = ctx.settings.shard_events
     with ShardedClient(dsns) as client:
@@ -248,7 +248,7 @@ def drain(ctx: BenchContext, n: int, dsns: list[str]) -> float:
 def overhead(ctx: BenchContext, member: str, plain_db: str) -> None:
     """Plain Client vs ShardedClient on the same 1-shard database, and a plain Client on a
     database that is no cluster member: rounds interleaved in this process."""
-    from pglogq.sharded_client import ShardedClient
+    from pglogq.cluster.sharded_client import ShardedClient
 
     seconds = ctx.settings.point_seconds
     rounds = ctx.settings.shard_overhead_rounds

@@ -108,8 +108,8 @@ class ShardedHarness:
         self.events = Recorder(self.hist / "nemesis-harness.log")  # crashes and kills, with their times
         self.shards: list[ExtraServer] = start_servers(SHARDS, self.base / "shards", pin=True)
         self.names = [s.name for s in self.shards]
-        from pglogq import cluster_admin
-        from pglogq.sharded_client import ShardedClient
+        from pglogq.cluster import cluster_admin
+        from pglogq.cluster.sharded_client import ShardedClient
 
         cluster_admin.init([s.dsn for s in self.shards], names=self.names)
         with ShardedClient([self.shards[0].dsn]) as client:
@@ -284,7 +284,7 @@ class ShardedHarness:
     def move(self) -> None:
         """Move the slots around one producer key's slot (within the range that holds it) to
         another shard: the keys of the run go back and forth between the shards."""
-        from pglogq import cluster_admin
+        from pglogq.cluster import cluster_admin
         from pglogq.errors import GatesPending
         from pglogq.keys import key_slot
 
@@ -326,7 +326,7 @@ class ShardedHarness:
     def finish_moves(self) -> list[dict[str, Any]]:
         """Unfinished moves left by a failure: resumed (``move_slots(seed, resume=True)``); those
         still unfinished after that."""
-        from pglogq import cluster_admin
+        from pglogq.cluster import cluster_admin
 
         if unfinished(self.cluster_map()):
             try:

@@ -97,7 +97,7 @@ def main() -> None:
     tag = a.tag or a.consumer + (f"-{a.worker}" if a.worker else "")
 
     import pglogq
-    from pglogq.sharded_client import ShardedClient
+    from pglogq.cluster.sharded_client import ShardedClient
 
     client = None
     while client is None:  # a shard may be down when the process (re)starts

@@ -52,7 +52,7 @@ def sharded_definite_failure(exc: BaseException) -> bool:
 
 class ShardedProducer:
     def __init__(self, seeds: list[str], queue: str, name: str, out: Recorder, seed: int, keys: int) -> None:
-        from pglogq.sharded_client import ShardedClient
+        from pglogq.cluster.sharded_client import ShardedClient
 
         self.client = ShardedClient(seeds, min_size=1, max_size=2)
         self.queue = queue

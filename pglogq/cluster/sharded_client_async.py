@@ -1,6 +1,6 @@
 """The asyncio client of a cluster of shards: the single source of truth of the sharded client.
 
-``pglogq/sharded_client.py`` (the blocking :class:`ShardedClient`) is generated from this file by
+``pglogq/cluster/sharded_client.py`` (the blocking :class:`ShardedClient`) is generated from this file by
 ``python -m tests.tools.unasync``; write here, never there.
 
 A cluster (``pglogq cluster init``) spreads every queue over several PostgreSQL servers, the
@@ -31,9 +31,12 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 from typing_extensions import LiteralString, Self
 
-from pglogq import _sharding
 from pglogq import keys as _keys
+from pglogq._runtime import RunStats
 from pglogq.client_async import AnyConn, AsyncBatch, AsyncClient
+from pglogq.cluster import _sharding, sharded_consumer_async
+from pglogq.cluster.shardmap import ShardMap, redacted
+from pglogq.consumer_async import AsyncClusterClient, AsyncConsumer
 from pglogq.errors import (
     ClientClosed,
     ConsumerGated,
@@ -47,21 +50,20 @@ from pglogq.errors import (
     translate,
 )
 from pglogq.models import ConsumerInfo, Message, QueueInfo, ShardedConsumerInfo, ShardedQueueInfo
-from pglogq.shardmap import ShardMap, redacted
 
 _CLUSTER_MAP: LiteralString = "SELECT pglogq.cluster_map()"
 _FENCE_PASSED: LiteralString = "SELECT pglogq.cluster_fence_passed(%s, %s, %s)"
 _GATE_PASS: LiteralString = "SELECT pglogq.cluster_gate_pass(%s, %s, %s)"
 
 
-class AsyncShardedClient:
+class AsyncShardedClient(AsyncClusterClient):
     """pglogq client of a cluster of shards, for asyncio.
 
     ``AsyncShardedClient(seeds)``: ``seeds`` a DSN or a list of DSNs of shards of the cluster;
     the map is read from the first that answers when the client first needs it (or at
     :meth:`refresh_map`).  The map's DSNs carry no password: the client connects to every shard
     with the user, password and options of the seed that answered (see
-    :func:`pglogq.shardmap.shard_dsn`).
+    :func:`pglogq.cluster.shardmap.shard_dsn`).
 
     ``min_size``, ``max_size``, ``pooled``: as for :class:`AsyncClient`, for each shard's pool
     (a :class:`AsyncConsumer` given this client uses each shard's pool for its loops there: give
@@ -132,6 +134,14 @@ class AsyncShardedClient:
         for c in clients:
             await c.close()
         await self._conn_client.close()
+
+    # -- a consumer on the cluster -----------------------------------------------------------------
+
+    async def _run_consumer(
+        self, consumer: AsyncConsumer, stop_when_idle: bool, max_batches: int | None
+    ) -> RunStats:
+        """``consumer.run`` given this client: its receive loops on every shard."""
+        return await sharded_consumer_async.run(self, consumer, stop_when_idle, max_batches)
 
     # -- the map ----------------------------------------------------------------------------------
 

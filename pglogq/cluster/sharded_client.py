@@ -1,8 +1,8 @@
-# generated from pglogq/sharded_client_async.py by python -m tests.tools.unasync; do not edit
+# generated from pglogq/cluster/sharded_client_async.py by python -m tests.tools.unasync; do not edit
 # (change the async source and regenerate)
 """The asyncio client of a cluster of shards: the single source of truth of the sharded client.
 
-``pglogq/sharded_client.py`` (the blocking :class:`ShardedClient`) is generated from this file by
+``pglogq/cluster/sharded_client.py`` (the blocking :class:`ShardedClient`) is generated from this file by
 ``python -m tests.tools.unasync``; write here, never there.
 
 A cluster (``pglogq cluster init``) spreads every queue over several PostgreSQL servers, the
@@ -33,9 +33,12 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 from typing_extensions import LiteralString, Self
 
-from pglogq import _sharding
 from pglogq import keys as _keys
+from pglogq._runtime import RunStats
 from pglogq.client import AnyConn, Batch, Client
+from pglogq.cluster import _sharding, sharded_consumer
+from pglogq.cluster.shardmap import ShardMap, redacted
+from pglogq.consumer import ClusterClient, Consumer
 from pglogq.errors import (
     ClientClosed,
     ConsumerGated,
@@ -49,21 +52,20 @@ from pglogq.errors import (
     translate,
 )
 from pglogq.models import ConsumerInfo, Message, QueueInfo, ShardedConsumerInfo, ShardedQueueInfo
-from pglogq.shardmap import ShardMap, redacted
 
 _CLUSTER_MAP: LiteralString = "SELECT pglogq.cluster_map()"
 _FENCE_PASSED: LiteralString = "SELECT pglogq.cluster_fence_passed(%s, %s, %s)"
 _GATE_PASS: LiteralString = "SELECT pglogq.cluster_gate_pass(%s, %s, %s)"
 
 
-class ShardedClient:
+class ShardedClient(ClusterClient):
     """pglogq client of a cluster of shards (blocking).
 
     ``ShardedClient(seeds)``: ``seeds`` a DSN or a list of DSNs of shards of the cluster;
     the map is read from the first that answers when the client first needs it (or at
     :meth:`refresh_map`).  The map's DSNs carry no password: the client connects to every shard
     with the user, password and options of the seed that answered (see
-    :func:`pglogq.shardmap.shard_dsn`).
+    :func:`pglogq.cluster.shardmap.shard_dsn`).
 
     ``min_size``, ``max_size``, ``pooled``: as for :class:`Client`, for each shard's pool
     (a :class:`Consumer` given this client uses each shard's pool for its loops there: give
@@ -134,6 +136,14 @@ class ShardedClient:
         for c in clients:
             c.close()
         self._conn_client.close()
+
+    # -- a consumer on the cluster -----------------------------------------------------------------
+
+    def _run_consumer(
+        self, consumer: Consumer, stop_when_idle: bool, max_batches: int | None
+    ) -> RunStats:
+        """``consumer.run`` given this client: its receive loops on every shard."""
+        return sharded_consumer.run(self, consumer, stop_when_idle, max_batches)
 
     # -- the map ----------------------------------------------------------------------------------
 
