@@ -27,7 +27,8 @@
 -- test a per-row subplan, where an anti-join let the planner hash every marker of the queue for
 -- every page (whatever the page size: 19 ms a page at 100,000 markers).
 -- receive reads the transaction-order case of its usual page itself, with the same query (one
--- copy of each row fewer): a change of that query here is made there too.
+-- copy of each row fewer): a change of that query here is made there too
+-- (tests/sql/test_rule_owners.py checks that both return the same rows).
 CREATE OR REPLACE FUNCTION pglogq._batch_page(
     queue_id integer, owner integer, prev_snap pg_snapshot, cur_snap pg_snapshot, big boolean,
     after_prio integer, after_txid xid8, after_id bigint, lim integer, part smallint DEFAULT NULL,

@@ -2,8 +2,10 @@
 -- Parameters: queue_id; msg_id
 -- Returns:    true when the event is in the page of an open batch of a holder of the queue, at or
 --             before its handler-start frontier (started, not acknowledged).
+--             Only the holder's own stream counts (a partition's, the urgent lane's, or the
+--             rest): a page's range of keys holds the events of the other streams too.
 -- Raises:     nothing.
--- Tables:     subscription, tick, event (read).
+-- Tables:     subscription, tick, event, queue (read).
 CREATE OR REPLACE FUNCTION pglogq._running(queue_id integer, msg_id bigint)
 RETURNS boolean LANGUAGE sql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -17,5 +19,11 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
            AND pg_visible_in_snapshot(x.ev_txid, tc.tick_snapshot)
            AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
            AND (x.ev_owner IS NULL OR x.ev_owner = coalesce(h.parent_id, h.sub_id))
+           -- the holder's stream only: a partition's, the urgent lane's, or the rest (as nack)
+           AND CASE WHEN h.stream IS NULL
+                    THEN x.ev_priority <= 100
+                         OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id)
+                    WHEN h.stream = -1 THEN x.ev_priority > 100
+                    ELSE x.ev_partition = h.stream END
            AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id, true) = 0);
 $$;

@@ -89,7 +89,8 @@ BEGIN
     ELSE
         UPDATE pglogq.sub_state s
            SET lease_end_prio = keep_prio, lease_end_txid = keep_txid, lease_end_id = keep_msg_id,
-               heartbeat_at = clock_timestamp(), last_seen = clock_timestamp()
+               -- the worker is alive: a release by maintenance is withdrawn, as by heartbeat
+               heartbeat_at = clock_timestamp(), last_seen = clock_timestamp(), released_at = NULL
          WHERE s.sub_id = h.sub_id;
     END IF;
     PERFORM pg_notify('pglogq.' || q.queue_name,

@@ -11,7 +11,7 @@
 --             longer its holder's (acknowledged, or taken over): stop handling it.
 -- Raises:     PQ008 unknown batch id; PQ010 msg_id is not in the page receive returned last;
 --             PQ061 back names an event after the frontier (nothing was marked that far).
--- Tables:     sub_state (update of the holder: started_*, heartbeat), event, cancelled (read).
+-- Tables:     sub_state (update of the holder: started_*, heartbeat), event, cancelled, queue (read).
 -- A race with cancel() has exactly one winner: both lock the holder's row (cancel FOR SHARE,
 -- here FOR NO KEY UPDATE), and each looks at the other's committed result after its lock: a
 -- cancellation committed first is returned here, a frontier committed first makes cancel
@@ -67,6 +67,12 @@ BEGIN
        AND x.ev_txid >= lo AND x.ev_txid <= hi
        AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
        AND (x.ev_owner IS NULL OR x.ev_owner = owner)
+       -- the holder's stream only (as in nack): a partition's, the urgent lane's, or the rest
+       AND CASE WHEN h.stream IS NULL
+                THEN x.ev_priority <= 100
+                     OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id)
+                WHEN h.stream = -1 THEN x.ev_priority > 100
+                ELSE x.ev_partition = h.stream END
        AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0
      LIMIT 1;
     IF NOT FOUND THEN
@@ -92,6 +98,11 @@ BEGIN
             SELECT c.msg_id FROM pglogq.cancelled c
               JOIN pglogq.event x ON x.ev_queue = c.queue_id AND x.ev_txid = c.ev_txid AND x.ev_id = c.msg_id
              WHERE c.queue_id = h.queue_id AND x.ev_owner IS NULL
+               AND CASE WHEN h.stream IS NULL
+                        THEN x.ev_priority <= 100
+                             OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id)
+                        WHEN h.stream = -1 THEN x.ev_priority > 100
+                        ELSE x.ev_partition = h.stream END
                -- the batch's transaction range (the txid index): never every marker of the queue
                AND c.ev_txid >= pg_snapshot_xmin(prev_snap) AND c.ev_txid < pg_snapshot_xmax(cur_snap)
                AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)

@@ -11,7 +11,7 @@
 -- Raises:     PQ008 unknown batch id (NULL, below 1, or never issued); PQ010 msg_id is not in the page of the batch;
 --             PQ025 invalid percent, stage, counters or worker.
 -- Tables:     progress (insert or update one row), sub_state (heartbeat), event (read, on the
---             first report of an event only).
+--             first report of an event only), queue (read: its urgent lane).
 -- One row per running event; ack deletes the rows of its batch and a takeover those of the
 -- silent worker, so the table holds at most the events in flight.  Read it through the view
 -- pglogq.in_flight.
@@ -66,6 +66,12 @@ BEGIN
                AND x.ev_txid >= pg_snapshot_xmin(prev_snap) AND x.ev_txid < pg_snapshot_xmax(cur_snap)
                AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
                AND (x.ev_owner IS NULL OR x.ev_owner = coalesce(h.parent_id, h.sub_id))
+               -- the holder's stream only (as in nack): a partition's, the urgent lane's, or the rest
+               AND CASE WHEN h.stream IS NULL
+                        THEN x.ev_priority <= 100
+                             OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id)
+                        WHEN h.stream = -1 THEN x.ev_priority > 100
+                        ELSE x.ev_partition = h.stream END
                AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0) THEN
             RAISE EXCEPTION 'message % is not in the page of batch % that receive returned', msg_id, batch_id
                 USING ERRCODE = 'PQ010';
