@@ -26,6 +26,7 @@ consumer leases (and a ceded tail), the urgent lane, partitioned streams."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,6 +36,7 @@ import pytest
 
 import pglogq
 from pglogq.errors import CedeRefused, MessageNotInBatch
+from tests.support.paths import REPO
 
 Q = "rules"
 
@@ -473,3 +475,115 @@ def test_every_call_of_a_holder_touches_it_as_heartbeat_does(client: pglogq.Clie
         row = conn.execute("SELECT heartbeat_at > now() - interval '1 minute', last_seen > now() - interval '1 minute',"
                            " released_at FROM pglogq.subscription WHERE worker_name = 'a'").fetchone()
     assert row == (True, True, None), f"{call}: (heartbeat_at now, last_seen now, released_at) = {row}"
+
+
+# --- takeover -------------------------------------------------------------------------------
+
+def _takeover_setup(client: pglogq.Client, kind: str) -> list[int]:
+    """Worker a holds a page of 2 of 4 events; nothing else is left to hand out but, for a
+    share consumer, the next lease."""
+    if kind == "partition stream":
+        client.create_queue(Q, partitions=2)
+    else:
+        client.create_queue(Q)
+    client.subscribe(Q, "c", share=kind == "share worker")
+    for i in range(4):
+        client.send(Q, {"n": i}, key="one key" if kind == "partition stream" else None)
+    client.tick(Q, force=True)
+    return [m.msg_id for m in client.receive(Q, "c", worker="a", max_messages=2)]
+
+
+@pytest.mark.parametrize("kind", ["cooperating worker", "share worker", "partition stream"])
+@pytest.mark.parametrize("state", ["alive", "silent", "released"])
+def test_takeover_follows_one_rule_for_every_kind_of_holder(client: pglogq.Client, dsn: str, kind: str,
+                                                           state: str) -> None:
+    """A holder's batch is taken over when it is silent for the queue's dead_interval or was
+    released by maintenance (maint_release: silent ones only), never while it is alive: the
+    same rule in _take_batch (workers, share leases) and _stream_pick (a partition's stream)."""
+    held = _takeover_setup(client, kind)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if state == "silent":
+            conn.execute("UPDATE pglogq.sub_state SET heartbeat_at = now() - interval '1 hour'"
+                         " WHERE sub_id IN (SELECT sub_id FROM pglogq.subscription WHERE page_end_txid IS NOT NULL)")
+        released = conn.execute("SELECT pglogq.maint_release(%s)", (Q,)).fetchone()
+        assert released == ((1,) if state == "silent" else (0,))
+        if state == "released":
+            conn.execute("UPDATE pglogq.sub_state SET released_at = now()"
+                         " WHERE sub_id IN (SELECT sub_id FROM pglogq.subscription WHERE page_end_txid IS NOT NULL)")
+        got = [int(r[0]) for r in conn.execute("SELECT msg_id FROM pglogq.receive(%s, 'c', 2, 'b')", (Q,))]
+    taken = state != "alive"
+    if taken:
+        assert got == held, f"{kind}, {state}: b got {got}, not a's page {held}"
+    else:
+        assert not set(got) & set(held), f"{kind}, {state}: b got a's events {got}"
+
+
+# --- the page and batch reset -----------------------------------------------------------------
+
+# columns of a holder's state that outlive its batches (the cursor, liveness, skips, the stream's
+# worker); every other column of sub_state belongs to the open batch
+_NOT_OF_THE_BATCH = {"sub_id", "state_part", "last_tick", "last_seen", "heartbeat_at", "skipped_events",
+                     "skipped_at", "handed_from", "lease_worker"}
+# the page handed out: what ends with each page (acknowledged, or taken back after a crash)
+_PAGE = {"page_end_prio", "page_end_txid", "page_end_id", "page_more", "started_prio", "started_txid",
+         "started_id"}
+# written by receive's own UPDATE whatever h holds (a page handed out withdraws a release and a
+# stream's hold): the in-memory resets need not clear them
+_WRITTEN_BY_RECEIVE = {"released_at", "hold_txid", "hold_id", "hold_until"}
+
+
+def _source(name: str) -> str:
+    text = (REPO / "sql" / "functions" / f"{name}.sql").read_text()
+    return "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+
+
+def _set_to_null(sql: str) -> set[str]:
+    return set(re.findall(r"\b(\w+)\s*=\s*NULL\b", sql))
+
+
+def _fields_assigned(sql: str, var: str = "h") -> set[str]:
+    return set(re.findall(rf"\b{var}\.(\w+)\s*:=", sql))
+
+
+def _segment(sql: str, start: str, end: str) -> str:
+    i = sql.index(start)
+    return sql[i:sql.index(end, i)]
+
+
+def test_every_reset_clears_what_close_batch_clears(dsn: str) -> None:
+    """_close_batch owns the end of a batch: every column of the batch cleared.  The other
+    places that end a page or a batch, or start one, in a holder row kept in memory (a
+    statement each instead of a call on the hot path), set every one of those columns too; a
+    column added to the batch state and forgotten in one of them fails here."""
+    with psycopg.connect(dsn) as conn:
+        columns = {r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = 'pglogq' AND table_name = 'sub_state'")}
+    batch = columns - _NOT_OF_THE_BATCH
+    assert batch > _PAGE and "lease_end_id" in batch  # the sets mean what they say
+    close = _source("_close_batch")
+    assert _set_to_null(close) == batch
+    # receive, after a batch found empty: the holder in memory is cleared for the next one
+    receive = _source("receive")
+    empty = _segment(receive, "EXIT WHEN n > 0;", "END LOOP;")
+    final = receive[receive.rindex("UPDATE pglogq.sub_state"):]
+    assert _set_to_null(final) >= _WRITTEN_BY_RECEIVE
+    assert batch - _WRITTEN_BY_RECEIVE - _fields_assigned(empty) == set(), "receive's reset after an empty batch"
+    # _take_batch: a batch taken over, a new batch (the holder had none: no lease end to clear)
+    take = _source("_take_batch")
+    over = _segment(take, "UPDATE pglogq.attempt a SET sub_id = h.sub_id", "RETURN h;")
+    assert batch - _WRITTEN_BY_RECEIVE - _fields_assigned(over) == set(), "_take_batch's takeover"
+    new = take[take.rindex("h.batch_id := nextval"):]
+    lease_end = {"lease_end_prio", "lease_end_txid", "lease_end_id"}
+    assert batch - _WRITTEN_BY_RECEIVE - lease_end - _fields_assigned(new) == set(), "_take_batch's new batch"
+    # _share_lease: a lease
+    lease = _source("_share_lease")
+    cut = lease[lease.rindex("h.batch_id := nextval"):]
+    assert batch - _WRITTEN_BY_RECEIVE - _fields_assigned(cut) == set(), "_share_lease's lease"
+    # the end of a page: a crash takes it back, an ack passes it (with more to come, or held)
+    assert _PAGE - _fields_assigned(_source("_crashed_page")) == set(), "_crashed_page"
+    ack = _source("ack")
+    updates = re.findall(r"UPDATE pglogq\.sub_state.*?;", ack, re.S)
+    assert len(updates) == 2
+    for update in updates:
+        assert _PAGE - _set_to_null(update) == set(), "ack's end of a page"
