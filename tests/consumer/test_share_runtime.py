@@ -35,6 +35,12 @@ class Jobs:
         self.done: list[int] = []
         self.long_worker = ""
 
+    def __enter__(self) -> Jobs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()  # a failed test never leaves the long job waiting
+
     def __call__(self, msg: Any) -> Any:
         with self.lock:
             self.calls[msg.msg_id].append(msg.worker)
@@ -77,7 +83,7 @@ def test_short_jobs_run_beside_a_long_one(mode: str, client: pglogq.Client, dsn:
     jobs = Jobs(mode)
     long_id = client.send("q", {}, type="long")
     client.tick("q", force=True)
-    with running(mode, spec_for(dsn, jobs, concurrency=2, worker="w")) as r:
+    with running(mode, spec_for(dsn, jobs, concurrency=2, worker="w")) as r, jobs:
         assert jobs.long_started.wait(60)
         short = client.send_batch("q", [{"n": i} for i in range(50)], type="short")
         client.tick("q", force=True)
@@ -111,7 +117,7 @@ def test_a_long_event_cedes_the_rest_of_its_lease(mode: str, marked_ahead: bool,
     spec = spec_for(dsn, jobs, concurrency=2, max_messages=10, cede_after=0.2)
     if marked_ahead:
         spec.post_build = quick_pace
-    with running(mode, spec) as r:
+    with running(mode, spec) as r, jobs:
         wait_for(lambda: set(short) <= set(jobs.done), "the ceded events run by the other slot", timeout=60)
         assert long_id not in jobs.done
         assert {w for m in short for w in jobs.calls[m]} == {r.consumer._loops[0].label,
@@ -132,7 +138,7 @@ def test_stop_finishes_the_running_event_and_cedes_the_rest(mode: str, client: p
     short = client.send_batch("q", [{"n": i} for i in range(9)], type="short")
     client.tick("q", force=True)
     # cede_after far away: only stop gives the tail back; one slot, so nothing else runs it
-    with running(mode, spec_for(dsn, jobs, max_messages=10, cede_after=3600)) as r:
+    with running(mode, spec_for(dsn, jobs, max_messages=10, cede_after=3600)) as r, jobs:
         assert jobs.long_started.wait(60)
         r.stop()
         wait_for(lambda: r.consumer._loops[0].stats.ceded == 9, "the tail ceded at stop", timeout=60)
