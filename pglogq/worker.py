@@ -18,9 +18,10 @@ failure with its reason.
 A share consumer (``pglogq consumer subscribe QUEUE NAME --share``) runs as ``--concurrency``
 handler slots (times the consumer's ``workers``), each taking its own lease of the next events
 no other worker holds, named ``f"{base}-{i}"`` (``base``: ``--worker``, else ``host:pid``); the
-mode is learnt from the subscription, and ``--share`` insists on it (``pglogq worker`` exits with code 4 and
-the reason for an ordinary consumer: ShareModeMismatch).  SIGTERM lets each slot finish the event it runs and gives the rest
-of its lease back at once for other workers (``cede``).
+mode is learnt from the subscription, and ``--share`` insists on it (``pglogq worker`` exits
+with code 4 and the reason for an ordinary consumer: ShareModeMismatch).  SIGTERM lets each
+slot finish the event it runs and gives the rest of its lease back at once for other workers
+(``cede``).
 """
 
 from __future__ import annotations

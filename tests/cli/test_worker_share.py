@@ -85,7 +85,7 @@ def test_killed_share_worker_loses_only_its_leases(client: pglogq.Client, dsn: s
     # leases of one event, two slots per process: a kill -9 takes at most the two events in its
     # slots' hands; the other worker goes on and takes them over after dead_interval
     ids = prepare(client, dsn, True, ticks=4, per_tick=10)
-    a, a_log = worker(dsn, tmp_path, "A", "--share", "--concurrency", "2", T_PAGE="1", T_SLEEP="0.2")
+    a, _ = worker(dsn, tmp_path, "A", "--share", "--concurrency", "2", T_PAGE="1", T_SLEEP="0.2")
     try:
         wait_for(lambda: rows(dsn, "SELECT count(*) FROM handled WHERE worker LIKE 'A-%'")[0][0] >= 4,
                  "worker A handled some", timeout=120, interval=0.1)
