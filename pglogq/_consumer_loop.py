@@ -43,9 +43,9 @@ from pglogq._runtime import (
     failure_reason,
     group_units,
 )
-from pglogq._wakeup import Wakeup
+from pglogq._wakeup import AsyncSharedWakeup, Wakeup
 from pglogq.client import Batch, Client
-from pglogq.errors import BatchLost, PglogqError, StaleBatch, UndecodableEvent
+from pglogq.errors import BatchLost, PglogqError, StaleBatch, UndecodableEvent, UnknownBatch
 from pglogq.models import Message
 from pglogq.retry import RetryPolicy
 
@@ -56,6 +56,9 @@ log = logging.getLogger("pglogq.consumer")
 
 AnyConn = psycopg.Connection[Any]
 
+AnyWakeup = Wakeup | AsyncSharedWakeup
+"""What a receive loop waits on: its own listener, or one shared by the consumer's slots."""
+
 PAGE_MIN = 100
 """The adaptive page (``max_messages=None``, the default): the first page, and the smallest."""
 
@@ -65,6 +68,14 @@ and one ack per 10,000 events) while the page's memory grows (about 15 MB at 10,
 
 PAGE_SECONDS = 0.1
 """The adaptive page holds about this many seconds of handler starts at the measured pace."""
+
+LEASE_MIN = 1
+"""A share consumer's adaptive lease (``max_messages=None``): the first lease of a handler slot, and
+the smallest (after a slow event): one event, so that a slot that meets a long job holds no other
+event behind it."""
+
+NO_CEDE = 1 << 62
+"""``_Page.ceded_at`` of a page nothing of which was ceded."""
 
 RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolTimeout)
 """Errors a receive loop survives (it waits and tries again): the database is away for a while."""
@@ -106,6 +117,8 @@ class _Page:
         self.releasing = False
         self.strict = False  # a partition's page: calls one at a time, the first failure ends it
         self.acked = False  # acknowledged already (with the nack that ended a strict page)
+        self.ceding = False  # a share slot's page whose tail is (being) ceded: check before each start
+        self.ceded_at = NO_CEDE  # deliveries[ceded_at:] were given back (cede): never started here
 
     def mark_lost(self, how: str) -> None:
         if self.lost or self.finishing:
@@ -297,7 +310,7 @@ class ReceiveLoop:
         # the run
         self.stats = RunStats()
         self.health = NotifyHealth(consumer.health.limit) if health is None else health
-        self.wakeup: Wakeup | None = None
+        self.wakeup: AnyWakeup | None = None
         self._page: _Page | None = None
         self._stopping = False
         self._stop_event = _concurrency.Event()
@@ -321,7 +334,7 @@ class ReceiveLoop:
 
     # -- the wake-up ----------------------------------------------------------------------
 
-    def listen(self) -> Wakeup:
+    def listen(self) -> AnyWakeup:
         """Make this loop's wake-up (:attr:`wakeup`), which :meth:`serve` waits on and closes."""
         consumer = self.consumer
         if consumer.listen_dsn is not None:
@@ -418,6 +431,20 @@ class ReceiveLoop:
     def _drained(self) -> bool:
         """Whether a drain (``stop_when_idle``) ends now that a receive found nothing."""
         return True
+
+    # -- what a share consumer's slot overrides (ShareSlot) ---------------------------------
+
+    _watch_every = float("inf")
+    """How often (seconds) the heartbeat side calls :meth:`_watch`, at most (its step is half the
+    shortest of this, the heartbeat, progress and start-ahead intervals)."""
+
+    def _watch(self, page: _Page) -> None:
+        """Called by the heartbeat side at each step while ``page`` is handled."""
+
+    def _before_start(self, page: _Page, index: int) -> bool:
+        """Whether the event at ``index`` of a page marked ``ceding`` may start (False: it was
+        given back, skip it).  Called before the event counts as started."""
+        return index < page.ceded_at
 
     # -- one page -------------------------------------------------------------------------
 
@@ -581,7 +608,7 @@ class ReceiveLoop:
     def _claim(self, page: _Page, top: int) -> None:
         """Mark the events up to ``top`` started (and a group after it, at the measured pace)."""
         with page.lock:
-            if top <= page.claimed:
+            if top <= page.claimed or top >= page.ceded_at:
                 return
             t0 = time.monotonic()
             # the events marked last started within half the window: mark twice as many
@@ -660,6 +687,9 @@ class ReceiveLoop:
         """One handler call of a page (``conn``: the page's transaction, if transactional)."""
         items = unit.items  # a unit of one makes its list on each read: read it once
         page = items[0]._page
+        if page.ceding and not self._before_start(page, items[0].index):
+            _skip(items)
+            return
         t0 = time.monotonic()
         if t0 - page.last_beat >= self.heartbeat_interval:
             # never start a message on a batch whose lease was not confirmed lately
@@ -671,6 +701,9 @@ class ReceiveLoop:
         if top >= 0:
             self._claim(page, top)
             t0 = time.monotonic()
+            if top >= page.ceded_at:  # given back while this unit waited to mark its start
+                _skip(items)
+                return
         todo = unit
         if page.cancelled:
             live = self._live(page, items)
@@ -722,7 +755,7 @@ class ReceiveLoop:
         ok = timed_out = 0
         cancelled = 0
         calls: Iterator[tuple[Unit[Delivery], Outcome]] = iter(())
-        if not page.cancelled and outcomes.count(OK_OUTCOME) == len(outcomes) == (
+        if not page.cancelled and page.ceded_at == NO_CEDE and outcomes.count(OK_OUTCOME) == len(outcomes) == (
             len(page.deliveries) if units is None else len(units)
         ):
             # the common page: every call returned and nothing was cancelled, so every delivery
@@ -741,12 +774,12 @@ class ReceiveLoop:
             if outcome[0] == OK:
                 for d in unit.items:
                     if d.skipped:
-                        cancelled += 1
+                        cancelled += d.index < page.ceded_at  # a ceded one was counted when ceded
                     else:
                         ok += 1
                         d._verdict = "ack"
                 continue
-            cancelled += sum(1 for d in unit.items if d.skipped)
+            cancelled += sum(1 for d in unit.items if d.skipped and d.index < page.ceded_at)
             if outcome[0] == TIMEOUT:
                 timed_out += len(unit.items)
             if page.strict:  # nacked already (_nack_now): only its first event
@@ -823,7 +856,7 @@ class ReceiveLoop:
     # -- heartbeat ------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        step = max(0.02, min(self.heartbeat_interval, self.progress_interval,
+        step = max(0.02, min(self.heartbeat_interval, self.progress_interval, self._watch_every,
                              self.start_ahead if self.start_ahead > 0 else float("inf")) / 2)
         while not self._hb_stop.is_set():
             _concurrency.wait_event(self._hb_stop, step)
@@ -832,6 +865,7 @@ class ReceiveLoop:
                 continue
             try:
                 self._release(page)
+                self._watch(page)
                 self._beat(page)
             except (PglogqError, *RECOVERABLE) as exc:
                 log.warning("%r: heartbeat of batch %d failed: %s", self, page.batch_id, exc)
@@ -856,6 +890,142 @@ class ReceiveLoop:
                 d._flush()
 
 
+class ShareSlot(ReceiveLoop):
+    """One handler slot of a share consumer (``subscribe(..., share=True)``): a receive loop
+    whose pages are leases of its own (worker ``name``), handled one event at a time in lease order.
+
+    Beside what every loop does: an adaptive lease starts at ``LEASE_MIN`` event and grows with
+    the measured pace as pages do; when the event being handled has run for the consumer's
+    ``cede_after`` seconds, or when the loop is stopped, the events of the lease that have not
+    started are given back (``cede``, keeping the last started one) for any idle slot or worker
+    to take at once, and the slot acknowledges its lease as it was returned.  A page abandoned
+    (``stop(abandon=True)``) is given back whole.  The slots of one consumer wait on one shared
+    listener (``wakeup``)."""
+
+    def __init__(
+        self, consumer: Consumer, client: Client, name: str, wakeup: AsyncSharedWakeup
+    ) -> None:
+        super().__init__(consumer, client, name)
+        self.concurrency = 1  # a slot runs its lease in order, one event at a time
+        self._runner = _concurrency.Runner(1, self.message_timeout)
+        self.cede_after = consumer.cede_after
+        self._watch_every = self.cede_after
+        self._shared = wakeup
+        self._partitioned = False  # share consumers are refused on partitioned queues (PQ091)
+        if self.max_messages is None:
+            self.page_size = LEASE_MIN
+
+    def listen(self) -> AnyWakeup:
+        self.wakeup = self._shared
+        return self._shared
+
+    def stop(self, *, abandon: bool = False) -> None:
+        super().stop(abandon=abandon)
+        page = self._page
+        if page is not None and not abandon:
+            page.ceding = True  # start nothing more: the tail is given back (_before_start, _watch)
+
+    def _size_page(self, pace: float | None) -> None:
+        """The adaptive lease: as a page (``PAGE_SECONDS`` of handler starts at ``pace``, at most
+        four times the last), but from ``LEASE_MIN``, to which it falls back after a slow event."""
+        if self.max_messages is not None:
+            return
+        if pace is None:
+            self.page_size = LEASE_MIN
+            return
+        want = int(PAGE_SECONDS / pace) if pace > 0 else PAGE_MAX
+        self.page_size = max(LEASE_MIN, min(PAGE_MAX, want, self.page_size * 4))
+
+    def _paced(self, page: _Page) -> None:
+        if page.ceded_at != NO_CEDE:
+            self._pace = max(self._pace or 0.0, self.start_ahead)  # a slow event: small leases for a while
+            self._size_page(None)
+            return
+        super()._paced(page)
+
+    def _watch(self, page: _Page) -> None:
+        """Give the lease's tail back when its running event has run for ``cede_after`` (or at once
+        when stopping)."""
+        if page.ceded_at != NO_CEDE:
+            return
+        i = page.started
+        if i + 1 >= len(page.deliveries):
+            return  # nothing after the event that started last
+        if not self._stopping:
+            if i < 0:
+                return
+            d = page.deliveries[i]
+            if not d.running or time.monotonic() - d._t0 < self.cede_after:
+                return
+        self._cede(page)
+
+    def _before_start(self, page: _Page, index: int) -> bool:
+        if self._stopping and index > page.started:
+            self._cede(page)  # stopping: nothing more starts here
+        else:
+            with page.lock:
+                pass  # a cede under way: wait for it to settle
+        return index < page.ceded_at
+
+    def _cede(self, page: _Page) -> None:
+        """Give back the events of the lease after the last one started (``cede``).
+
+        Under the page's lock, with ``releasing`` set before ``started`` is read (the handler side
+        writes ``started`` before it reads ``releasing``, see _claim): either the event starting
+        now is kept, or it sees the cede and never starts.  The start marks ahead of the kept
+        event are moved back first (the engine refuses to cede started events).  Should the cede
+        fail, the slot runs the tail itself."""
+        with page.lock:
+            if page.ceded_at != NO_CEDE or page.finishing or page.lost:
+                return
+            page.ceding = True
+            page.releasing = True
+            n = len(page.deliveries)
+            keep = page.started
+            settled = False
+            try:
+                if keep >= n - 1:
+                    return
+                page.ceded_at = keep + 1
+                to = page.deliveries[keep].message if keep >= 0 else None
+                if page.claimed > keep:
+                    if self.client.mark_started(to, back=True, batch_id=page.batch_id) is None:
+                        settled = True
+                        page.mark_lost("start refused")
+                        return
+                    page.claimed = keep
+                self.client.cede(page.batch_id, keep=to)
+                settled = True
+            except (StaleBatch, UnknownBatch):
+                settled = True
+                page.mark_lost("cede refused")
+                return
+            except (PglogqError, *RECOVERABLE) as exc:
+                log.warning("%r: could not give back the unstarted events of lease %d (%s): running them here",
+                            self, page.batch_id, exc)
+                return
+            finally:
+                if not settled:
+                    page.ceded_at = NO_CEDE
+                page.releasing = False
+        self.stats.ceded += n - keep - 1
+        log.info("%r: gave back %d unstarted event(s) of lease %d (%s) for other workers to take",
+                 self, n - keep - 1, page.batch_id,
+                 "stopping" if self._stopping else f"message {page.deliveries[keep].msg_id} runs longer than "
+                 f"cede_after ({self.cede_after:g} s)")
+
+    def _give_back(self, page: _Page) -> None:
+        """An abandoned lease goes back whole (no failed attempt counted), for another worker to
+        take at once rather than after ``dead_interval``."""
+        if page.lost:
+            return
+        with contextlib.suppress(PglogqError, *RECOVERABLE):
+            if page.claimed >= 0 and self.client.mark_started(None, back=True, batch_id=page.batch_id) is None:
+                return
+            if self.client.cede(page.batch_id):
+                self.stats.ceded += min(page.ceded_at, len(page.deliveries))
+
+
 class _EachCalls:
     """The handler calls of a page whose handlers all take one message (no batch handler, not a
     partition's page) for the runner: call ``i`` handles delivery ``i``, as the unit of one
@@ -878,11 +1048,14 @@ class _EachCalls:
 
     def __call__(self, i: int) -> None:
         d = self._deliveries[i]
+        page = d._page
+        if page.ceding and not self._loop._before_start(page, i):
+            d.skipped = True
+            return  # given back (a share consumer's slot): another worker runs it
         try:
             route = self._routes[d.type]
         except KeyError:
             route = self._routes[d.type] = self._loop._routes.route(d.type)
-        page = d._page
         t0 = time.monotonic()
         if i > page.started:
             page.started = i  # first: a release (heartbeat side) never moves the frontier below it
@@ -935,6 +1108,12 @@ class _Calls:
         # the handler call in its span (pglogq.contrib.otel)
         with _trace.processing(self._loop, unit.items, unit.route is not None and unit.route.kind == "batch"):
             self._loop._run_unit(unit, self._conn)
+
+
+def _skip(items: list[Delivery]) -> None:
+    """The unit's events were given back (cede): never started here."""
+    for d in items:
+        d.skipped = True
 
 
 def _retry_delay(d: Delivery, after: Any, policy: RetryPolicy | None) -> Any:

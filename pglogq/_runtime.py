@@ -234,6 +234,9 @@ class RunStats:
     """Database errors survived by the run loop (it waits and tries again)."""
     cancelled: int = 0
     """Messages cancelled after they were received: never started, acknowledged with the page."""
+    ceded: int = 0
+    """Events of a share consumer's leases given back unstarted (``cede``) for another worker to
+    run: behind an event that ran longer than ``cede_after``, or at ``stop()``."""
 
 
 def total(runs: Sequence[RunStats]) -> RunStats:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -199,3 +200,74 @@ class Wakeup:
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+
+
+class AsyncSharedWakeup:
+    """One listener for several receive loops of one consumer (a share consumer's handler slots):
+    one LISTEN connection per consumer process instead of one per slot.
+
+    At any time at most one waiting loop waits on the listener (:class:`Wakeup`); the others
+    wait for a bell that rings when it returns.  A notification wakes every waiting loop (each
+    receives: a tick may hold work for all of them); a wait that ends otherwise hands the listener
+    to the next waiting loop, so a notification that arrives meanwhile stays on the connection
+    and is read by that loop.  ``stop`` (the consumer's) ends every wait."""
+
+    def __init__(self, wakeup: Wakeup) -> None:
+        self.wakeup = wakeup
+        self.channel = wakeup.channel
+        self._stop = wakeup._stop
+        # taken without blocking only, so a thread lock serves asyncio too
+        self._listening = threading.Lock()
+        self._news = 0  # notifications received so far
+        self._bell = _concurrency.Event()
+
+    def _ring(self, news: bool) -> None:
+        if news:
+            self._news += 1  # first: a waiter that reads the new bell sees the count changed
+        bell, self._bell = self._bell, _concurrency.Event()
+        bell.set()
+
+    def wait(self, timeout: float) -> bool:
+        """As :meth:`Wakeup.wait`, shared: True when a notification came meanwhile."""
+        deadline = time.monotonic() + timeout
+        seen = self._news
+        while not self._stop.is_set():
+            bell = self._bell
+            if self._news != seen:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._listening.acquire(blocking=False):
+                got = False
+                try:
+                    got = self.wakeup.wait(left)
+                finally:
+                    self._listening.release()
+                    self._ring(got)
+                return got
+            _concurrency.wait_event(bell, left)
+        return False
+
+    @property
+    def listening(self) -> bool:
+        return self.wakeup.listening
+
+    @property
+    def deaf(self) -> bool:
+        return self.wakeup.deaf
+
+    @property
+    def reconnects(self) -> int:
+        return self.wakeup.reconnects
+
+    def reconnect(self) -> None:
+        self.wakeup.reconnect()
+
+    def close(self) -> None:
+        """Nothing: the consumer closes the listener once all its loops have ended (:meth:`shut`)."""
+
+    def shut(self) -> None:
+        """Close the listener and wake every waiting loop."""
+        self.wakeup.close()
+        self._ring(False)

@@ -47,9 +47,9 @@ from pglogq import _concurrency
 from pglogq._consumer_loop import PAGE_MAX as PAGE_MAX
 from pglogq._consumer_loop import PAGE_MIN as PAGE_MIN
 from pglogq._consumer_loop import PAGE_SECONDS as PAGE_SECONDS
+from pglogq._consumer_loop import RECOVERABLE, AnyWakeup, ReceiveLoop, ShareSlot
 from pglogq._consumer_loop import Delivery as Delivery
 from pglogq._consumer_loop import HandlerLeftTransactionFailed as HandlerLeftTransactionFailed
-from pglogq._consumer_loop import ReceiveLoop
 from pglogq._runtime import (
     WORKER_NAME_RE,
     NotifyHealth,
@@ -60,8 +60,9 @@ from pglogq._runtime import (
     loop_names,
     total,
 )
-from pglogq._wakeup import Wakeup, send_probe
+from pglogq._wakeup import AsyncSharedWakeup, Wakeup, send_probe
 from pglogq.client import Client
+from pglogq.errors import ShareModeMismatch
 from pglogq.retry import RetryPolicy
 
 log = logging.getLogger("pglogq.consumer")
@@ -169,6 +170,23 @@ class Consumer:
     counting frees everything as before, only reference cycles wait for the end of the page.
     The collector is turned on again only if it was on: a program that turns it off keeps it
     off (``pglogq._collector``).
+
+    A **share consumer** (subscribed with ``subscribe(..., share=True)``) is run as handler
+    slots: ``workers * concurrency`` of them, each a receive loop (a thread for Consumer, a task
+    for Consumer) with a worker name of its own (``f"{base}-{i}"``, ``base`` as for
+    ``workers``) that takes a lease of the next events no other worker holds and runs it one
+    event at a time, in lease order; so any idle slot takes the next job at once, and a slot busy
+    with a long job holds nothing else back.  ``share``: None (the default) learns the mode from
+    the subscription when ``run`` starts; True or False say which mode the subscription must have
+    (:class:`~pglogq.errors.ShareModeMismatch` when ``run`` finds the other one; a consumer never
+    subscribes itself).  A slot's lease is sized like a page (``max_messages``; None: adaptive, but
+    from one event, falling back to one after a slow event); when an event has run for
+    ``cede_after`` seconds (default 0.2) the lease's events not started yet are given back
+    (``cede``) for any idle slot or worker to take at once, and ``stop()`` lets each slot finish
+    the event it runs and gives back the rest of its lease (``stop(abandon=True)`` gives back
+    all of it).  The slots share one LISTEN connection (and one client whose pool grows to at
+    most ``2 * slots + 2`` connections); each slot's heartbeat keeps its lease.  ``transactional``
+    share consumers run one slot.  Not with a sharded client.
     """
 
     def __init__(
@@ -192,6 +210,8 @@ class Consumer:
         pooled: bool = False,
         listen_probe_timeout: float = 2.0,
         workers: int = 1,
+        share: bool | None = None,
+        cede_after: float = 0.2,
     ) -> None:
         for what, number in (("max_messages", PAGE_MIN if max_messages is None else max_messages),
                              ("concurrency", concurrency), ("notify_miss_limit", notify_miss_limit),
@@ -226,6 +246,13 @@ class Consumer:
             raise ValueError(f"start_ahead must be within 0..60 seconds, got {start_ahead!r}")
         if transactional and concurrency != 1:
             raise ValueError("transactional consumers run one handler at a time (concurrency=1)")
+        if share is not None and not isinstance(share, bool):
+            raise TypeError(f"share must be True, False or None, got {share!r}")
+        if share and isinstance(client_or_dsn, ClusterClient):
+            raise ValueError("share consumers do not run on a cluster of shards (ShareNotSupported)")
+        if (isinstance(cede_after, bool) or not isinstance(cede_after, (int, float))
+                or not 0 < cede_after <= 3600):
+            raise ValueError(f"cede_after must be within 0..3600 seconds (above 0), got {cede_after!r}")
         if transactional and message_timeout is not None and not _concurrency.CAN_CANCEL:
             raise ValueError(
                 "a thread consumer cannot interrupt a handler that holds the page's transaction: "
@@ -246,6 +273,11 @@ class Consumer:
         if worker is not None and not WORKER_NAME_RE.match(worker):
             raise ValueError(f"invalid worker name {worker!r}: 1 to 63 letters, digits or _.:@-")
         self.workers = workers
+        self.share = share
+        """The mode the subscription must have (None: learnt from it when ``run`` starts)."""
+        self.cede_after = float(cede_after)
+        self.shared: bool | None = None
+        """Whether the last ``run`` ran as a share consumer (None: not run yet)."""
         self._loop_names = loop_names(worker, workers) if workers > 1 else []
         self._loops: list[ReceiveLoop] = []  # the receive loops while run() runs them
         self._partitioned: bool | None = None  # learnt when the first receive loop starts
@@ -279,8 +311,9 @@ class Consumer:
         self._running = False
         self._stopping = False
         self._stop_event = _concurrency.Event()
-        self.wakeup: Wakeup | None = None
-        """The wake-up of the last receive loop this consumer ran as itself (``workers`` 1)."""
+        self.wakeup: AnyWakeup | None = None
+        """The wake-up of the last receive loop this consumer ran as itself (``workers`` 1), or
+        the listener its share slots shared."""
 
     def __repr__(self) -> str:
         who = f" worker={self.worker_name!r}" if self.worker_name else ""
@@ -294,10 +327,11 @@ class Consumer:
             if self._sharded is not None:
                 raise RuntimeError(f"{self!r} reads a cluster: its loops have a client per shard "
                                    "(sharded_client.shard_client(name))")
-            self._client = Client(
-                self._dsn, min_size=1, max_size=max(4, self.workers * (self.concurrency + 2) + 1),
-                pooled=self.pooled,
-            )
+            size = max(4, self.workers * (self.concurrency + 2) + 1)
+            if self.share is not False:
+                # share slots: each may receive or ack while its heartbeat runs
+                size = max(size, 2 * self.workers * self.concurrency + 2)
+            self._client = Client(self._dsn, min_size=1, max_size=size, pooled=self.pooled)
         return self._client
 
     @property
@@ -389,6 +423,10 @@ class Consumer:
         try:
             if self._sharded is not None:
                 self.stats = self._sharded._run_consumer(self, stop_when_idle, max_batches)
+            elif self._learn_share():
+                self.stats = self._run_slots(stop_when_idle, max_batches)
+            elif self._stopping:
+                self.stats = RunStats()  # stopped while the mode was being learnt
             elif self.workers > 1:
                 self.stats = self._run_loops(stop_when_idle, max_batches)
             else:
@@ -397,6 +435,56 @@ class Consumer:
             self._loops = []
             self._running = False
         return self.stats
+
+    def _learn_share(self) -> bool:
+        """Whether the subscription is a share consumer (``consumer_info``), checked against the
+        ``share`` setting.  A database that cannot be reached is waited for as by a receive loop;
+        False when stopped meanwhile."""
+        while not self._stopping:
+            try:
+                rows = self.client.consumer_info(self.queue, self.consumer_name)
+                break
+            except RECOVERABLE as exc:
+                log.warning("%r: database error (%s); trying again in %g s", self, exc, self.poll_interval)
+                _concurrency.wait_event(self._stop_event, self.poll_interval)
+        else:
+            return False
+        shared = bool(rows[0].share)
+        if self.share is not None and self.share != shared:
+            what = "a share consumer" if shared else "an ordinary consumer (batches)"
+            raise ShareModeMismatch(
+                f"consumer {self.consumer_name!r} of queue {self.queue!r} is {what}, and this Consumer was "
+                f"made with share={self.share}: leave share unset (None) to run in the subscription's mode, "
+                f"or subscribe a consumer of the other mode under another name (a consumer keeps its mode)"
+            )
+        self.shared = shared
+        return shared
+
+    def _run_slots(self, stop_when_idle: bool, max_batches: int | None) -> RunStats:
+        """Run a share consumer's ``workers * concurrency`` handler slots, each a receive loop with
+        a worker name of its own, all waiting on one listener; the first slot that fails stops
+        the others."""
+        client = self.client
+        names = loop_names(self.worker_name, self.workers * self.concurrency)
+        if self.listen_dsn is not None:
+            conninfo: str | None = self.listen_dsn
+        elif self.pooled:
+            conninfo = None
+            log.info("%r: pooled DSN and no listen_dsn: polling for ticks every %g s", self, self.poll_interval)
+        else:
+            conninfo = self._conninfo()
+        listener = Wakeup(conninfo, self.queue, self._stop_event, self._send_probe, self.listen_probe_timeout)
+        self.wakeup = listener
+        shared = AsyncSharedWakeup(listener)
+        slots = [ShareSlot(self, client, name, shared) for name in names]
+        self._attach(slots)
+        try:
+            runs = _concurrency.gather(
+                [functools.partial(self._run_loop, slot, stop_when_idle, max_batches) for slot in slots]
+            )
+        finally:
+            shared.shut()
+        return total(runs)
 
     def _run_alone(self, stop_when_idle: bool, max_batches: int | None) -> None:
         """Run one receive loop as the consumer itself: its stats, wake-up and notification

@@ -34,7 +34,8 @@ Exception tree::
     │   ├── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, events in flight)
     │   ├── InvalidShardMap         PQ081  (cluster: bad ranges, unknown shard, slot out of range, overlapping move)
     │   ├── ShareWorkerRequired     PQ090  (receive: a share consumer without a worker name)
-    │   └── ShareNotSupported       PQ091  (subscribe, set_queue_config: share consumer with partitions, lane or shards)
+    │   ├── ShareNotSupported       PQ091  (subscribe, set_queue_config: share consumer with partitions, lane or shards)
+    │   └── ShareModeMismatch       PQ095  (client side: Consumer share=True/False and the subscription's other mode)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -473,6 +474,15 @@ class ShareNotSupported(InvalidInput):
     Nothing changed."""
 
     sqlstate = "PQ091"
+
+
+class ShareModeMismatch(InvalidInput):
+    """A :class:`~pglogq.Consumer` made with ``share=True`` for an ordinary consumer, or with
+    ``share=False`` for a share consumer (raised by ``run`` when it starts, client side): a
+    consumer keeps the mode it was subscribed with.  Nothing changed; leave ``share`` unset to run
+    in the subscription's mode."""
+
+    sqlstate = "PQ095"
 
 
 class CedeRefused(PglogqError):

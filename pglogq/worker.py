@@ -14,6 +14,14 @@ The worker connects once before it starts: a database it cannot reach (refused, 
 such database, bad password) ends it at once with the reason and exit code 6, where the consumer
 would retry forever.  Once started, a worker that loses its database keeps trying and logs each
 failure with its reason.
+
+A share consumer (``pglogq consumer subscribe QUEUE NAME --share``) runs as ``--concurrency``
+handler slots (times the consumer's ``workers``), each taking its own lease of the next events
+no other worker holds, named ``f"{base}-{i}"`` (``base``: ``--worker``, else ``host:pid``); the
+mode is learnt from the subscription, and ``--share`` insists on it (``pglogq worker`` exits
+with code 4 and the reason for an ordinary consumer: ShareModeMismatch).  SIGTERM lets each
+slot finish the event it runs and gives the rest of its lease back at once for other workers
+(``cede``).
 """
 
 from __future__ import annotations
@@ -64,7 +72,8 @@ def load_consumer(target: str) -> AnyConsumer:
     return obj
 
 
-def _configure(consumer: AnyConsumer, worker: str | None, concurrency: int | None) -> None:
+def _configure(consumer: AnyConsumer, worker: str | None, concurrency: int | None, share: bool = False,
+               cede_after: float | None = None) -> None:
     if worker is not None:
         name = auto_worker_name() if worker == "auto" else worker
         if not WORKER_NAME_RE.match(name):
@@ -75,6 +84,15 @@ def _configure(consumer: AnyConsumer, worker: str | None, concurrency: int | Non
         if concurrency < 1 or (consumer.transactional and concurrency != 1):
             raise click.BadParameter(f"invalid concurrency {concurrency}")
         consumer.concurrency = concurrency
+    if share:
+        if consumer.share is False:
+            raise click.BadParameter("--share: the consumer was made with share=False")
+        consumer.share = True
+    if cede_after is not None:
+        if not 0 < cede_after <= 3600:
+            raise click.BadParameter(f"invalid --cede-after {cede_after:g}: use a number of seconds within 0..3600 "
+                                     "(above 0)")
+        consumer.cede_after = cede_after
 
 
 def _connections(consumer: AnyConsumer, pooled: bool, listen_dsn: str | None) -> None:
@@ -115,6 +133,7 @@ def _summary(consumer: AnyConsumer, stats: RunStats) -> str:
         f"{consumer!r} stopped: {stats.pages} pages, {stats.handled} handled, {stats.failed} failed "
         f"({stats.retried} to retry, {stats.dead} dead-lettered, {stats.timed_out} timed out), "
         f"{stats.lost_pages} lost to takeover, {stats.abandoned_pages} abandoned"
+        + (f", {stats.ceded} ceded to other workers" if consumer.shared else "")
     )
 
 
@@ -166,7 +185,14 @@ def run_consumer(consumer: AnyConsumer, *, stop_when_idle: bool = False, max_bat
 @click.option("--dsn", help="database to connect to (default: PGLOGQ_DSN, else the embedded server)")
 @click.option("--worker", "worker_name", metavar="NAME|auto",
               help="run as a cooperating worker of the subscription ('auto': host-pid-xxxx)")
-@click.option("--concurrency", type=int, help="handler calls at once (overrides the consumer's)")
+@click.option("--concurrency", type=int,
+              help="handler calls at once (overrides the consumer's); a share consumer's handler slots")
+@click.option("--share", is_flag=True,
+              help="run as a share consumer, and refuse to start when the subscription is an ordinary one "
+              "(without it the mode is learnt from the subscription)")
+@click.option("--cede-after", type=float, metavar="SECONDS",
+              help="share consumer: give back a lease's unstarted events when one has run this long "
+              "(default: the consumer's, 0.2)")
 @click.option("--stop-when-idle", is_flag=True, help="exit as soon as there is nothing to receive")
 @click.option("--max-batches", type=int, help="exit after handling this many pages")
 @click.option("--pooled", is_flag=True, envvar="PGLOGQ_POOLED",
@@ -181,6 +207,8 @@ def command(
     dsn: str | None,
     worker_name: str | None,
     concurrency: int | None,
+    share: bool,
+    cede_after: float | None,
     stop_when_idle: bool,
     max_batches: int | None,
     pooled: bool,
@@ -202,7 +230,7 @@ def command(
     consumer = load_consumer(target)
     if dsn and consumer.accepts_dsn:
         consumer.use_dsn(dsn)
-    _configure(consumer, worker_name, concurrency)
+    _configure(consumer, worker_name, concurrency, share, cede_after)
     _connections(consumer, pooled, listen_dsn)
     _first_connection(consumer)
     log.info("starting %r", consumer)

@@ -3,10 +3,11 @@ shape).  One report of ``jobs_long_seconds`` is sent, then, 50 ms later, ``jobs_
 one transaction; two workers handle them one at a time with the ticker running.  Measured: the
 time from the mails' send to the start of each mail's handler, p50 and p99, over many trials:
 
-- pglogq, share consumer: each worker asks for a lease of one event (``receive(..., worker=...,
-  max_messages=1)``) whenever it is free;
+- pglogq, share consumer: two ``pglogq.Consumer(..., worker="auto")``, default options, on a
+  subscription made with ``share=True`` (the runtime's handler slots: adaptive leases from one
+  event, the unstarted tail of a lease ceded after ``cede_after``);
 - pglogq, cooperating workers of an ordinary consumer (what a port from a jobs table used before
-  share consumers): two ``pglogq.Consumer(..., worker="auto")``, default options;
+  share consumers): the same two consumers on an ordinary subscription;
 - the ``SKIP LOCKED`` jobs table: each worker claims one row at a time.
 
 A trial's long job ends when its time is up or, earlier, once every mail was started (a system
@@ -103,25 +104,12 @@ def _share_trial(dsn: str, queue: str, trial: _Trial) -> None:
     with pglogq.Client(dsn) as client:
         client.create_queue(queue)
         client.subscribe(queue, "workers", share=True)
-
-    def worker(name: str) -> None:
-        with pglogq.Client(dsn) as client:
-            while not trial.stop.is_set():
-                lease = client.receive(queue, "workers", worker=name, max_messages=1)
-                if not lease.messages:
-                    time.sleep(0.002)
-                    continue
-                for m in lease:
-                    trial.handle(m.type or "")
-                lease.ack()
-
-    _run_workers(worker, lambda: _send_pglogq(dsn, queue, trial), trial)
+    _consumer_workers(dsn, queue, trial)
 
 
-def _coop_trial(dsn: str, queue: str, trial: _Trial) -> None:
-    with pglogq.Client(dsn) as client:
-        client.create_queue(queue)
-        client.subscribe(queue, "workers")
+def _consumer_workers(dsn: str, queue: str, trial: _Trial) -> None:
+    """Two worker processes' consumers (as threads here), default options, one handler slot each:
+    the subscription says which runtime runs (share slots, or cooperating workers)."""
 
     def worker(_name: str) -> None:
         with pglogq.Client(dsn) as client:
@@ -139,6 +127,13 @@ def _coop_trial(dsn: str, queue: str, trial: _Trial) -> None:
             consumer.run()
 
     _run_workers(worker, lambda: _send_pglogq(dsn, queue, trial), trial)
+
+
+def _coop_trial(dsn: str, queue: str, trial: _Trial) -> None:
+    with pglogq.Client(dsn) as client:
+        client.create_queue(queue)
+        client.subscribe(queue, "workers")
+    _consumer_workers(dsn, queue, trial)
 
 
 def _table_trial(dsn: str, queue: str, trial: _Trial) -> None:
