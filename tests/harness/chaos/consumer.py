@@ -1,6 +1,7 @@
 """A chaos consumer process: receives, records every delivery *before* acking, then acks.
 
-``python -m tests.harness.chaos.consumer --dsn DSN --queue Q --consumer C [--worker W] --dir D --seed N [--keyed | --share]``
+``python -m tests.harness.chaos.consumer --dsn DSN --queue Q --consumer C [--worker W] --dir D --seed N
+[--keyed | --share]``
 
 Poison events are nacked (they come back with retry_count + 1 until dead-lettered); about 1 %
 of the others are nacked once.  The consumer marks handler starts as the consumer runtime does
