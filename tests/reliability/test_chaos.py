@@ -206,7 +206,7 @@ def test_short_share_chaos_run_never_has_one_event_at_two_live_workers(tmp_path:
     # the database before the kill; lost = 0 then says it was taken over and handled)
     c3 = report["subscribers"]["c3"]
     assert c3["paged_events"] >= report["sends"]["ok"]
-    assert report["sends"]["ok"] > 1000
+    assert report["sends"]["ok"] > 500
     faults = report["faults"]
     assert faults.get("share_lease_orphaned", 0) > 0, faults
     for kind in ("kill_consumer", "server_crash", "twin_consumer", "proxy_partition", "reinstall_schema"):

@@ -16,6 +16,7 @@ brought back under a new name, so that another worker must take the lease over a
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
@@ -116,6 +117,8 @@ class Harness:
     procs: list[Proc] = field(default_factory=list)
     twins: list[tuple[float, Proc]] = field(default_factory=list)
     worker_names: int = 0
+    plan: list[tuple[float, str]] = field(default_factory=list)
+    holder_retries: int = 30  # share mode: kill_share_holder tried again 1 s later until a lease is left behind
     cursor_max: dict[str, int] = field(default_factory=dict)
     regressions: list[str] = field(default_factory=list)
 
@@ -203,6 +206,7 @@ class Harness:
 
     def run_faults(self) -> None:
         plan = nemesis.schedule(self.seed, self.duration, self.mode)
+        self.plan = plan
         restarts: list[tuple[float, Proc]] = []
         start = time.monotonic()
         last_sample = 0.0
@@ -338,7 +342,15 @@ class Harness:
         handled, none by two live workers at once.  The worker is stopped first (SIGSTOP) and
         its lease read from the database a moment later, when nothing it sent can still
         commit, so that the SIGKILL surely leaves a lease behind (``share_lease_orphaned``);
-        a worker without a lease is let go on (SIGCONT) and the next holder is tried."""
+        a worker without a lease is let go on (SIGCONT) and the next holder is tried.  Until one
+        kill has left a lease behind, an attempt that found none is tried again a second later
+        (at most ``holder_retries`` times in a run): the run must have had one."""
+        if not self._kill_share_holder(now, restarts) and not self.faults["share_lease_orphaned"] \
+                and self.holder_retries > 0 and now + 1.0 < self.duration:
+            self.holder_retries -= 1
+            bisect.insort(self.plan, (now + 1.0, "kill_share_holder"))
+
+    def _kill_share_holder(self, now: float, restarts: list[tuple[float, Proc]]) -> bool:
         rng = self.rng
         prefix = COOP_CONSUMER + "-"
         for _ in range(5):
@@ -346,12 +358,12 @@ class Harness:
                 holders = self.share_holders()
             except psycopg.Error as exc:
                 self.log(f"share holders: {exc}")
-                return
+                return False
             live = [p for p in self.procs if p.role == "consumer" and p.name.startswith(prefix) and p.alive()
                     and p.name[len(prefix):] in holders]
             if not live:
                 self.faults["kill_share_holder_none"] += 1
-                return
+                return False
             victim = rng.choice(live)
             assert victim.popen is not None
             os.kill(victim.popen.pid, signal.SIGSTOP)
@@ -371,7 +383,8 @@ class Harness:
             fresh.restarts = victim.restarts + 1
             self.procs.append(fresh)
             restarts.append((now + rng.uniform(0.2, 2), fresh))
-            return
+            return True
+        return False
 
     # -- stop, drain, check -------------------------------------------------------------------
 
