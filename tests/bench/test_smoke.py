@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import child_env
+from tests.harness.bench import share_jobs as sj
 from tests.harness.bench.cli import SCENARIOS
 from tests.harness.bench.systems import ALL, RawPostgres
 
@@ -42,6 +43,17 @@ def test_quick_bench_produces_numbers_for_every_scenario(server_dsn: str, tmp_pa
     for figure in (("metadata growth after warm-up", "pglogq (held xmin)"), ("throughput held / without", "pglogq"),
                    ("p99 held / without", "pglogq"), ("dead tuples at end, event tables", "pglogq (held xmin)")):
         assert figure in held, figure
+
+    # the share consumer's rows beside the jobs table (issue 32), which targets.py reads
+    share = {(m["case"], m["system"]) for m in measures if m["scenario"] == sj.SCENARIO}
+    for figure in ((sj.drain_case(2, 1), sj.SHARE), (sj.drain_case(8, 100), sj.TABLE),
+                   (sj.held_case(2, 100), sj.SHARE), (sj.held_case(8, 1), sj.TABLE),
+                   (sj.TAKEOVER_RATIO, sj.SHARE), (sj.TAKEOVER_BACK, sj.SHARE), (sj.TAKEOVER_ONCE, sj.SHARE),
+                   (sj.META_GROWTH, sj.SHARE), (sj.META_DEAD, sj.SHARE)):
+        assert figure in share, figure
+    once = next(m for m in measures if m["scenario"] == sj.SCENARIO and m["case"] == sj.TAKEOVER_ONCE)
+    assert once["value"] == 100, once  # every event of the killed worker's lease handled exactly once
+    assert any(v["target"].startswith("takeover of a killed worker's lease") for v in data["targets"])
 
     # every system is either measured or skipped with its reason: none silently left out
     measured = {m["system"] for m in measures}

@@ -26,7 +26,7 @@ def system_key(cls: type[System]) -> str:
 
 
 SCENARIOS = ("produce", "consume", "latency", "fanout", "held_xmin", "large_batch", "partitions", "vip", "jobs_mix",
-             "shards")
+             "share_jobs", "shards")
 
 
 def _parse_only(value: str | None) -> tuple[str, ...]:
@@ -47,13 +47,15 @@ def _parse_only(value: str | None) -> tuple[str, ...]:
               show_default=True, help="Where to write results.json, README-style report and plots.")
 @click.option("--dsn", help="PostgreSQL server to use (default: $PGLOGQ_DSN, else the embedded one).")
 @click.option("--held-seconds", type=float, help="Override each held-xmin phase's duration.")
+@click.option("--share-held-seconds", type=float,
+              help="Override share_jobs' time under the held snapshot (full run: 600 s, --quick: 3 s).")
 @click.option("--systems", "only_systems", metavar="NAME,...",
               help="Run only these systems (of " + ", ".join(system_key(c) for c in ALL) + ").")
 @click.option("--pgque-sql", type=click.Path(dir_okay=False, exists=True),
               help="PgQue's install file (sql/pgque.sql of github.com/NikolayS/PgQue); default "
                    "$PGLOGQ_BENCH_PGQUE_SQL, else read by git from $PGLOGQ_BENCH_PGQUE_REPO.")
 def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seconds: float | None,
-            only_systems: str | None, pgque_sql: str | None) -> None:
+            only_systems: str | None, pgque_sql: str | None, share_held_seconds: float | None) -> None:
     """Benchmark pglogq against the PostgreSQL ceiling and the alternatives, in one run.
 
     Creates a dedicated database on the server, installs every system's schema there, and drops
@@ -70,6 +72,10 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
         from dataclasses import replace
 
         settings = replace(settings, held_seconds=held_seconds)
+    if share_held_seconds is not None:
+        from dataclasses import replace
+
+        settings = replace(settings, share_held_seconds=share_held_seconds)
     admin_dsn = resolve_dsn(dsn)
     started = time.time()
     click.echo(f"side-by-side bench ({'quick' if quick else 'full'}): {', '.join(scenarios)}")

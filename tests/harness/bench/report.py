@@ -18,6 +18,8 @@ TITLES = {
     "held_xmin": "5. Sustained load under a held xmin",
     "large_batch": "6. One large batch",
     "shards": "7. One queue across shards (1, 2, 3 servers) and the router's overhead",
+    "share_jobs": "8. Share consumers beside the SKIP LOCKED jobs table (no-op jobs, held snapshot, takeover, "
+                  "metadata)",
 }
 BUSY_LOAD = 1.0
 
@@ -263,7 +265,8 @@ def write_plots(out: Path, results: Results) -> list[Path]:
         fig.savefig(p, dpi=110)
         plt.close(fig)
         paths.append(p)
-    for scenario in ("latency", "fanout", "held_xmin", "held_xmin_meta", "held_xmin_dead", "shards"):
+    for scenario in ("latency", "fanout", "held_xmin", "held_xmin_meta", "held_xmin_dead", "shards", "share_jobs",
+                     "share_jobs_meta"):
         series = [s for s in results.series if s.scenario == scenario]
         if not series:
             continue
@@ -275,7 +278,8 @@ def write_plots(out: Path, results: Results) -> list[Path]:
         if scenario == "latency":
             ax.set_yscale("log")
         ax.legend(fontsize=7)
-        ax.set_title(TITLES.get(scenario, TITLES["held_xmin"] + ": " + series[0].y_label))
+        ax.set_title(TITLES.get(scenario.removesuffix("_meta"), TITLES["held_xmin"]) + ": " + series[0].y_label
+                     if scenario.endswith("_meta") or scenario not in TITLES else TITLES[scenario], fontsize=9)
         ax.grid(alpha=0.3)
         fig.tight_layout()
         p = out / f"{scenario}.png"

@@ -42,6 +42,12 @@ class Settings:
     jobs_short: int  # short jobs sent 50 ms after it
     jobs_trials: int  # share consumer
     jobs_baseline_trials: int  # cooperating workers, the jobs table
+    share_drain_jobs: int  # share_jobs: no-op jobs a drain point handles one at a time (x10 by 100)
+    share_held_seconds: float  # share_jobs: time under the held snapshot before its drains (issue 32: 10 min)
+    share_held_rate: int  # share_jobs: jobs/s each system handles meanwhile (and the metadata's rate)
+    share_sample_seconds: float  # share_jobs: the metadata tables are read this often under the snapshot
+    share_dead_interval: float  # share_jobs: the takeover queue's dead_interval, seconds
+    share_takeover_warmup: float  # share_jobs: worker B runs this long before the window before the kill
     shard_counts: tuple[int, ...]  # clusters of the shards scenario (1, 2, 3 shards)
     shard_servers: bool  # shards on embedded servers of their own (pinned); False: databases of the bench server
     shard_clients: int  # producer processes of the shards scenario
@@ -87,6 +93,12 @@ FULL = Settings(
     jobs_short=1_000,
     jobs_trials=20,
     jobs_baseline_trials=3,
+    share_drain_jobs=1_000,
+    share_held_seconds=600.0,
+    share_held_rate=1_000,
+    share_sample_seconds=5.0,
+    share_dead_interval=5.0,
+    share_takeover_warmup=5.0,
     shard_counts=(1, 2, 3),
     shard_servers=True,
     shard_clients=4,
@@ -129,6 +141,12 @@ QUICK = Settings(
     jobs_short=100,
     jobs_trials=2,
     jobs_baseline_trials=1,
+    share_drain_jobs=40,
+    share_held_seconds=2.0,
+    share_held_rate=100,
+    share_sample_seconds=0.5,
+    share_dead_interval=1.0,
+    share_takeover_warmup=0.5,
     shard_counts=(1, 3),
     shard_servers=False,
     shard_clients=2,

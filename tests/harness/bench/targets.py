@@ -16,6 +16,7 @@ The held-snapshot rows read measures that the held-xmin scenario records under t
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -192,6 +193,7 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
     out.append(_at_most("share consumer: short jobs behind a long one start within 100 ms, p99 (2 workers)",
                         r.find("jobs_mix", "short job: send to handler start, p99", "pglogq (share consumer)"),
                         100, "ms"))
+    out.extend(_share_targets(r))
     if quick:
         for v in out:
             if v.met is not None:
@@ -219,3 +221,45 @@ def _partition_targets(r: Results) -> list[Verdict]:
               for m in parts)
     order = Verdict("partitions: per-key order violations and same-key overlaps = 0", f"{bad}", bad == 0, "")
     return [scaling, order]
+
+
+def _share_targets(r: Results) -> list[Verdict]:
+    """Issue 32, measured by the share_jobs scenario: the share consumer beside the SKIP LOCKED
+    jobs table (no-op jobs, 2 and 8 workers, claim / lease 1 and 100; again after the held
+    snapshot), a killed lease holder's takeover, and the metadata under the held snapshot
+    beside PgQ's."""
+    from tests.harness.bench import share_jobs as sj
+
+    out: list[Verdict] = []
+    for held, goal, case_of in ((False, 1.0, sj.drain_case), (True, 3.0, sj.held_case)):
+        for workers in sj.WORKERS:
+            for claim in sj.CLAIMS:
+                case = case_of(workers, claim)
+                what = "after the held snapshot, " if held else ""
+                out.append(_ratio_at_least(
+                    f"share consumer >= {goal:g}x the SKIP LOCKED table, {what}no-op jobs, {workers} workers, "
+                    f"claim / lease {claim}", r.find(sj.SCENARIO, case, sj.SHARE), r.find(sj.SCENARIO, case, sj.TABLE),
+                    goal, "events/s"))
+    out.append(_at_least("takeover of a killed worker's lease: the other worker's events/s in the takeover window "
+                         ">= 0.8x before", r.find(sj.SCENARIO, sj.TAKEOVER_RATIO, sj.SHARE), 0.8, "x"))
+    back = r.find(sj.SCENARIO, sj.TAKEOVER_BACK, sj.SHARE)
+    once = r.find(sj.SCENARIO, sj.TAKEOVER_ONCE, sj.SHARE)
+    target = "takeover: the killed worker's 100 events back within dead_interval + one maintenance period, each once"
+    if back is None or once is None:
+        out.append(_not_measured(target))
+    else:
+        bound = float(back.extra.get("bound_s", math.nan))
+        leased = int(back.extra.get("held_events", 0))
+        out.append(Verdict(target, f"back after {fmt_value(back.value)} s (bound {bound:g} s); "
+                           f"{fmt_value(once.value)} of {leased} handled once",
+                           back.value <= bound and once.value == leased == 100, _pct(back.value, bound)))
+    ours = r.find(sj.SCENARIO, sj.META_GROWTH, sj.SHARE)
+    theirs = r.find(sj.SCENARIO, sj.META_GROWTH, sj.PGQ)
+    target = "share consumer: metadata growth under the held snapshot <= PgQ's (same run, same rate)"
+    if ours is None or theirs is None:
+        out.append(_not_measured(target, "not measured (" + ("pglogq" if ours is None else "PgQ")
+                                 + " has no number in this run)"))
+    else:
+        out.append(Verdict(target, f"pglogq {fmt_value(ours.value)} MB vs PgQ {fmt_value(theirs.value)} MB",
+                           ours.value <= theirs.value, ""))
+    return out

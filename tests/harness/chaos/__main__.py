@@ -1,4 +1,4 @@
-"""``python -m tests.harness.chaos --seed N --duration SECONDS [--mode retention|keyed|sharded] [--partitions N]
+"""``python -m tests.harness.chaos --seed N --duration SECONDS [--mode retention|keyed|share|sharded] [--partitions N]
 [--out FILE] [--markdown FILE]``.
 
 Exit status 0 when every subscriber has lost = 0, unexpected = 0, skipped_within_limit = 0,
@@ -6,7 +6,10 @@ per_key_order_violations = 0 and same_key_in_flight = 0 (and the drain finished)
 ``--mode retention`` adds retention passes with a small ``max_consumer_lag`` and schema
 re-installs while the run goes on.  ``--mode keyed`` runs on a queue of ``--partitions``
 partitions (default 4) with keyed events and checks the order of each key and that no key is
-in flight at two workers at once.  ``--mode sharded`` runs one queue across three servers
+in flight at two workers at once.  ``--mode share`` makes the cooperating consumer a share
+consumer of three worker processes (leases of the next events, any idle worker), kills workers
+holding leases so that others take them over, and fails when one event was in flight at two
+live workers at once (``same_event_in_flight``).  ``--mode sharded`` runs one queue across three servers
 (a cluster of three shards; :mod:`.sharded`): keyed producers through a ShardedClient,
 cooperating Consumers, slot moves back and forth and an immediate stop of one shard; it also
 fails on duplicates not explained by a crash.
@@ -30,10 +33,12 @@ from tests.harness.chaos.report import render_markdown
 @click.option("--duration", type=float, default=60.0, show_default=True, help="Seconds of faults.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Also write the figures as Markdown.")
-@click.option("--mode", type=click.Choice(["plain", "retention", "keyed", "sharded"]), default="plain",
+@click.option("--mode", type=click.Choice(["plain", "retention", "keyed", "share", "sharded"]), default="plain",
               show_default=True,
               help="retention: also retention passes (max_consumer_lag 2 s) and schema re-installs; "
                    "keyed: a partitioned queue, keyed events, per-key order and in-flight checks; "
+                   "share: c3 a share consumer of three workers, lease holders killed, no event at two "
+                   "live workers at once; "
                    "sharded: one queue across three servers, slot moves and a shard's crash.")
 @click.option("--partitions", type=click.IntRange(2, 1024),
               help=f"The queue's partitions in the keyed mode [default: {KEYED_PARTITIONS}].")

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,9 @@ class Page:
     committed: bool
     end: float = math.inf
     keys: set[str] = field(default_factory=set)
+    events: set[str] = field(default_factory=set)
+    finished: bool = False  # a ``done`` record: its handlers ended (the process was alive)
+    killed: bool = False  # its process was SIGKILLed by the harness before its handlers ended
 
 
 @dataclass
@@ -115,25 +119,44 @@ class KeyedHistory:
     pages: dict[str, Page] = field(default_factory=dict)
 
 
+def read_kills(directory: Path) -> dict[str, list[float]]:
+    """process name (its record file's tag) → when the harness SIGKILLed it (CLOCK_MONOTONIC)."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for rec in read_records(directory, "nemesis-"):
+        if rec[0] == "kill":
+            out[rec[1]].append(float(rec[3]))
+    return out
+
+
 def read_keyed(directory: Path) -> KeyedHistory:
     """The pages, their ends and the keyed deliveries of the consumers' files."""
     out = KeyedHistory()
+    kills = read_kills(directory)
     for path in sorted(directory.glob("consumer-*.log")):
         unfinished: list[Page] = []  # pages of this file without a "done" yet
         place = 0
+        killed = sorted(kills.get(path.stem[len("consumer-"):], []))
         for rec in read_file(path):
             if rec[0] == "page":
                 page = Page(rec[1], rec[2], rec[3], float(rec[4]), float(rec[5]), rec[6] == "1")
                 for old in unfinished:  # the process died, then asked again
-                    old.end = page.called
+                    old.end = min(old.end, page.called)
                 unfinished = [page]
+                # killed by the harness before it finished: in flight until then at most
+                page.end = next((k for k in killed if k >= page.called), math.inf)
+                page.killed = page.end < math.inf
                 out.pages[page.uid] = page
                 place = 0
             elif rec[0] == "done" and rec[1] in out.pages:
                 out.pages[rec[1]].end = float(rec[2])
+                out.pages[rec[1]].finished = True
+                out.pages[rec[1]].killed = False
                 unfinished = [p for p in unfinished if p.uid != rec[1]]
-            elif rec[0] == "deliver" and len(rec) == 9 and rec[7] != "-" and rec[6] in out.pages:
+            elif rec[0] == "deliver" and len(rec) == 9 and rec[6] in out.pages:
                 page = out.pages[rec[6]]
+                page.events.add(rec[1])
+                if rec[7] == "-":
+                    continue
                 page.keys.add(rec[7])
                 place += 1
                 out.deliveries[rec[3]][rec[7]].append(KeyedDelivery(page.returned, place, int(rec[8]), rec[1]))
@@ -160,15 +183,26 @@ def keys_in_flight(pages: list[Page], dead_interval: float) -> tuple[list[str], 
     """(pages handed out while another worker's page of one of their keys was in flight, pages
     that took a silent worker's page over) among ``pages`` of one subscriber.  A page taken over
     is in flight no more from then on (its holder is taken for dead)."""
-    entries = sorted(((p.returned, p.uid, key, p) for p in pages if p.committed for key in p.keys),
+    bad, takeovers, _live = held_twice(pages, dead_interval, lambda p: p.keys)
+    return bad, takeovers
+
+
+def held_twice(pages: list[Page], dead_interval: float,
+               items: Callable[[Page], set[str]]) -> tuple[list[str], int, int]:
+    """(pages handed out while another worker's page holding one of their ``items`` -- keys, or
+    events -- was in flight; pages that took a silent worker's page over; how many of those
+    took it from a holder that finished its handlers later, i.e. was alive) among ``pages`` of
+    one subscriber.  A page taken over is in flight no more from then on."""
+    entries = sorted(((p.returned, p.uid, item, p) for p in pages if p.committed for item in items(p)),
                      key=lambda e: (e[0], e[1], e[2]))
     active: dict[str, list[Page]] = defaultdict(list)
     taken_at: dict[str, float] = {}  # page → when another worker took it over
     bad: set[str] = set()
     takeovers: set[str] = set()
-    for returned, uid, key, page in entries:
-        active[key] = [a for a in active[key] if min(a.end, taken_at.get(a.uid, math.inf)) > returned]
-        for a in active[key]:
+    live: set[str] = set()
+    for returned, uid, item, page in entries:
+        active[item] = [a for a in active[item] if min(a.end, taken_at.get(a.uid, math.inf)) > returned]
+        for a in active[item]:
             if a.worker == page.worker:
                 continue  # one worker (or its twin process): the same page again
             if returned - a.called < dead_interval:
@@ -176,8 +210,27 @@ def keys_in_flight(pages: list[Page], dead_interval: float) -> tuple[list[str], 
             else:
                 takeovers.add(uid)
                 taken_at[a.uid] = returned
-        active[key].append(page)
-    return sorted(bad), len(takeovers - bad)
+                if a.finished:
+                    live.add(uid)
+        active[item].append(page)
+    return sorted(bad), len(takeovers - bad), len(live - bad)
+
+
+def rerun_after_kill(pages: list[Page]) -> int:
+    """Events of pages whose process the harness killed before their handlers ended that a
+    later page of another worker handed out again (a killed holder's lease taken over)."""
+    later: dict[str, list[Page]] = defaultdict(list)
+    for p in pages:
+        if p.committed:
+            for ev in p.events:
+                later[ev].append(p)
+    out: set[str] = set()
+    for p in pages:
+        if p.killed and p.committed:
+            for ev in p.events:
+                if any(o.worker != p.worker and o.returned >= p.end for o in later[ev]):
+                    out.add(ev)
+    return len(out)
 
 
 def read_skips(directory: Path) -> dict[str, dict[str, bool]]:
@@ -236,7 +289,9 @@ def check(
         must_die = (poison & sends.ok) & ids
         killed = (killers or set()) & sends.ok & ids
         disorder = order_violations(keyed.deliveries.get(sub, {}), sends.ok)
-        overlaps, takeovers = keys_in_flight([p for p in keyed.pages.values() if p.consumer == sub], dead_interval)
+        mine = [p for p in keyed.pages.values() if p.consumer == sub]
+        overlaps, takeovers = keys_in_flight(mine, dead_interval)
+        twice, lease_takeovers, expired_live = held_twice(mine, dead_interval, lambda p: p.events)
         report["subscribers"][sub] = {
             "delivered_ids": len(ids),
             "deliveries": sum(len(v) for v in got.values()),
@@ -258,8 +313,14 @@ def check(
             "per_key_order_violations": len(disorder),
             "same_key_in_flight": len(overlaps),
             "takeovers": takeovers,
+            "paged_events": sum(len(p.events) for p in mine),
+            "same_event_in_flight": len(twice),
+            "lease_takeovers": lease_takeovers,
+            "expired_live_holders": expired_live,
+            "rerun_after_kill": rerun_after_kill(mine),
             "examples": {"lost": lost[:10], "unexpected": unexpected[:10], "duplicated": dup[:10],
                          "skipped_within_limit": wrongly_skipped[:10],
-                         "per_key_order_violations": disorder[:10], "same_key_in_flight": overlaps[:10]},
+                         "per_key_order_violations": disorder[:10], "same_key_in_flight": overlaps[:10],
+                         "same_event_in_flight": twice[:10]},
         }
     return report

@@ -1,6 +1,7 @@
 """A chaos consumer process: receives, records every delivery *before* acking, then acks.
 
-``python -m tests.harness.chaos.consumer --dsn DSN --queue Q --consumer C [--worker W] --dir D --seed N [--keyed]``
+``python -m tests.harness.chaos.consumer --dsn DSN --queue Q --consumer C [--worker W] --dir D --seed N
+[--keyed | --share]``
 
 Poison events are nacked (they come back with retry_count + 1 until dead-lettered); about 1 %
 of the others are nacked once.  The consumer marks handler starts as the consumer runtime does
@@ -17,6 +18,11 @@ page (``page``: when the receive was called and returned) and when its handlers 
 the checker can tell the order of the deliveries of a key across processes and whether two
 workers had one key in flight at once; its handlers then take 0-10 ms a page, so that a page
 is in flight long enough for an overlap to show.
+
+With ``--share`` (the harness's ``share`` mode: the consumer is a share consumer and each
+receive names the worker, so it returns a lease of the next events no other worker holds) it
+records pages and handler ends the same way, so that the checker can tell whether one event was
+in flight at two workers at once.
 """
 
 from __future__ import annotations
@@ -46,9 +52,10 @@ ACK = "SELECT pglogq.ack(%s, %s, %s::xid8)"  # with the page's last message: see
 class Consumer:
     def __init__(
         self, dsn: str, queue: str, consumer: str, worker: str | None, out: Recorder, seed: int,
-        keyed: bool = False,
+        keyed: bool = False, share: bool = False,
     ) -> None:
         self.keyed = keyed
+        self.paged = keyed or share  # record pages and handler ends
         self.token = secrets.token_hex(4)  # page ids stay unique across restarts of the process
         self.pages = 0
         self.dsn = dsn
@@ -85,7 +92,7 @@ class Consumer:
         """Record the deliveries of a page (with the page itself in the keyed mode); returns the
         page's id ("-" outside the keyed mode)."""
         worker = self.worker or "-"
-        if not self.keyed:
+        if not self.paged:
             self.out.write_many([("deliver", r[2]["id"], r[0], self.consumer, worker, r[3]) for r in rows])
             return "-"
         self.pages += 1
@@ -98,8 +105,8 @@ class Consumer:
         return page
 
     def handled(self, page: str) -> None:
-        """Keyed mode: the handlers of ``page`` are done (its nacks and ack come next)."""
-        if self.keyed:
+        """Keyed and share modes: the handlers of ``page`` are done (its nacks and ack come next)."""
+        if self.paged:
             self.flag.sleep(self.rng.uniform(0, 0.01))
             self.out.write("done", page, f"{time.monotonic():.6f}")
 
@@ -166,10 +173,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tag", help="Name of the record file (default: consumer[-worker]).")
     ap.add_argument("--keyed", action="store_true", help="Record pages, keys and handler ends (keyed mode).")
+    ap.add_argument("--share", action="store_true", help="Record pages and handler ends (share mode).")
     a = ap.parse_args()
     tag = a.tag or a.consumer + (f"-{a.worker}" if a.worker else "")
     out = Recorder(a.dir / f"consumer-{tag}.log")
-    Consumer(a.dsn, a.queue, a.consumer, a.worker, out, a.seed, a.keyed).run()
+    Consumer(a.dsn, a.queue, a.consumer, a.worker, out, a.seed, a.keyed, a.share).run()
 
 
 if __name__ == "__main__":

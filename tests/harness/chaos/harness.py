@@ -4,10 +4,19 @@ The ``keyed`` mode runs the same faults on a queue of ``partitions`` partitions 
 the producers send keyed events (:mod:`.producer`, ``--keys``), the cooperating consumer has
 three workers, and every consumer records its pages, so that the checker also counts per-key
 order violations and one key in flight at two workers at once (:mod:`.checker`).
+
+The ``share`` mode runs them with ``c3`` a share consumer (``subscribe(..., share => true)``)
+served by three worker processes, each of whose receives takes a lease of the next events no
+other worker holds; every consumer records its pages, and the checker counts one event in flight
+at two workers at once.  It adds a fault of its own, ``kill_share_holder``: a share worker that
+holds a lease is stopped (SIGSTOP), its lease confirmed in the database, then SIGKILLed and
+brought back under a new name, so that another worker must take the lease over after
+``dead_interval``; and schema re-installs while leases are out.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
@@ -37,6 +46,7 @@ PLAIN_CONSUMERS = ("c1", "c2")
 COOP_CONSUMER = "c3"
 COOP_WORKERS = ("w1", "w2")
 KEYED_WORKERS = ("w1", "w2", "w3")  # the keyed mode: three workers share the partitions
+SHARE_WORKERS = ("w1", "w2", "w3")  # the share mode: three workers of the share consumer c3
 PRODUCERS = ("p1", "p2", "p3")
 KEYS_PER_PRODUCER = 8  # keyed mode: producer p sends to keys p:0 .. p:7
 KEYED_PARTITIONS = 4  # keyed mode: the default number of partitions
@@ -70,10 +80,14 @@ class Proc:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def kill(self) -> None:
+    def kill(self, record: Recorder | None = None) -> None:
+        """SIGKILL, recorded (``kill <name> <pid> <time>``) when ``record`` is given: a page the
+        process had not finished is in flight no longer than that (:mod:`.checker`)."""
         if self.popen is not None and self.popen.poll() is None:
             os.kill(self.popen.pid, signal.SIGKILL)
             self.popen.wait()
+            if record is not None:
+                record.write("kill", self.name, self.popen.pid, f"{time.monotonic():.6f}")
 
     def terminate(self, timeout: float) -> None:
         if self.popen is None or self.popen.poll() is not None:
@@ -103,6 +117,8 @@ class Harness:
     procs: list[Proc] = field(default_factory=list)
     twins: list[tuple[float, Proc]] = field(default_factory=list)
     worker_names: int = 0
+    plan: list[tuple[float, str]] = field(default_factory=list)
+    holder_retries: int = 30  # share mode: kill_share_holder tried again 1 s later until a lease is left behind
     cursor_max: dict[str, int] = field(default_factory=dict)
     regressions: list[str] = field(default_factory=list)
 
@@ -128,8 +144,9 @@ class Harness:
             client.create_queue(QUEUE, partitions=self.partitions)
             for k, v in QUEUE_CONFIG.items():
                 client.set_queue_config(QUEUE, k, v)
-            for c in (*PLAIN_CONSUMERS, COOP_CONSUMER):
+            for c in PLAIN_CONSUMERS:
                 client.subscribe(QUEUE, c)
+            client.subscribe(QUEUE, COOP_CONSUMER, share=self.share)
         self.proxy = FaultyProxy(free_port(), self.server.port, seed=self.seed)
         self.proxy.start_in_thread()
         self.client_dsn = (
@@ -142,6 +159,7 @@ class Harness:
             self.server.dsn, QUEUE, random.Random(self.seed + 1), Recorder(self.hist / "producer-2pc.log")
         )
         self.skips = Recorder(self.hist / "retention-harness.log")
+        self.kills = Recorder(self.hist / "nemesis-harness.log")
         d = self.client_dsn
         common = ["--dsn", d, "--queue", QUEUE, "--dir", str(self.hist)]
         keys = ["--keys", str(KEYS_PER_PRODUCER)] if self.keyed else []
@@ -166,13 +184,17 @@ class Harness:
         return self.mode == "keyed"
 
     @property
+    def share(self) -> bool:
+        return self.mode == "share"
+
+    @property
     def workers(self) -> tuple[str, ...]:
-        """The cooperating consumer's first worker names."""
-        return KEYED_WORKERS if self.keyed else COOP_WORKERS
+        """The cooperating (or share) consumer's first worker names."""
+        return KEYED_WORKERS if self.keyed else SHARE_WORKERS if self.share else COOP_WORKERS
 
     def consumer_flags(self) -> list[str]:
         # before "--seed": a twin's arguments are the original's without its last two
-        return ["--keyed"] if self.keyed else []
+        return ["--keyed"] if self.keyed else ["--share"] if self.share else []
 
     def worker_proc(self, worker: str, seed: int) -> Proc:
         common = ["--dsn", self.client_dsn, "--queue", QUEUE, "--dir", str(self.hist)]
@@ -184,6 +206,7 @@ class Harness:
 
     def run_faults(self) -> None:
         plan = nemesis.schedule(self.seed, self.duration, self.mode)
+        self.plan = plan
         restarts: list[tuple[float, Proc]] = []
         start = time.monotonic()
         last_sample = 0.0
@@ -204,7 +227,7 @@ class Harness:
             self.revive_killed()
             for due, proc in list(self.twins):
                 if due <= now:
-                    proc.kill()
+                    proc.kill(self.kills)
             try:
                 self.nemesis.settle(now)
             except psycopg.Error as exc:
@@ -246,7 +269,7 @@ class Harness:
             if not victims:
                 return
             victim = rng.choice(victims)
-            victim.kill()
+            victim.kill(self.kills)
             delay = rng.uniform(1, 5) if role == "ticker" else rng.uniform(0.2, 2)
             if victim.name.startswith(COOP_CONSUMER + "-") and rng.random() < 0.3:
                 # come back under a new worker name: the old batch must be taken over
@@ -257,6 +280,8 @@ class Harness:
                 self.faults["worker_renamed"] += 1
             victim.restarts += 1
             restarts.append((now + delay, victim))
+        elif kind == "kill_share_holder":
+            self.kill_share_holder(now, restarts)
         elif kind == "server_crash":
             self.server.crash()
             self.nemesis.drop_connections()
@@ -303,12 +328,70 @@ class Harness:
         self.faults[kind] += 1
         self.log(f"fault {kind}")
 
+    def share_holders(self) -> set[str]:
+        """The workers of the share consumer that hold a lease now (read on the server itself)."""
+        with psycopg.connect(self.server.dsn, autocommit=True, connect_timeout=2) as conn:
+            return {str(r[0]) for r in conn.execute(
+                "SELECT w.worker_name FROM pglogq.subscription w JOIN pglogq.subscription c"
+                " ON c.sub_id = w.parent_id WHERE c.consumer_name = %s AND w.batch_id IS NOT NULL",
+                (COOP_CONSUMER,)).fetchall()}
+
+    def kill_share_holder(self, now: float, restarts: list[tuple[float, Proc]]) -> None:
+        """Kill a share worker while it holds a lease, and bring it back under a new name: its
+        lease must be taken over by another worker (after dead_interval), each event of it
+        handled, none by two live workers at once.  The worker is stopped first (SIGSTOP) and
+        its lease read from the database a moment later, when nothing it sent can still
+        commit, so that the SIGKILL surely leaves a lease behind (``share_lease_orphaned``);
+        a worker without a lease is let go on (SIGCONT) and the next holder is tried.  Until one
+        kill has left a lease behind, an attempt that found none is tried again a second later
+        (at most ``holder_retries`` times in a run): the run must have had one."""
+        if not self._kill_share_holder(now, restarts) and not self.faults["share_lease_orphaned"] \
+                and self.holder_retries > 0 and now + 1.0 < self.duration:
+            self.holder_retries -= 1
+            bisect.insort(self.plan, (now + 1.0, "kill_share_holder"))
+
+    def _kill_share_holder(self, now: float, restarts: list[tuple[float, Proc]]) -> bool:
+        rng = self.rng
+        prefix = COOP_CONSUMER + "-"
+        for _ in range(5):
+            try:
+                holders = self.share_holders()
+            except psycopg.Error as exc:
+                self.log(f"share holders: {exc}")
+                return False
+            live = [p for p in self.procs if p.role == "consumer" and p.name.startswith(prefix) and p.alive()
+                    and p.name[len(prefix):] in holders]
+            if not live:
+                self.faults["kill_share_holder_none"] += 1
+                return False
+            victim = rng.choice(live)
+            assert victim.popen is not None
+            os.kill(victim.popen.pid, signal.SIGSTOP)
+            time.sleep(0.3)  # a statement already sent commits (or not) meanwhile
+            try:
+                still = victim.name[len(prefix):] in self.share_holders()
+            except psycopg.Error:
+                still = False
+            if not still:
+                os.kill(victim.popen.pid, signal.SIGCONT)
+                continue
+            victim.kill(self.kills)
+            self.faults["share_lease_orphaned"] += 1
+            self.procs.remove(victim)
+            self.worker_names += 1
+            fresh = self.worker_proc(f"w{self.worker_names + len(self.workers)}", rng.randrange(10**9))
+            fresh.restarts = victim.restarts + 1
+            self.procs.append(fresh)
+            restarts.append((now + rng.uniform(0.2, 2), fresh))
+            return True
+        return False
+
     # -- stop, drain, check -------------------------------------------------------------------
 
     def stop_producers(self) -> None:
         self.proxy.enabled = False
         for _, twin in self.twins:
-            twin.kill()
+            twin.kill(self.kills)
         for p in self.procs:
             if p.role == "producer":
                 p.terminate(20)
@@ -426,6 +509,7 @@ class Harness:
             report["passed"] = drained and not self.regressions and not behind and all(
                 s["lost"] == 0 and s["unexpected"] == 0 and s["skipped_within_limit"] == 0
                 and s["per_key_order_violations"] == 0 and s["same_key_in_flight"] == 0
+                and s["same_event_in_flight"] == 0
                 for s in report["subscribers"].values()
             )
             if not report["passed"]:

@@ -42,6 +42,9 @@ MEAN_INTERVAL: dict[str, float] = {
 MODE_INTERVAL: dict[str, dict[str, float]] = {
     "retention": {"retention_pass": 2.0, "reinstall_schema": 8.0},
     "keyed": {},  # the plain run's faults, on a partitioned queue with keyed events
+    # a share consumer's workers: a holder of a lease killed (its lease must be taken over), and
+    # schema re-installs while leases are out
+    "share": {"kill_share_holder": 5.0, "reinstall_schema": 10.0},
 }
 # the retention limit of the retention mode: small, so that a killed or partitioned consumer
 # falls behind it

@@ -20,9 +20,12 @@ FAULT_LABELS: dict[str, str] = {
     "proxy_partition": "proxy: every connection cut, new ones refused 0.5-3 s",
     "idle_in_transaction_timeout": "consumer session killed by a 100 ms idle_in_transaction_session_timeout",
     "statement_timeout": "statement cancelled by a 1 ms statement_timeout",
+    "kill_share_holder": "attempts to SIGKILL a share worker holding a lease (stopped first; back under a new name)",
+    "share_lease_orphaned": "... kills that left a lease behind (confirmed in the database; taken over)",
+    "kill_share_holder_none": "... attempts that found no share worker holding a lease (tried again 1 s later)",
     "retention_pass": "retention pass with max_consumer_lag = 2 s (retention mode)",
     "retention_moved": "... of which moved a consumer that fell behind",
-    "reinstall_schema": "`install_schema()` re-run while everything runs (retention mode)",
+    "reinstall_schema": "`install_schema()` re-run while everything runs (retention and share modes)",
     "move_slots": "`cluster_admin.move_slots` of a range holding a producer's key, to another shard (sharded mode)",
     "shard_crash": "`pg_ctl stop -m immediate` of one shard's server, restarted 0.5-2 s later (sharded mode)",
     "move_while_gated": "... of which made although a consumer was still gated after --settle-moves seconds",
@@ -72,6 +75,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     if report.get("mode") in ("keyed", "sharded"):
         lines += keyed_lines(report)
+    if report.get("mode") == "share":
+        lines += share_lines(report)
     if report.get("mode") == "sharded":
         lines += sharded_lines(report)
     return "\n".join(lines) + "\n"
@@ -92,6 +97,27 @@ def keyed_lines(report: dict[str, Any]) -> list[str]:
     for name, v in report["subscribers"].items():
         lines.append(f"| {name} | {v['keyed_deliveries']} | {v['per_key_order_violations']} | "
                      f"{v['same_key_in_flight']} | {v['takeovers']} |")
+    return lines
+
+
+def share_lines(report: dict[str, Any]) -> list[str]:
+    """The share mode's table: one event in flight at two live workers (must be 0), and the
+    leases taken over from silent workers."""
+    lines = [
+        "",
+        "Share mode: `c3` is a share consumer (three worker processes, plus those brought back under new names).",
+        "",
+        "| subscriber | deliveries in recorded pages | same event in flight at two workers"
+        " | events of a killed holder handed to another worker"
+        " | leases taken over from a silent worker | ... from one that was still alive |",
+        "| ---------- | ---------------------------: | ----------------------------------:"
+        " | ------------------------------------------------:"
+        " | -------------------------------------: | --------------------------------: |",
+    ]
+    for name, v in report["subscribers"].items():
+        lines.append(f"| {name} | {v['paged_events']} | {v['same_event_in_flight']} | {v['rerun_after_kill']} | "
+                     f"{v['lease_takeovers']} | "
+                     f"{v['expired_live_holders']} |")
     return lines
 
 
