@@ -7,9 +7,8 @@
 --             consumer, whose workers each take whole batches
 -- Returns:    true if subscribed, false if it already was, in the same mode (nothing changed).
 -- Raises:     PQ001 unknown queue; PQ004 invalid name; PQ003 the consumer exists in the other
---             mode; PQ091 a share consumer on a sharded queue (not available yet: a move of slots
---             between shards is fenced by the consumer's cursor, which a share consumer's passes
---             before its leases end).
+--             mode; PQ091 a share consumer on a sharded queue (not available yet: the cluster's
+--             client and consumer have no share mode; see docs/decisions/share-consumers.md).
 -- Tables:     subscriber and sub_state (insert), tick (read); on a sharded queue, cluster_gate
 --             (a gate per unfinished import of this shard, see cluster_import).
 -- On a partitioned queue the consumer gets one stream per partition too (subscriber rows with
