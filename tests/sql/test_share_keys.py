@@ -8,6 +8,7 @@ out from the first event of the oldest open lease on."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -141,7 +142,7 @@ def test_a_keys_events_start_in_send_order_under_retries(parts: pglogq.Client) -
     # every start in send order: a failed event again before anything after it
     firsts = [i for n, i in enumerate(started) if i not in started[:n]]
     assert firsts == sent
-    for a, b in zip(started, started[1:], strict=False):
+    for a, b in itertools.pairwise(started):
         assert sent.index(b) <= sent.index(a) + 1, started
     assert started.count(sent[1]) == 3 and started.count(sent[3]) == 2
 
