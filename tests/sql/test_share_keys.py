@@ -276,6 +276,25 @@ def test_urgent_leases_fail_crash_cede_and_show_like_any_lease(lane: pglogq.Clie
     assert [(m.msg_id, m.retry_count) for m in rest] == [(urgent[0], 0), (urgent[3], 1), (normal, 0)]
 
 
+def test_urgent_leases_survive_a_reinstall_and_a_rotation_and_seek_ends_them(lane: pglogq.Client, dsn: str) -> None:
+    normal = lane.send("mail", {"n": 0})
+    urgent = [lane.send("mail", {"vip": i}, priority=200) for i in range(3)]
+    lane.tick("mail", force=True)
+    a = lane.receive("mail", "mailer", worker="a", max_messages=1)
+    assert _ids(a) == urgent[:1]
+    lane.install_schema()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+    assert _ids(lane.receive("mail", "mailer", worker="a", max_messages=1)) == urgent[:1]  # a's lease, as it was
+    b = lane.receive("mail", "mailer", worker="b", max_messages=1)
+    assert _ids(b) == urgent[1:2]  # the lane's frontier, as it was
+    lane.seek("mail", "mailer", to="earliest", force=True)
+    for held in (a, b):
+        with pytest.raises((StaleBatch, UnknownBatch)):
+            held.ack()
+    assert [m.msg_id for m in drain(lane, "mail", "mailer", worker="c")] == urgent + [normal]
+
+
 # -- the window ------------------------------------------------------------------------------------
 
 
