@@ -292,7 +292,7 @@ def test_urgent_leases_survive_a_reinstall_and_a_rotation_and_seek_ends_them(lan
     for held in (a, b):
         with pytest.raises((StaleBatch, UnknownBatch)):
             held.ack()
-    assert [m.msg_id for m in drain(lane, "mail", "mailer", worker="c")] == urgent + [normal]
+    assert [m.msg_id for m in drain(lane, "mail", "mailer", worker="c")] == [*urgent, normal]
 
 
 # -- the window ------------------------------------------------------------------------------------
