@@ -132,14 +132,19 @@ BEGIN
     h.lease_stream := part;
     h.lease_seq := coalesce(c.share_handed, 0);
     IF n > lease_size THEN
+        -- the frontier moves (and, on the consumer's own row, the count with it: one update)
         UPDATE pglogq.sub_state s
            SET page_prio = last_row.priority, page_txid = last_row.txid, page_id = last_row.msg_id,
-               last_seen = clock_timestamp()
+               last_seen = clock_timestamp(),
+               share_handed = CASE WHEN s.sub_id = consumer_id THEN coalesce(s.share_handed, 0) + k
+                                   ELSE s.share_handed END
          WHERE s.sub_id = src.sub_id;
     ELSE
         -- the lease takes the rest of the batch
         PERFORM pglogq._close_batch(src.sub_id);
     END IF;
-    UPDATE pglogq.sub_state s SET share_handed = coalesce(s.share_handed, 0) + k WHERE s.sub_id = consumer_id;
+    IF n <= lease_size OR src.sub_id <> consumer_id THEN
+        UPDATE pglogq.sub_state s SET share_handed = coalesce(s.share_handed, 0) + k WHERE s.sub_id = consumer_id;
+    END IF;
     RETURN h;
 END $$;
