@@ -14,6 +14,7 @@ DROP_QUEUE: LiteralString = "SELECT pglogq.drop_queue(%s, %s)"
 SET_QUEUE_CONFIG: LiteralString = "SELECT pglogq.set_queue_config(%s, %s, %s)"
 SUBSCRIBE: LiteralString = "SELECT pglogq.subscribe(%s, %s, %s)"
 UNSUBSCRIBE: LiteralString = "SELECT pglogq.unsubscribe(%s, %s)"
+SET_SHARE_WINDOW: LiteralString = "SELECT pglogq.set_share_window(%s, %s, %s)"
 SEND: LiteralString = (
     "SELECT pglogq.send(%s, %s, type => %s, headers => %s, priority => %s,"
     " idempotency_key => %s, deliver_at => %s, delay => %s)"

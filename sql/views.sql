@@ -12,7 +12,7 @@
 DO $views$
 BEGIN
     IF pg_catalog.pg_get_viewdef('pglogq.subscription'::regclass) !~ '_state_check' THEN
-        -- (migrations 0019 and 0030 leave it without the check, with their new columns)
+        -- (migrations 0019, 0030 and 0031 leave it without the check, with their new columns)
         EXECUTE $view$
 CREATE OR REPLACE VIEW pglogq.subscription AS
 SELECT s.sub_id, s.queue_id, s.consumer_name, s.parent_id, s.worker_name, s.created_at,
@@ -21,7 +21,8 @@ SELECT s.sub_id, s.queue_id, s.consumer_name, s.parent_id, s.worker_name, s.crea
        st.page_end_txid, st.page_end_id, st.page_more, st.skipped_events, st.skipped_at, st.handed_from,
        st.page_marks, st.started_prio, st.started_txid, st.started_id, st.suspect_prio, st.suspect_txid,
        st.suspect_id, st.released_at, s.stream, st.lease_worker, st.hold_txid, st.hold_id, st.hold_until,
-       s.share, st.lease_end_prio, st.lease_end_txid, st.lease_end_id
+       s.share, st.lease_end_prio, st.lease_end_txid, st.lease_end_id, st.lease_stream, st.lease_seq,
+       st.share_handed, st.share_window
   FROM pglogq.subscriber s
   JOIN pglogq.sub_state st ON st.sub_id = s.sub_id
  WHERE (pg_catalog.current_setting('transaction_isolation') = 'read committed' OR pglogq._state_check())

@@ -27,7 +27,7 @@ BEGIN
            page_marks = NULL, started_prio = NULL, started_txid = NULL, started_id = NULL,
            suspect_prio = NULL, suspect_txid = NULL, suspect_id = NULL, released_at = NULL,
            hold_txid = NULL, hold_id = NULL, hold_until = NULL,
-           lease_end_prio = NULL, lease_end_txid = NULL, lease_end_id = NULL,
+           lease_end_prio = NULL, lease_end_txid = NULL, lease_end_id = NULL, lease_stream = NULL, lease_seq = NULL,
            heartbeat_at = CASE WHEN seen THEN clock_timestamp() ELSE s.heartbeat_at END,
            last_seen = CASE WHEN seen THEN clock_timestamp() ELSE s.last_seen END
      WHERE s.sub_id = holder;

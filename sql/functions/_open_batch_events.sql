@@ -111,8 +111,10 @@ BEGIN
              AND (ev.ev_owner IS NULL OR ev.ev_owner = _open_batch_events.consumer_sub_id)
              AND (_open_batch_events.msg_type IS NULL OR ev.ev_type = _open_batch_events.msg_type)
              AND (_open_batch_events.skip_ids IS NULL OR NOT (ev.ev_id = ANY (_open_batch_events.skip_ids)))
-             AND CASE WHEN (hb.hrow).stream IS NULL THEN NOT (lanes AND ev.ev_priority > 100)
-                      WHEN (hb.hrow).stream = -1 THEN ev.ev_priority > 100  -- the urgent lane's stream
+             AND CASE WHEN coalesce((hb.hrow).stream, (hb.hrow).lease_stream) IS NULL
+                      THEN NOT (lanes AND ev.ev_priority > 100)
+                      -- the urgent lane's stream, or a lease cut from its batch
+                      WHEN coalesce((hb.hrow).stream, (hb.hrow).lease_stream) = -1 THEN ev.ev_priority > 100
                       ELSE ev.ev_partition = (hb.hrow).stream END  -- a partition's stream
              AND CASE WHEN _open_batch_events.want = 0 THEN
                       CASE WHEN (hb.hrow).batch_big

@@ -2,8 +2,7 @@
 -- set_queue_config), while the queue is new or once nothing of it is in flight.
 -- Parameters: q  the queue row; param  'partitions' or 'urgent_lane'; value  its text form
 -- Returns:    the new value as text.
--- Raises:     PQ091 partitions or an urgent lane for a queue with a share consumer;
---             PQ075 invalid partition count (an integer 1..1024); PQ077 invalid urgent_lane (true or
+-- Raises:     PQ075 invalid partition count (an integer 1..1024); PQ077 invalid urgent_lane (true or
 --             false), an urgent lane with more than one partition (or the other way round), or
 --             events in flight: an event not ticked yet, a delayed event or a retry waiting, a
 --             consumer (or one of its partitions or workers) with an open batch, a nack holding
@@ -63,12 +62,6 @@ BEGIN
                 q.queue_name, q.partitions
                 USING ERRCODE = 'PQ077', HINT = 'on a partitioned queue the order of a key comes first';
         END IF;
-    END IF;
-    IF (n > 1 OR lane) AND EXISTS (SELECT 1 FROM pglogq.subscriber s
-                                    WHERE s.queue_id = q.queue_id AND s.share) THEN
-        RAISE EXCEPTION 'queue "%" has a share consumer: share consumers run on queues without partitions or urgent lane',
-            q.queue_name
-            USING ERRCODE = 'PQ091', HINT = 'unsubscribe the share consumers first, or create a new queue';
     END IF;
     SELECT t.tick_id, t.tick_snapshot INTO newest, newest_snap FROM pglogq.tick t
      WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;

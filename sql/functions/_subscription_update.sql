@@ -27,7 +27,9 @@ BEGIN
            started_id = NEW.started_id, suspect_prio = NEW.suspect_prio, suspect_txid = NEW.suspect_txid,
            suspect_id = NEW.suspect_id, released_at = NEW.released_at, lease_worker = NEW.lease_worker,
            hold_txid = NEW.hold_txid, hold_id = NEW.hold_id, hold_until = NEW.hold_until,
-           lease_end_prio = NEW.lease_end_prio, lease_end_txid = NEW.lease_end_txid, lease_end_id = NEW.lease_end_id
+           lease_end_prio = NEW.lease_end_prio, lease_end_txid = NEW.lease_end_txid, lease_end_id = NEW.lease_end_id,
+           lease_stream = NEW.lease_stream, lease_seq = NEW.lease_seq, share_handed = NEW.share_handed,
+           share_window = NEW.share_window
      WHERE st.sub_id = OLD.sub_id;
     RETURN NEW;
 END $$;

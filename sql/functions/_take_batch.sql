@@ -15,7 +15,10 @@
 -- queue's dead_interval (or released by maintenance, which is the same condition, announced, or
 -- the events a worker of a share consumer ceded: the row cede made goes once taken over);
 -- the page handed out to the silent worker goes with it (its start frontier, so that receive
--- counts the crash, and the crashes counted so far; a lease keeps its end); otherwise a worker
+-- counts the crash, and the crashes counted so far; a lease keeps its end, its lane and its
+-- place in the window).  Never a stream's row: a partition's or the urgent lane's stream is
+-- taken over through _stream_pick, and the lane's stream of a share consumer hands its batch
+-- out in leases (its batch is no worker's); otherwise a worker
 -- of a share consumer gets a lease of the consumer's batch (_share_lease), and a worker of an
 -- ordinary consumer a batch: the consumer's cursor moves past the new batch at once, and
 -- the open batch holds its place for rotation until it is acknowledged.  Ticks are merged into
@@ -46,7 +49,7 @@ BEGIN
     IF h.parent_id IS NOT NULL AND h.stream IS NULL THEN
         SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
         SELECT * INTO d FROM pglogq.subscription s
-         WHERE s.parent_id = consumer_id AND s.batch_id IS NOT NULL AND s.sub_id <> h.sub_id
+         WHERE s.parent_id = consumer_id AND s.stream IS NULL AND s.batch_id IS NOT NULL AND s.sub_id <> h.sub_id
            AND (s.heartbeat_at < clock_timestamp() - q.dead_interval OR s.released_at IS NOT NULL)
          ORDER BY s.batch_id LIMIT 1
            FOR NO KEY UPDATE SKIP LOCKED;
@@ -82,6 +85,8 @@ BEGIN
             h.lease_end_prio := d.lease_end_prio;
             h.lease_end_txid := d.lease_end_txid;
             h.lease_end_id := d.lease_end_id;
+            h.lease_stream := d.lease_stream;
+            h.lease_seq := d.lease_seq;
             RETURN h;
         END IF;
         IF c.share THEN

@@ -6,7 +6,8 @@
 -- Returns:    true; false when nothing of the lease follows the kept event (nothing to give).
 -- Raises:     PQ008 unknown batch; PQ009 not the current batch of any holder (acknowledged,
 --             taken over, ceded whole); PQ010 the kept event is not in the page; PQ092 the batch
---             is not a lease of a share consumer, or an event after the kept one was counted as
+--             is not a lease of a share consumer (a partition's page is not one: its events
+--             after a started one must wait for it anyway), or an event after the kept one was counted as
 --             started (receive without start_first counts the whole page as started at once).
 -- Tables:     subscription (lock of the holder), subscriber and sub_state (a released holder row
 --             for the ceded events: insert; the holder's lease end: update), event (read),
@@ -35,6 +36,12 @@ BEGIN
         RAISE EXCEPTION 'cede needs both keep_msg_id and keep_txid, or neither' USING ERRCODE = 'PQ019';
     END IF;
     h := pglogq._holder(batch_id);
+    IF h.stream >= 0 THEN
+        RAISE EXCEPTION 'batch % is the page of a partition: it is not ceded', batch_id
+            USING ERRCODE = 'PQ092',
+                  HINT = 'the events after a started one are the next of its partition''s keys, which wait for it; '
+                         'acknowledge the page up to the started event instead';
+    END IF;
     IF h.lease_end_txid IS NULL OR h.parent_id IS NULL THEN
         RAISE EXCEPTION 'batch % is not a lease of a share consumer: there is nothing to cede', batch_id
             USING ERRCODE = 'PQ092', HINT = 'only a worker of a share consumer (subscribe with share => true) holds leases';
@@ -77,13 +84,13 @@ BEGIN
     RETURNING sub_id INTO new_id;
     INSERT INTO pglogq.sub_state (sub_id, last_seen, heartbeat_at, released_at, batch_id, batch_prev_tick,
                                   batch_cur_tick, batch_big, batch_started_at, page_prio, page_txid, page_id,
-                                  lease_end_prio, lease_end_txid, lease_end_id)
+                                  lease_end_prio, lease_end_txid, lease_end_id, lease_stream, lease_seq)
     VALUES (new_id, clock_timestamp(), clock_timestamp(), clock_timestamp(), new_batch, h.batch_prev_tick,
             h.batch_cur_tick, h.batch_big, clock_timestamp(),
             CASE WHEN whole THEN h.page_prio ELSE keep_prio END,
             CASE WHEN whole THEN h.page_txid ELSE keep_txid END,
             CASE WHEN whole THEN h.page_id ELSE keep_msg_id END,
-            h.lease_end_prio, h.lease_end_txid, h.lease_end_id);
+            h.lease_end_prio, h.lease_end_txid, h.lease_end_id, h.lease_stream, h.lease_seq);
     IF whole THEN
         PERFORM pglogq._close_batch(h.sub_id, true);
     ELSE

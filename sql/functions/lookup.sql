@@ -146,8 +146,9 @@ BEGIN
                    JOIN pglogq.tick tp ON tp.queue_id = x.queue_id AND tp.tick_id = x.batch_prev_tick
                    JOIN pglogq.tick tc ON tc.queue_id = x.queue_id AND tc.tick_id = x.batch_cur_tick
                   WHERE (x.sub_id = c.sub_id OR x.parent_id = c.sub_id) AND x.batch_id IS NOT NULL
-                    AND CASE WHEN x.stream IS NULL THEN NOT (q.urgent_lane AND r.ev_priority > 100)
-                             WHEN x.stream = -1 THEN r.ev_priority > 100
+                    AND CASE WHEN coalesce(x.stream, x.lease_stream) IS NULL
+                             THEN NOT (q.urgent_lane AND r.ev_priority > 100)
+                             WHEN coalesce(x.stream, x.lease_stream) = -1 THEN r.ev_priority > 100
                              ELSE x.stream = r.ev_partition END
                     AND pg_visible_in_snapshot(r.ev_txid, tc.tick_snapshot)
                     AND NOT pg_visible_in_snapshot(r.ev_txid, tp.tick_snapshot) LOOP

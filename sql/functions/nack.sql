@@ -72,8 +72,8 @@ BEGIN
        AND x.ev_txid >= lo AND x.ev_txid <= hi
        AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
        AND (x.ev_owner IS NULL OR x.ev_owner = owner)
-       AND CASE WHEN h.stream IS NULL THEN NOT (q.urgent_lane AND x.ev_priority > 100)
-                WHEN h.stream = -1 THEN x.ev_priority > 100
+       AND CASE WHEN coalesce(h.stream, h.lease_stream) IS NULL THEN NOT (q.urgent_lane AND x.ev_priority > 100)
+                WHEN coalesce(h.stream, h.lease_stream) = -1 THEN x.ev_priority > 100
                 ELSE x.ev_partition = h.stream END
        AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0
      LIMIT 1;

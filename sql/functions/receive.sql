@@ -168,7 +168,7 @@ BEGIN
     -- a queue with an urgent lane: its stream first (the page this worker holds there, or its
     -- urgent events), unless ordinary events have waited for a page for more than a second
     -- (nested IFs: the tick query is planned only on such a queue)
-    IF q.urgent_lane THEN
+    IF q.urgent_lane AND NOT c.share THEN
         IF h.stream IS NULL AND h.page_end_txid IS NULL
            AND (h.last_seen IS NULL OR h.last_seen > clock_timestamp() - interval '1 second'
                 OR (h.batch_id IS NULL AND coalesce(h.last_tick, c.last_tick)
@@ -236,7 +236,7 @@ BEGIN
             -- last row is kept once (at max_messages, or the loop variable after the loop).
             n := 0;
             hi := pg_snapshot_xmax(cur_snap);
-            IF h.stream IS NULL
+            IF h.stream IS NULL AND h.lease_stream IS NULL
                AND (h.batch_big OR NOT EXISTS (SELECT 1 FROM pglogq.event e
                                                WHERE e.ev_queue = q.queue_id AND e.ev_priority <> 100
                                                  AND e.ev_txid >= pg_snapshot_xmin(prev_snap) AND e.ev_txid < hi)) THEN
@@ -284,8 +284,8 @@ BEGIN
                             FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
                                                     prev_snap, cur_snap, h.batch_big,
                                                     h.page_prio, h.page_txid, h.page_id,
-                                                    max_messages + 1, h.stream,
-                                                    q.urgent_lane AND h.stream IS NULL,
+                                                    max_messages + 1, coalesce(h.stream, h.lease_stream),
+                                                    q.urgent_lane AND coalesce(h.stream, h.lease_stream) IS NULL,
                                                     h.batch_started_at) m
                            WHERE h.lease_end_txid IS NULL OR pglogq._page_position(h, m.priority, m.txid, m.msg_id) < 2 LOOP
                     n := n + 1;
@@ -308,8 +308,8 @@ BEGIN
             page := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, coalesce(h.parent_id, h.sub_id),
                                                             prev_snap, cur_snap, h.batch_big,
                                                             h.page_prio, h.page_txid, h.page_id,
-                                                            max_messages + 1, h.stream,
-                                                            q.urgent_lane AND h.stream IS NULL,
+                                                            max_messages + 1, coalesce(h.stream, h.lease_stream),
+                                                            q.urgent_lane AND coalesce(h.stream, h.lease_stream) IS NULL,
                                                             h.batch_started_at) m
                            WHERE h.lease_end_txid IS NULL OR pglogq._page_position(h, m.priority, m.txid, m.msg_id) < 2);
             n := cardinality(page);
@@ -347,6 +347,8 @@ BEGIN
         h.lease_end_prio := NULL;
         h.lease_end_txid := NULL;
         h.lease_end_id := NULL;
+        h.lease_stream := NULL;
+        h.lease_seq := NULL;
     END LOOP;
     lim := max_messages;
     IF streamed THEN
@@ -402,7 +404,8 @@ BEGIN
            -- a page handed out (again): a nack of its earlier delivery that was not acknowledged
            -- counted its failure and is void now (the page is a new delivery)
            hold_txid = NULL, hold_id = NULL, hold_until = NULL,
-           lease_end_prio = h.lease_end_prio, lease_end_txid = h.lease_end_txid, lease_end_id = h.lease_end_id
+           lease_end_prio = h.lease_end_prio, lease_end_txid = h.lease_end_txid, lease_end_id = h.lease_end_id,
+           lease_stream = h.lease_stream, lease_seq = h.lease_seq
      WHERE s.sub_id = h.sub_id;
     IF streamed THEN
         RETURN;

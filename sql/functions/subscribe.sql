@@ -1,12 +1,14 @@
 -- pglogq.subscribe(queue_name, consumer_name, share): register a consumer; it gets events sent from now on.
 -- Parameters: queue_name; consumer_name  ASCII name, at most 63 bytes;
 --             share  true: a share consumer, whose workers each take the next events of its
---             batches in leases (any idle worker takes the next event; see receive), false
---             (default): an ordinary consumer, whose workers each take whole batches
+--             batches in leases (any idle worker takes the next event; see receive; on a
+--             partitioned queue a lease is a partition's page, one at a time per partition; its
+--             window: set_share_window, no limit by default), false (default): an ordinary
+--             consumer, whose workers each take whole batches
 -- Returns:    true if subscribed, false if it already was, in the same mode (nothing changed).
 -- Raises:     PQ001 unknown queue; PQ004 invalid name; PQ003 the consumer exists in the other
---             mode; PQ091 a share consumer on a partitioned or sharded queue, or one with an
---             urgent lane (not available yet).
+--             mode; PQ091 a share consumer on a sharded queue (not available yet: the cluster's
+--             client and consumer have no share mode; see docs/decisions/share-consumers.md).
 -- Tables:     subscriber and sub_state (insert), tick (read); on a sharded queue, cluster_gate
 --             (a gate per unfinished import of this shard, see cluster_import).
 -- On a partitioned queue the consumer gets one stream per partition too (subscriber rows with
@@ -26,12 +28,10 @@ DECLARE
 BEGIN
     PERFORM pglogq._check_name(consumer_name, 'consumer', 63);
     q := pglogq._queue(queue_name);
-    IF coalesce(share, false) AND (q.partitions > 1 OR q.urgent_lane OR q.sharded) THEN
-        RAISE EXCEPTION 'queue "%" is %: share consumers run on queues without partitions, urgent lane or shards',
-            q.queue_name, CASE WHEN q.partitions > 1 THEN 'partitioned' WHEN q.urgent_lane THEN 'one with an urgent lane'
-                               ELSE 'sharded' END
+    IF coalesce(share, false) AND q.sharded THEN
+        RAISE EXCEPTION 'queue "%" is sharded: share consumers run on queues of one database', q.queue_name
             USING ERRCODE = 'PQ091',
-                  HINT = 'subscribe an ordinary consumer (share => false) with cooperating workers, or use a queue without them';
+                  HINT = 'subscribe an ordinary consumer (share => false) with cooperating workers, or use a queue that is not sharded';
     END IF;
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
     -- held until commit: maint_prune and rotation skip the queue while a cursor is being set

@@ -34,12 +34,10 @@ def test_subscribe_share_and_receive_as_workers(dsn: str) -> None:
     assert js(dsn, "receive", "jobs", "mailer", "--worker", "a") == []
 
 
-def test_share_refused_on_a_partitioned_queue(dsn: str) -> None:
+def test_share_on_a_partitioned_queue(dsn: str) -> None:
     ok(dsn, "queue", "create", "parts", "--partitions", "4")
-    r = run(dsn, "consumer", "subscribe", "parts", "x", "--share")
-    assert r.exit_code == Exit.INVALID, r.output
-    assert "share consumers run on queues without partitions" in r.stderr
-    assert js(dsn, "consumer", "list", "parts") == []
+    ok(dsn, "consumer", "subscribe", "parts", "x", "--share")
+    assert [(r["consumer_name"], r["share"]) for r in js(dsn, "consumer", "list", "parts")] == [("x", True)]
 
 
 def test_consumer_list_and_info_say_the_mode(dsn: str) -> None:

@@ -170,6 +170,10 @@ TABLE: list[Bad] = [
         sql("SELECT * FROM pglogq.receive('q', 'idle', 100001)"), "receive"),
     Bad("max-messages-null", "SQL", "sizes", "receive max_messages NULL", "PQ019",
         sql("SELECT * FROM pglogq.receive('q', 'idle', NULL)"), "receive"),
+    Bad("share-window-zero", "SQL", "sizes", "set_share_window size 0", "PQ019",
+        sql("SELECT pglogq.set_share_window('q', 'c', 0)"), "set_share_window"),
+    Bad("share-window-ordinary", "SQL", "sizes", "set_share_window of an ordinary consumer", "PQ093",
+        sql("SELECT pglogq.set_share_window('q', 'c', 10)"), "set_share_window"),
     Bad("batch-too-many", "SQL", "sizes", "send_batch of 100001 events", "PQ019",
         sql("SELECT pglogq.send_batch('q', array_fill('{}'::jsonb, ARRAY[100001]))"), "send_batch"),
     Bad("keys-length", "SQL", "sizes", "send_batch with 1 idempotency key for 2 payloads", "PQ019",
@@ -251,6 +255,8 @@ TABLE: list[Bad] = [
     # -- Python client -------------------------------------------------------------------------
     Bad("py-queue-empty", "Python", "names", "Client.create_queue('')", "InvalidName",
         lambda w: w.client.create_queue("")),
+    Bad("py-share-window-float", "Python", "sizes", "Client.set_share_window('q', 'c', 2.5)", "InvalidArgument",
+        lambda w: w.client.set_share_window("q", "c", 2.5)),  # type: ignore[arg-type]
     Bad("py-consumer-quote", "Python", "names", "Client.subscribe('q', \"o'brien\")", "InvalidName",
         lambda w: w.client.subscribe("q", "o'brien")),
     Bad("py-queue-unknown", "Python", "names", "Client.send('nope', {})", "UnknownQueue",

@@ -656,3 +656,35 @@ def test_progress_of_an_event_of_a_partition_shows_in_lookup_and_in_flight(dsn: 
         ack(conn, page)
         assert conn.execute("SELECT count(*) FROM pglogq.in_flight").fetchone() == (0,)
         assert states(conn, ids[0]) == "done"
+
+
+def test_a_silent_workers_urgent_page_is_never_taken_over_as_an_ordinary_batch(dsn: str) -> None:
+    """Cooperating workers on a queue with an urgent lane: worker x holds a page of the lane and
+    falls silent; worker y, whose ordinary events have waited over a second (so it reads them
+    first), must not take the lane's batch over as an ordinary batch of its own (its urgent
+    events would be read as ordinary ones, that is not at all, and lost): the lane's page comes
+    again through the lane."""
+    with sql_conn(dsn) as conn:
+        new_queue(conn, urgent_lane=True)
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        vip = conn.execute("SELECT pglogq.send('q', '{\"vip\": 1}', priority => 200)").fetchone()
+        assert vip is not None
+        tick(conn)
+        held = receive(conn, "x", 10)
+        assert [m[1] for m in held] == [vip[0]]
+        assert receive(conn, "y", 10) == []  # y's row: nothing for it yet
+        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '1 hour'"
+                     " WHERE lease_worker = 'x' OR worker_name = 'x'")
+        conn.execute("UPDATE pglogq.subscription SET last_seen = last_seen - interval '1 hour'"
+                     " WHERE worker_name = 'y'")
+        plain = conn.execute("SELECT pglogq.send('q', '{\"plain\": 1}')").fetchone()
+        assert plain is not None
+        tick(conn)
+        got = []
+        for _ in range(10):
+            page = receive(conn, "y", 10)
+            if not page:
+                break
+            got += [m[1] for m in page]
+            ack(conn, page)
+        assert sorted(got) == sorted([vip[0], plain[0]])

@@ -19,9 +19,7 @@ from pglogq.errors import (
     CedeRefused,
     InvalidArgument,
     InvalidName,
-    InvalidUrgentLane,
     MessageNotInBatch,
-    ShareNotSupported,
     ShareWorkerRequired,
     StaleBatch,
     UnknownBatch,
@@ -201,17 +199,6 @@ def test_share_consumer_refusals(share: pglogq.Client, dsn: str) -> None:
     with pytest.raises(AlreadyExists):
         share.subscribe(Q, "plain", share=True)
     assert not share.subscribe(Q, "mailer", share=True)  # the same mode: nothing changes
-    share.create_queue("parts", partitions=4)
-    with pytest.raises(ShareNotSupported):
-        share.subscribe("parts", "x", share=True)
-    share.create_queue("lane", urgent_lane=True)
-    with pytest.raises(ShareNotSupported):
-        share.subscribe("lane", "x", share=True)
-    # a queue with a share consumer keeps one partition and no lane
-    drain(share, Q, "mailer", worker="a")
-    drain(share, Q, "plain")
-    with pytest.raises((ShareNotSupported, InvalidUrgentLane)):
-        share.set_queue_config(Q, "partitions", 4)
     with pytest.raises(InvalidArgument):
         share.subscribe(Q, "y", share="yes")  # type: ignore[arg-type]
     with psycopg.connect(dsn, autocommit=True) as conn:
