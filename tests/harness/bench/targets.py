@@ -1,5 +1,6 @@
-"""The targets of issue 20, checked against what the run measured: one row per target, with the
-target, the measured figure, met / missed (None: not measured in this run) and by how much.
+"""The benchmark's targets (speed, no bloat, partitions), checked against what the run measured: one
+row per target, with the target, the measured figure, met / missed (None: not measured in this run)
+and by how much.
 
 The held-snapshot rows read measures that the held-xmin scenario records under these names
 (scenario ``held_xmin``):
@@ -200,7 +201,7 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
 
 
 def _partition_targets(r: Results) -> list[Verdict]:
-    """Issue 14: drains of the 8-partition queue scale with the workers up to the partitions, and
+    """Drains of the 8-partition queue scale with the workers up to the partitions, and
     keep per-key order with never two events of one key at once."""
     parts = sorted((m for m in r.measures if m.scenario == "partitions" and m.system == "pglogq, 8 partitions"),
                    key=lambda m: m.extra.get("workers", 0))
