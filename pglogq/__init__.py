@@ -4,6 +4,7 @@ Producers append events; a ticker records snapshots; each consumer reads the bat
 ticks with its own cursor, so fan-out shares one copy; old tables are emptied by TRUNCATE.
 """
 
+from pglogq._args import EventOptions, SendBatchOptions, SendOptions
 from pglogq._runtime import Nack, RunStats
 from pglogq.client import Batch, Client
 from pglogq.client_async import AsyncBatch, AsyncClient
@@ -123,6 +124,7 @@ __all__ = [
     "DeadLetterPreview",
     "Delivery",
     "DependentObjects",
+    "EventOptions",
     "GatesPending",
     "InFlight",
     "InstallNotPermitted",
@@ -168,6 +170,8 @@ __all__ = [
     "SchemaTooNew",
     "SeekOutOfRange",
     "SeekPlan",
+    "SendBatchOptions",
+    "SendOptions",
     "ShardMap",
     "ShardUnavailable",
     "ShardedClient",

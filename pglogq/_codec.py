@@ -1,4 +1,4 @@
-"""Exact JSON between Python and jsonb, and client-side checks of arguments against SQL types.
+"""Exact JSON between Python and jsonb (the checks of arguments are in :mod:`pglogq._args`).
 
 Shared by :class:`AsyncClient` and the generated :class:`Client` (no I/O here).
 
@@ -28,23 +28,16 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 import re
 import secrets
-from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import orjson
 from psycopg.types.json import Jsonb
 
-from pglogq.errors import InvalidArgument, InvalidInput, InvalidName, InvalidPayload, PglogqError
+from pglogq.errors import InvalidPayload
 from pglogq.models import Undecodable
-
-INT2 = (-(2**15), 2**15 - 1)
-INT4 = (-(2**31), 2**31 - 1)
-INT8 = (-(2**63), 2**63 - 1)
 
 # -- decoding -------------------------------------------------------------------------------
 
@@ -167,82 +160,3 @@ def jsonb(value: Any, what: str = "payload") -> Jsonb:
 
 def jsonb_or_none(value: Any, what: str) -> Jsonb | None:
     return None if value is None else jsonb(value, what)
-
-
-def payload_list(payloads: Any) -> list[Any]:
-    """``send_batch``'s payloads as a list; refuses a str, bytes or mapping (not a list of events)."""
-    if isinstance(payloads, (str, bytes, bytearray, memoryview, Mapping)):
-        raise InvalidPayload(f"payloads must be a sequence of events, not {type(payloads).__name__}")
-    try:
-        return list(payloads)
-    except TypeError as exc:
-        raise InvalidPayload(f"payloads must be a sequence of events, not {type(payloads).__name__}") from exc
-
-
-# -- arguments ------------------------------------------------------------------------------
-
-
-def integer(
-    value: Any,
-    what: str,
-    bounds: tuple[int, int],
-    out_of_range: Callable[[int], PglogqError] | None = None,
-    *,
-    null: bool = True,
-) -> int | None:
-    """``value`` as a plain int within the SQL type's ``bounds`` (None passes when ``null``).
-
-    A bool, float or str is refused with :class:`InvalidArgument`; an int outside the bounds
-    with ``out_of_range(value)`` — the error the server gives for a value it cannot know."""
-    if value is None and null:
-        return None
-    if isinstance(value, bool) or value is None:
-        raise InvalidArgument(f"invalid {what}: an integer is expected, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise InvalidArgument(f"invalid {what}: an integer is expected, got {type(value).__name__}") from None
-    if not bounds[0] <= number <= bounds[1]:
-        if out_of_range is not None:
-            raise out_of_range(number)
-        raise InvalidArgument(f"invalid {what} {number}: out of range {bounds[0]}..{bounds[1]}")
-    return number
-
-
-def text(value: Any, what: str, error: type[PglogqError] = InvalidArgument, *, null: bool = True) -> str | None:
-    """``value`` as a str PostgreSQL can store (no NUL character); None passes when ``null``."""
-    if value is None and null:
-        return None
-    if not isinstance(value, str):
-        raise error(f"invalid {what}: a str is expected, got {type(value).__name__}")
-    if "\x00" in value:
-        raise error(f"invalid {what}: contains a NUL character, which PostgreSQL text cannot hold")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a lone surrogate: not Unicode text
-            raise error(f"invalid {what}: {exc}") from None
-    return value
-
-
-def name(value: Any, kind: str) -> str | None:
-    """A queue or consumer name: a str (NULL goes to the server, which refuses it)."""
-    return text(value, f"{kind} name", InvalidName)
-
-
-def interval(value: Any, what: str, error: type[InvalidInput]) -> timedelta | None:
-    if value is None or (isinstance(value, timedelta) and not isinstance(value, bool)):
-        return value
-    raise error(f"invalid {what}: a datetime.timedelta is expected, got {type(value).__name__}")
-
-
-def moment(value: Any, what: str, error: type[InvalidInput]) -> datetime | None:
-    """An aware datetime: a naive one would be read in the connection's TimeZone setting."""
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        raise error(f"invalid {what}: a datetime.datetime is expected, got {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise error(f"invalid {what}: a timezone-aware datetime is expected (a naive one depends on the "
-                    "session's TimeZone); use datetime.now(timezone.utc) or .astimezone()")
-    return value

@@ -1,4 +1,5 @@
-"""What both clients send and receive, with no I/O: argument checks and rows made into models.
+"""What both clients receive, with no I/O: rows made into models (the checks of what they send
+are in :mod:`pglogq._args`).
 
 Shared by :mod:`pglogq.client_async` and its generated twin :mod:`pglogq.client` (one copy, not two).
 """
@@ -7,22 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import fields
-from datetime import datetime
 from typing import Any, TypeVar
 
 import orjson
 
 import pglogq._codec as v
-from pglogq.errors import (
-    InvalidArgument,
-    InvalidCaptureColumns,
-    InvalidCaptureOption,
-    InvalidDelay,
-    InvalidPayload,
-    SeekOutOfRange,
-    StaleBatch,
-    UnknownBatch,
-)
 from pglogq.models import CaptureInfo, DeadLetter, InFlight, Message, Schedule
 
 T = TypeVar("T")
@@ -91,86 +81,20 @@ def in_flight(row: Sequence[Any]) -> InFlight:
     return InFlight(*values)
 
 
-def checked_batch_id(batch_id: Any) -> int | None:
-    return v.integer(batch_id, "batch id", v.INT8, lambda n: UnknownBatch(f"unknown batch {n}"))
 
 
-def flag(value: Any, what: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidArgument(f"invalid {what}: True or False is expected, got {value!r}")
-    return value
 
 
-def position(to: Any, queue: str | None) -> str | None:
-    if to is None:
-        return None
-    if isinstance(to, str):
-        return v.text(to, "seek position")
-    if isinstance(to, datetime):
-        moment = v.moment(to, "seek position", InvalidArgument)
-        assert moment is not None
-        return moment.isoformat()
-    tick = v.integer(
-        to, "seek position", v.INT8, lambda n: SeekOutOfRange(f'tick {n} of queue "{queue}" is not kept'), null=False
-    )
-    return str(tick)
 
 
-def event_options(
-    type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any
-) -> tuple[Any, ...]:
-    """send's and send_batch's shared options, checked: (type, headers, priority, deliver_at, delay)."""
-    return (
-        v.text(type, "event type", InvalidPayload),
-        v.jsonb_or_none(headers, "headers"),
-        v.integer(priority, "priority", v.INT4,
-                  lambda n: InvalidArgument(f"invalid priority: {n} (use 0..32767, higher first)")),
-        v.moment(deliver_at, "deliver_at", InvalidDelay),
-        v.interval(delay, "delay", InvalidDelay),
-    )
 
 
-def ack_args(batch_id: Any, last: Any) -> tuple[int | None, Message | None]:
-    if last is not None:
-        if not isinstance(last, Message):
-            raise InvalidArgument(f"last must be the page's last Message, got {type(last).__name__}")
-        v.integer(last.msg_id, "message id", v.INT8,
-                  lambda n: StaleBatch(f"the page of batch {batch_id} ending at message {n} is not the current one"))
-        v.text(last.txid, "txid")
-    return checked_batch_id(batch_id), last
 
 
-def seek_args(queue: Any, consumer: Any, to: Any, by_events: Any) -> tuple[Any, ...]:
-    name = v.name(queue, "queue")
-    by = v.integer(by_events, "by_events", v.INT8,
-                   lambda n: SeekOutOfRange(f'cannot move consumer "{consumer}" by {n} events'))
-    return (name, v.name(consumer, "consumer"), position(to, name), by)
 
 
-def columns(value: Sequence[str] | None, what: str) -> list[str] | None:
-    """A column list of ``capture_table``: a sequence of str (a lone str is refused, not split)."""
-    if value is None:
-        return None
-    if isinstance(value, (str, bytes)):
-        raise InvalidCaptureColumns(f"{what} must be a sequence of column names, not a single {type(value).__name__}")
-    out: list[str] = []
-    for col in value:
-        checked = v.text(col, f"column name in {what}", InvalidCaptureColumns, null=False)
-        assert checked is not None
-        out.append(checked)
-    return out
 
 
-def only_if(value: Any) -> Any:
-    """``capture_table``'s ``only_if``: a dict (the server checks it is a JSON object)."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise InvalidCaptureOption(f"invalid only_if: a dict is expected, got {type(value).__name__}")
-    try:
-        return v.jsonb(value, "only_if")
-    except InvalidPayload as exc:
-        raise InvalidCaptureOption(exc.message) from exc
 
 
 def capture_info(row: Sequence[Any]) -> CaptureInfo:

@@ -22,6 +22,7 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from typing_extensions import LiteralString, Self
 
+import pglogq._args as a
 import pglogq._codec as v
 import pglogq._convert as cv
 from pglogq import _collector, _concurrency, _trace, schedules, schema
@@ -151,7 +152,7 @@ class Client:
         pooled: bool = False,
     ) -> None:
         self.dsn = resolve_dsn(dsn) if pool is None else None
-        self.pooled = cv.flag(pooled, "pooled")
+        self.pooled = a.flag(pooled, "pooled")
         self._pool = pool
         self._own_pool = pool is None
         self._min_size = min_size
@@ -384,7 +385,7 @@ class Client:
         consumer gets it at its next receive, ahead of a waiting backlog of ordinary events (which
         still get a page whenever they have waited a second).  Only with ``partitions=1``; not a
         bool, or True with partitions, raises :class:`InvalidUrgentLane`."""
-        name = v.name(queue, "queue")
+        name = a.name(queue, "queue")
         parts = _keys.check_partitions(partitions)
         if not isinstance(urgent_lane, bool) or (urgent_lane and parts != 1):
             raise InvalidUrgentLane(f"invalid urgent_lane {urgent_lane!r}: True or False, and True only "
@@ -401,12 +402,12 @@ class Client:
 
     def drop_queue(self, queue: str, *, force: bool = False, conn: AnyConn | None = None) -> bool:
         """Drop a queue and all its events; refuses while consumers exist unless ``force``."""
-        return bool(self._value(q.DROP_QUEUE, (v.name(queue, "queue"), cv.flag(force, "force")), conn))
+        return bool(self._value(q.DROP_QUEUE, (a.name(queue, "queue"), a.flag(force, "force")), conn))
 
     def set_queue_config(self, queue: str, param: str, value: object, *, conn: AnyConn | None = None) -> str:
         """Change one queue setting (see ``pglogq.set_queue_config``); returns the new value."""
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        params = (v.name(queue, "queue"), v.text(param, "setting", InvalidConfig), v.text(text, "value", InvalidConfig))
+        params = (a.name(queue, "queue"), a.text(param, "setting", InvalidConfig), a.text(text, "value", InvalidConfig))
         return str(self._value(q.SET_QUEUE_CONFIG, params, conn))
 
     def set_type_config(
@@ -419,8 +420,8 @@ class Client:
         :class:`RetryPolicy` (sets the four ``retry_`` settings in one transaction).  ``value``
         None removes the override (the queue's setting applies again).  Returns the new value as
         text (for ``retry_policy``: the policy's settings, comma-separated)."""
-        name = v.name(queue, "queue")
-        kind = v.text(type, "event type", InvalidTypeConfig, null=False)
+        name = a.name(queue, "queue")
+        kind = a.text(type, "event type", InvalidTypeConfig, null=False)
         if param == "retry_policy":
             if value is not None and not isinstance(value, RetryPolicy):
                 raise InvalidTypeConfig(f"invalid value for retry_policy: a RetryPolicy or None, got {value!r}")
@@ -434,13 +435,13 @@ class Client:
                 out = [self._value(q.SET_TYPE_CONFIG, (name, kind, p, _setting_text(x)), c)
                        for p, x in settings]
             return None if value is None else ", ".join(f"{p}={o}" for (p, _), o in zip(settings, out, strict=True))
-        params = (name, kind, v.text(param, "parameter", InvalidTypeConfig, null=False), _setting_text(value))
+        params = (name, kind, a.text(param, "parameter", InvalidTypeConfig, null=False), _setting_text(value))
         result = self._value(q.SET_TYPE_CONFIG, params, conn)
         return None if result is None else str(result)
 
     def type_config(self, queue: str, *, conn: AnyConn | None = None) -> list[TypeConfig]:
         """The per-type overrides of ``queue`` (see :meth:`set_type_config`), by type."""
-        return [cv.info(TypeConfig, r) for r in self._rows(q.TYPE_CONFIG, (v.name(queue, "queue"),), conn)]
+        return [cv.info(TypeConfig, r) for r in self._rows(q.TYPE_CONFIG, (a.name(queue, "queue"),), conn)]
 
     def subscribe(self, queue: str, consumer: str, *, share: bool = False, conn: AnyConn | None = None) -> bool:
         """Register a consumer; it receives events ticked from now on.  False if it existed (in the same mode).
@@ -458,7 +459,7 @@ class Client:
         """
         if not isinstance(share, bool):
             raise InvalidArgument(f"share must be True or False, not {share!r}")
-        return bool(self._value(q.SUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer"), share),
+        return bool(self._value(q.SUBSCRIBE, (a.name(queue, "queue"), a.name(consumer, "consumer"), share),
                                       conn))
 
     def set_share_window(self, queue: str, consumer: str, size: int | None, *,
@@ -477,7 +478,7 @@ class Client:
         return None if got is None else int(got)
 
     def unsubscribe(self, queue: str, consumer: str, *, conn: AnyConn | None = None) -> bool:
-        return bool(self._value(q.UNSUBSCRIBE, (v.name(queue, "queue"), v.name(consumer, "consumer")), conn))
+        return bool(self._value(q.UNSUBSCRIBE, (a.name(queue, "queue"), a.name(consumer, "consumer")), conn))
 
     # -- producing ------------------------------------------------------------------------
 
@@ -504,14 +505,14 @@ class Client:
                 and key is None and priority.__class__ is int and priority == 100 and _trace.tracer is None):
             # the usual send, with nothing to check but its queue name and payload (the path
             # below gives the same statement and arguments, through the options' checks)
-            args = (v.name(queue, "queue"), v.jsonb(payload))
+            args = (a.name(queue, "queue"), v.jsonb(payload))
             return int((self._rows(q.SEND_PLAIN, args, conn, hot=True))[0][0])
         with _trace.sending(queue, headers) as span:
             params = (
-                v.name(queue, "queue"), v.jsonb(payload),
-                *cv.event_options(type, span.headers, priority, deliver_at, delay),
+                a.name(queue, "queue"), v.jsonb(payload),
+                *a.event_options(type, span.headers, priority, deliver_at, delay),
             )
-            idem = v.text(idempotency_key, "idempotency key")
+            idem = a.text(idempotency_key, "idempotency key")
             ev_key = None if key is None else _keys.check_key(key)
             if ev_key is not None:
                 sql, args = q.SEND_KEYED, (*params[:2], ev_key, *params[2:5], idem, *params[5:])
@@ -541,17 +542,13 @@ class Client:
 
         ``keys``: one event key per payload (see :meth:`send`'s ``key``; a sequence, not a str,
         of as many keys as payloads, none of them None; else :class:`InvalidKey`), or None."""
-        idem = None
-        if idempotency_keys is not None:
-            if isinstance(idempotency_keys, (str, bytes)):
-                raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
-            idem = [v.text(k, "idempotency key") for k in idempotency_keys]
-        events = v.payload_list(payloads)
+        idem = a.idempotency_keys(idempotency_keys)
+        events = a.payload_list(payloads)
         ev_keys = None if keys is None else _keys.check_keys(keys, len(events))
         with _trace.sending(queue, headers, len(events)) as span:
             params = (
-                v.name(queue, "queue"), v.jsonb(events),
-                *cv.event_options(type, span.headers, priority, deliver_at, delay),
+                a.name(queue, "queue"), v.jsonb(events),
+                *a.event_options(type, span.headers, priority, deliver_at, delay),
             )
             rows = self._rows(q.SEND_BATCH, (*params[:2], ev_keys, *params[2:5], idem, *params[5:]), conn,
                                     hot=True, binary=True)
@@ -571,34 +568,34 @@ class Client:
         ``running``: when a handler has started on it, ask that handler to stop
         (:meth:`request_stop`, seen as ``msg.cancel_requested``); True then means "it will not
         start, or its running handler was asked to stop"."""
-        name = v.name(queue, "queue")
-        mid = v.integer(
-            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
+        name = a.name(queue, "queue")
+        mid = a.integer(
+            msg_id, "message id", a.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
         )
         if bool(self._value(q.CANCEL, (name, mid), conn)):
             return True
-        if cv.flag(running, "running"):
+        if a.flag(running, "running"):
             return bool(self._value(q.REQUEST_STOP, (name, mid), conn))
         return False
 
     def request_stop(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> bool:
         """Ask the handler running an event to stop; True when a handler has started on it and
         its page is not acknowledged yet (the request is recorded), False otherwise."""
-        mid = v.integer(
-            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
+        mid = a.integer(
+            msg_id, "message id", a.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"')
         )
-        return bool(self._value(q.REQUEST_STOP, (v.name(queue, "queue"), mid), conn))
+        return bool(self._value(q.REQUEST_STOP, (a.name(queue, "queue"), mid), conn))
 
     # -- jobs: lookup and lists -----------------------------------------------------------
 
     def lookup(self, queue: str, msg_id: int, *, conn: AnyConn | None = None) -> list[JobState]:
         """What happened to event ``msg_id``, one :class:`JobState` per consumer of ``queue``
         (see ``pglogq.lookup``: waiting, in-flight, retry, dead, cancelled, done, skipped, gone)."""
-        mid = v.integer(
-            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"'),
+        mid = a.integer(
+            msg_id, "message id", a.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"'),
             null=False,
         )
-        rows = self._rows(q.LOOKUP, (mid, v.name(queue, "queue"), mid), conn)
+        rows = self._rows(q.LOOKUP, (mid, a.name(queue, "queue"), mid), conn)
         return [JobState(*r) for r in rows]
 
     def jobs(
@@ -616,11 +613,11 @@ class Client:
         then retry, dead and waiting (``state`` picks one).  Pass the last row's ``cursor`` as
         ``after`` for the next page; fewer than ``limit`` rows means the list is complete."""
         params = (
-            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "event type"),
-            v.text(state, "state", InvalidJobsQuery),
-            v.integer(limit, "limit", v.INT4, lambda n: InvalidJobsQuery(f"invalid limit {n}: use 1..100000"),
+            a.name(queue, "queue"), a.name(consumer, "consumer"), a.text(type, "event type"),
+            a.text(state, "state", InvalidJobsQuery),
+            a.integer(limit, "limit", a.INT4, lambda n: InvalidJobsQuery(f"invalid limit {n}: use 1..100000"),
                       null=False),
-            v.text(after, "cursor", InvalidJobsQuery),
+            a.text(after, "cursor", InvalidJobsQuery),
         )
         return [JobState(*r) for r in self._rows(q.JOBS, params, conn)]
 
@@ -645,15 +642,15 @@ class Client:
         (:class:`InvalidSchedule`).  False when the same schedule exists already."""
         expr = schedules.check_cron(cron)
         params = (
-            v.name(queue, "queue"), v.text(name, "schedule name", InvalidSchedule, null=False), expr,
-            v.jsonb(payload), *cv.event_options(type, headers, priority, None, None)[:3],
-            v.text(missed, "missed policy", InvalidSchedule),
+            a.name(queue, "queue"), a.text(name, "schedule name", InvalidSchedule, null=False), expr,
+            v.jsonb(payload), *a.event_options(type, headers, priority, None, None)[:3],
+            a.text(missed, "missed policy", InvalidSchedule),
         )
         return bool(self._value(q.SCHEDULE_ADD, params, conn))
 
     def schedule_remove(self, queue: str, name: str, *, conn: AnyConn | None = None) -> bool:
         """Stop a schedule (:class:`UnknownSchedule` when there is none of that name)."""
-        params = (v.name(queue, "queue"), v.text(name, "schedule name", InvalidSchedule, null=False))
+        params = (a.name(queue, "queue"), a.text(name, "schedule name", InvalidSchedule, null=False))
         return bool(self._value(q.SCHEDULE_REMOVE, params, conn))
 
     def schedule_list(
@@ -663,8 +660,8 @@ class Client:
         and name; with ``max_rows`` (1..100000, else :class:`InvalidArgument`) only that many,
         the soonest due first (those not planned yet last)."""
         params = (
-            v.name(queue, "queue"),
-            v.integer(max_rows, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
+            a.name(queue, "queue"),
+            a.integer(max_rows, "max_rows", a.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
         )
         return [cv.schedule(r) for r in self._rows(q.SCHEDULE_LIST, params, conn)]
 
@@ -689,17 +686,17 @@ class Client:
         A ``table`` that is not a table name as SQL writes one (``schema.table``, double quotes
         where needed) raises :class:`InvalidArgument` and changes nothing."""
         params = (
-            v.text(table, "table name", InvalidArgument, null=False), v.name(queue, "queue"),
-            cv.columns(include_columns, "include_columns"), cv.columns(exclude_columns, "exclude_columns"),
-            cv.columns(key_columns, "key_columns"), v.text(old_values, "old_values", InvalidCaptureOption),
-            cv.only_if(only_if),
+            a.text(table, "table name", InvalidArgument, null=False), a.name(queue, "queue"),
+            a.columns(include_columns, "include_columns"), a.columns(exclude_columns, "exclude_columns"),
+            a.columns(key_columns, "key_columns"), a.text(old_values, "old_values", InvalidCaptureOption),
+            a.only_if(only_if),
         )
         return bool(self._table_call(q.CAPTURE_TABLE, params, conn))
 
     def uncapture_table(self, table: str, queue: str | None = None, *, conn: AnyConn | None = None) -> int:
         """Stop capturing ``table`` into ``queue`` (None: every queue); returns how many captures
         were removed (0: it was not captured).  The caller must own the table."""
-        params = (v.text(table, "table name", InvalidArgument, null=False), v.name(queue, "queue"))
+        params = (a.text(table, "table name", InvalidArgument, null=False), a.name(queue, "queue"))
         return int(self._table_call(q.UNCAPTURE_TABLE, params, conn))
 
     def _table_call(self, sql: LiteralString, params: Sequence[Any], conn: AnyConn | None) -> Any:
@@ -724,18 +721,18 @@ class Client:
 
     def captured_tables(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[CaptureInfo]:
         """The captured tables (of one queue, or of all)."""
-        return [cv.capture_info(r) for r in self._rows(q.CAPTURED_TABLES, (v.name(queue, "queue"),), conn)]
+        return [cv.capture_info(r) for r in self._rows(q.CAPTURED_TABLES, (a.name(queue, "queue"),), conn)]
 
     # -- ticking and maintenance ----------------------------------------------------------
 
     def tick(self, queue: str | None = None, *, force: bool = False, conn: AnyConn | None = None) -> int:
         """Tick queues whose thresholds say so (``force``: tick ``queue`` now).  Returns ticks made."""
-        if cv.flag(force, "force"):
+        if a.flag(force, "force"):
             if queue is None:
                 raise ValueError("force=True needs a queue name")
-            self._value(q.FORCE_TICK, (v.name(queue, "queue"),), conn)
+            self._value(q.FORCE_TICK, (a.name(queue, "queue"),), conn)
             return 1
-        return int(self._value(q.TICKER, (v.name(queue, "queue"),), conn))
+        return int(self._value(q.TICKER, (a.name(queue, "queue"),), conn))
 
     def maintain(self) -> dict[str, int]:
         """Run every maintenance step that is due, each in its own transaction."""
@@ -748,8 +745,8 @@ class Client:
 
     def rotate(self, queue: str, *, force: bool = True) -> bool:
         """Rotation step 1 then step 2, in separate transactions.  True if tables rotated."""
-        name = v.name(queue, "queue")
-        rotated = bool(self._value(q.ROTATE_STEP1, (name, cv.flag(force, "force")), None))
+        name = a.name(queue, "queue")
+        rotated = bool(self._value(q.ROTATE_STEP1, (name, a.flag(force, "force")), None))
         self._value(q.ROTATE_STEP2, (name,), None)
         return rotated
 
@@ -770,12 +767,12 @@ class Client:
         ``start_first``: None (default), every event of the page counts as started by a handler
         once returned (cancel refuses them); a number, the caller marks starts itself with
         :meth:`mark_started` and the first ``start_first`` events count as started now."""
-        size = v.integer(
-            max_messages, "max_messages", v.INT4,
+        size = a.integer(
+            max_messages, "max_messages", a.INT4,
             lambda n: InvalidArgument(f"invalid max_messages {n}: use 1..100000"),
         )
-        first = None if start_first is None else v.integer(
-            start_first, "start_first", v.INT4,
+        first = None if start_first is None else a.integer(
+            start_first, "start_first", a.INT4,
             lambda n: InvalidStartCount(f"invalid start_first {n}: use 0..100000, or None"),
         )
         return self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first, conn=conn,
@@ -788,7 +785,7 @@ class Client:
         """:meth:`receive`, its messages made as ``cls`` (a subclass of Message: the consumer's
         deliveries, one object per event), ``max_messages`` and ``start_first`` checked already
         by the caller."""
-        params = (v.name(queue, "queue"), v.name(consumer, "consumer"), max_messages, v.name(worker, "worker"),
+        params = (a.name(queue, "queue"), a.name(consumer, "consumer"), max_messages, a.name(worker, "worker"),
                   start_first)
         # binary results: the int8, smallint and timestamptz columns of a page load about a quarter
         # faster than parsed from text (the same values; timestamps in the session's time zone).
@@ -810,7 +807,7 @@ class Client:
         ``last``: the page's last message.  Pass it (``Batch.ack`` does): the ack is then refused
         with :class:`StaleBatch` if that page was acknowledged already by another process using
         the same consumer or worker name, instead of acknowledging a page this one never saw."""
-        batch_id, last = cv.ack_args(batch_id, last)  # type: ignore[assignment]
+        batch_id, last = a.ack_args(batch_id, last)  # type: ignore[assignment]
         params = (batch_id, last.msg_id if last else None, last.txid if last else None)
         return bool(self._value(q.ACK, params, conn))
 
@@ -824,7 +821,7 @@ class Client:
         it was returned, and its ceded events' nacks and progress reports are refused.  False
         when nothing follows ``keep``.  :class:`CedeRefused` for a batch that is not a lease or
         for started events."""
-        batch_id, keep = cv.ack_args(batch_id, keep)  # type: ignore[assignment]
+        batch_id, keep = a.ack_args(batch_id, keep)  # type: ignore[assignment]
         params = (batch_id, keep.msg_id if keep else None, keep.txid if keep else None)
         return bool(self._value(q.CEDE, params, conn))
 
@@ -844,13 +841,13 @@ class Client:
         if not isinstance(msg, Message):
             raise InvalidArgument(f"nack takes a received Message, got {type(msg).__name__}")
         params = (
-            cv.checked_batch_id(msg.batch_id),
-            v.integer(msg.msg_id, "message id", v.INT8,
+            a.checked_batch_id(msg.batch_id),
+            a.integer(msg.msg_id, "message id", a.INT8,
                       lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {msg.batch_id}")),
-            v.interval(retry_after, "retry_after", InvalidDelay),
-            v.text(reason, "reason"),
-            v.text(msg.txid, "txid"),
-            cv.flag(dead, "dead"),
+            a.interval(retry_after, "retry_after", InvalidDelay),
+            a.text(reason, "reason"),
+            a.text(msg.txid, "txid"),
+            a.flag(dead, "dead"),
         )
         return str(self._value(q.NACK, params, conn))
 
@@ -869,7 +866,7 @@ class Client:
 
         ``to``: 'earliest', 'latest', a tick id, a timestamp (or text such as '10 minutes ago');
         or ``by_events``: about this many events back (negative) or forward."""
-        rows = self._rows(q.SEEK_PLAN, cv.seek_args(queue, consumer, to, by_events), conn)
+        rows = self._rows(q.SEEK_PLAN, a.seek_args(queue, consumer, to, by_events), conn)
         return cv.info(SeekPlan, rows[0])
 
     def seek(
@@ -885,7 +882,7 @@ class Client:
         """Move the consumer's cursor (see :meth:`seek_plan`); returns the plan applied.
 
         Refuses while a batch of the consumer or its workers is open unless ``force``."""
-        rows = self._rows(q.SEEK, (*cv.seek_args(queue, consumer, to, by_events), cv.flag(force, "force")), conn)
+        rows = self._rows(q.SEEK, (*a.seek_args(queue, consumer, to, by_events), a.flag(force, "force")), conn)
         return cv.info(SeekPlan, rows[0])
 
     # -- dead letters ---------------------------------------------------------------------
@@ -902,15 +899,15 @@ class Client:
     ) -> list[DeadLetter]:
         """Dead letters of a queue (or of one consumer), oldest first; filter by type or age."""
         params = (
-            v.name(queue, "queue"), v.name(consumer, "consumer"),
-            v.text(type, "type"), v.interval(older_than, "older_than", InvalidArgument),
-            v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
+            a.name(queue, "queue"), a.name(consumer, "consumer"),
+            a.text(type, "type"), a.interval(older_than, "older_than", InvalidArgument),
+            a.integer(limit, "max_rows", a.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..100000")),
         )
         return [cv.dead_letter(r) for r in self._rows(q.DLQ_INSPECT, params, conn)]
 
     def dlq_replay(self, dead_id: int, *, conn: AnyConn | None = None) -> int:
         """Send a dead letter back to the consumer that dead-lettered it; returns its msg_id."""
-        did = v.integer(dead_id, "dead letter id", v.INT8, lambda n: UnknownDeadLetter(f"unknown dead letter {n}"))
+        did = a.integer(dead_id, "dead letter id", a.INT8, lambda n: UnknownDeadLetter(f"unknown dead letter {n}"))
         return int(self._value(q.DLQ_REPLAY, (did,), conn))
 
     def dlq_replay_all(
@@ -929,10 +926,10 @@ class Client:
         :class:`InvalidArgument`).  A dead letter replayed meanwhile by another call is skipped,
         so fewer than ``max_rows`` may be replayed while more match."""
         params = (
-            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
-            v.interval(older_than, "older_than", InvalidArgument),
-            v.integer(
-                max_rows, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..{v.INT4[1]}")
+            a.name(queue, "queue"), a.name(consumer, "consumer"), a.text(type, "type"),
+            a.interval(older_than, "older_than", InvalidArgument),
+            a.integer(
+                max_rows, "max_rows", a.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..{a.INT4[1]}")
             ),
         )
         return int(self._value(q.DLQ_REPLAY_ALL, params, conn))
@@ -948,8 +945,8 @@ class Client:
     ) -> int:
         """Delete dead letters for good (those older than ``older_than``; all when None)."""
         params = (
-            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
-            v.interval(older_than, "older_than", InvalidArgument),
+            a.name(queue, "queue"), a.name(consumer, "consumer"), a.text(type, "type"),
+            a.interval(older_than, "older_than", InvalidArgument),
         )
         return int(self._value(q.DLQ_PURGE, params, conn))
 
@@ -964,8 +961,8 @@ class Client:
     ) -> int:
         """How many dead letters the filters match now (what dlq_replay_all or dlq_purge would touch)."""
         params = (
-            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
-            v.interval(older_than, "older_than", InvalidArgument),
+            a.name(queue, "queue"), a.name(consumer, "consumer"), a.text(type, "type"),
+            a.interval(older_than, "older_than", InvalidArgument),
         )
         return int(self._value(q.DLQ_COUNT, params, conn))
 
@@ -989,26 +986,26 @@ class Client:
         only this message's; ``before``: only dead ids below this (the next page); ``preview_chars``:
         where the JSON texts are cut (None: whole)."""
         params = (
-            v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "type"),
-            v.interval(older_than, "older_than", InvalidArgument), v.text(search, "search"),
-            v.integer(msg_id, "message id", v.INT8, lambda n: InvalidArgument(f"invalid message id {n}"), null=True),
-            v.integer(before, "before", v.INT8, lambda n: InvalidArgument(f"invalid before {n}"), null=True),
-            v.integer(limit, "max_rows", v.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..1000")),
-            v.integer(preview_chars, "preview_chars", v.INT4,
+            a.name(queue, "queue"), a.name(consumer, "consumer"), a.text(type, "type"),
+            a.interval(older_than, "older_than", InvalidArgument), a.text(search, "search"),
+            a.integer(msg_id, "message id", a.INT8, lambda n: InvalidArgument(f"invalid message id {n}"), null=True),
+            a.integer(before, "before", a.INT8, lambda n: InvalidArgument(f"invalid before {n}"), null=True),
+            a.integer(limit, "max_rows", a.INT4, lambda n: InvalidArgument(f"invalid max_rows {n}: use 1..1000")),
+            a.integer(preview_chars, "preview_chars", a.INT4,
                       lambda n: InvalidArgument(f"invalid preview_chars {n}: use 1..1000000"), null=True),
         )
         return [cv.info(DeadLetterPreview, r) for r in self._rows(q.DLQ_SEARCH, params, conn)]
 
     def dlq_text(self, dead_id: int, *, conn: AnyConn | None = None) -> tuple[str, str | None]:
         """The whole payload and headers of one dead letter as pretty JSON text (headers None when absent)."""
-        did = v.integer(dead_id, "dead letter id", v.INT8, lambda n: UnknownDeadLetter(f"unknown dead letter {n}"))
+        did = a.integer(dead_id, "dead letter id", a.INT8, lambda n: UnknownDeadLetter(f"unknown dead letter {n}"))
         rows = self._rows(q.DLQ_TEXT, (did,), conn)
         return str(rows[0][0]), rows[0][1]
 
     # -- monitoring -----------------------------------------------------------------------
 
     def queue_info(self, queue: str | None = None, *, conn: AnyConn | None = None) -> list[QueueInfo]:
-        return [cv.info(QueueInfo, r) for r in self._rows(q.QUEUE_INFO, (v.name(queue, "queue"),), conn)]
+        return [cv.info(QueueInfo, r) for r in self._rows(q.QUEUE_INFO, (a.name(queue, "queue"),), conn)]
 
     def consumer_info(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
@@ -1019,20 +1016,20 @@ class Client:
         :class:`~pglogq.errors.UnknownConsumer` for a consumer that does not exist (on ``queue``,
         or on any queue when ``queue`` is None): a typo is an error, not an empty list.
         """
-        params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
+        params = (a.name(queue, "queue"), a.name(consumer, "consumer"))
         return [cv.info(ConsumerInfo, r) for r in self._rows(q.CONSUMER_INFO, params, conn)]
 
     def in_flight(
         self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
     ) -> list[InFlight]:
         """Events being handled right now, with their progress (the view ``pglogq.in_flight``)."""
-        queue, consumer = v.name(queue, "queue"), v.name(consumer, "consumer")
+        queue, consumer = a.name(queue, "queue"), a.name(consumer, "consumer")
         rows = self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
         return [cv.in_flight(r) for r in rows]
 
     def stored_events(self, queue: str, *, conn: AnyConn | None = None) -> int:
         """How many event rows the queue's tables hold now (counted: see ``pglogq.stored_events``)."""
-        return int(self._value(q.STORED_EVENTS, (v.name(queue, "queue"),), conn))
+        return int(self._value(q.STORED_EVENTS, (a.name(queue, "queue"),), conn))
 
     def ticker_last_run(self, *, conn: AnyConn | None = None) -> datetime | None:
         """When a ticker last recorded its restore check in this database (None: never)."""
@@ -1058,11 +1055,11 @@ class Client:
         if msg is None:
             if not back or batch_id is None:
                 raise InvalidArgument("mark_started(None) needs back=True and batch_id")
-            params: tuple[Any, ...] = (cv.checked_batch_id(batch_id), None, None, True)
+            params: tuple[Any, ...] = (a.checked_batch_id(batch_id), None, None, True)
         else:
             if not isinstance(msg, Message):
                 raise InvalidArgument(f"mark_started takes a received Message, got {type(msg).__name__}")
-            params = (cv.checked_batch_id(msg.batch_id), msg.msg_id, msg.txid, cv.flag(back, "back"))
+            params = (a.checked_batch_id(msg.batch_id), msg.msg_id, msg.txid, a.flag(back, "back"))
         got = self._value(q.MARK_STARTED, params, conn)
         return None if got is None else [int(i) for i in got]
 
@@ -1070,14 +1067,14 @@ class Client:
         self, batch_id: int, msg_ids: Sequence[int], *, conn: AnyConn | None = None
     ) -> list[int]:
         """Which of ``msg_ids`` (events of the batch's page) were asked to stop (:meth:`request_stop`)."""
-        ids = [v.integer(i, "message id", v.INT8, lambda n: InvalidArgument(f"invalid message id {n}"))
+        ids = [a.integer(i, "message id", a.INT8, lambda n: InvalidArgument(f"invalid message id {n}"))
                for i in msg_ids]
-        rows = self._rows(q.STOP_REQUESTS, (cv.checked_batch_id(batch_id), ids), conn)
+        rows = self._rows(q.STOP_REQUESTS, (a.checked_batch_id(batch_id), ids), conn)
         return [int(r[0]) for r in rows]
 
     def heartbeat(self, batch_id: int, *, conn: AnyConn | None = None) -> bool:
         """Say the batch is still being handled; False when it is no longer ours (drop it)."""
-        return bool(self._value(q.HEARTBEAT, (cv.checked_batch_id(batch_id),), conn))
+        return bool(self._value(q.HEARTBEAT, (a.checked_batch_id(batch_id),), conn))
 
     def report_progress(
         self,
@@ -1101,11 +1098,11 @@ class Client:
         except InvalidPayload as exc:
             raise InvalidProgress(exc.message) from exc
         params = (
-            cv.checked_batch_id(batch_id),
-            v.integer(msg_id, "message id", v.INT8,
+            a.checked_batch_id(batch_id),
+            a.integer(msg_id, "message id", a.INT8,
                       lambda n: MessageNotInBatch(f"message {n} is not in the page of batch {batch_id}")),
-            percent, v.text(stage, "stage", InvalidProgress), counts, v.text(worker, "worker label", InvalidProgress),
-            v.moment(started_at, "started_at", InvalidProgress),
+            percent, a.text(stage, "stage", InvalidProgress), counts, a.text(worker, "worker label", InvalidProgress),
+            a.moment(started_at, "started_at", InvalidProgress),
         )
         return bool(self._value(q.REPORT_PROGRESS, params, conn))
 

@@ -7,7 +7,7 @@
 -- function is SECURITY DEFINER with a pinned search_path, so roles need EXECUTE only.
 -- Roles are cluster-wide: the first install in a cluster creates them (needs CREATEROLE), later
 -- installs in other databases find them and grant nothing that is already granted, so a
--- database owner without CREATEROLE installs once the roles exist (issue 21 #7).
+-- database owner without CREATEROLE installs once the roles exist.
 DO $$
 DECLARE
     r text;

@@ -1,4 +1,4 @@
-"""The orchestrator of a sharded cluster: one queue across several PostgreSQL servers (issue 15).
+"""The orchestrator of a sharded cluster: one queue across several PostgreSQL servers.
 
 Every shard stores the same shard map (``pglogq.cluster_map()``): 16,384 hash slots
 (``pglogq.key_slot``) in ranges, each owned by one shard, under one version that grows by one per

@@ -25,15 +25,17 @@ import itertools
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
+from typing import Any, cast
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
-from typing_extensions import LiteralString, Self
+from typing_extensions import LiteralString, Self, Unpack
 
+import pglogq._args as a
 from pglogq import keys as _keys
+from pglogq._args import EventOptions, SendBatchOptions, SendOptions
 from pglogq._runtime import RunStats
 from pglogq.client import AnyConn, Batch, Client
 from pglogq.cluster import _sharding, sharded_consumer
@@ -336,20 +338,10 @@ class ShardedClient(ClusterClient):
     # -- producing ------------------------------------------------------------------------------
 
     def send(
-        self,
-        queue: str,
-        payload: Any,
-        *,
-        type: str | None = None,
-        headers: dict[str, Any] | None = None,
-        priority: int = 100,
-        idempotency_key: str | None = None,
-        deliver_at: datetime | None = None,
-        delay: timedelta | None = None,
-        key: str | None = None,
-        conn: AnyConn | None = None,
+        self, queue: str, payload: Any, *, conn: AnyConn | None = None, **options: Unpack[SendOptions]
     ) -> int:
         """Append one event to the shard that owns ``key``'s slot; its message id (on that shard).
+        ``options``: :meth:`Client.send`'s (:class:`~pglogq.SendOptions`).
 
         ``key`` None: the next shard in turn (round robin; one that is down is passed over),
         unless ``idempotency_key`` is given: then the shard of that key's slot, so that a retry of
@@ -361,15 +353,15 @@ class ShardedClient(ClusterClient):
         ``conn``: the caller's connection, to the shard of the key (:meth:`shard_for`), whose
         transaction the event joins; no routing and no retry: a key that shard does not own raises
         KeyMoved (nothing written; the transaction is in error, roll it back)."""
-        options: dict[str, Any] = {"type": type, "headers": headers, "priority": priority,
-                                   "idempotency_key": idempotency_key, "deliver_at": deliver_at, "delay": delay}
+        a.known_options(ShardedClient.send.__qualname__, options, a.SEND_OPTIONS)
+        key, idempotency_key = options.get("key"), options.get("idempotency_key")
         if conn is not None:
-            return self._conn_client.send(queue, payload, key=key, conn=conn, **options)
+            return self._conn_client.send(queue, payload, conn=conn, **options)
         if key is None:
             for name in self._unkeyed_order(idempotency_key):
                 try:
                     with self._on(name) as client:
-                        return client.send(queue, payload, **options)
+                        return client.send(queue, payload, **options)  # key None
                 except ShardUnavailable as exc:
                     last = exc
             raise last
@@ -378,11 +370,11 @@ class ShardedClient(ClusterClient):
         shard = m.shard_for_key(key)
         try:
             with self._on(shard) as client:
-                return client.send(queue, payload, key=key, **options)
+                return client.send(queue, payload, **options)
         except KeyMoved as exc:
             shard = self._moved(key, shard, exc)
         with self._on(shard) as client:
-            return client.send(queue, payload, key=key, **options)
+            return client.send(queue, payload, **options)
 
     def _unkeyed_order(self, idempotency_key: str | None) -> list[str]:
         """The shards to try for an unkeyed send: the next in turn first, those down last."""
@@ -406,21 +398,12 @@ class ShardedClient(ClusterClient):
         return owner
 
     def send_batch(
-        self,
-        queue: str,
-        payloads: Sequence[Any],
-        *,
-        type: str | None = None,
-        headers: dict[str, Any] | None = None,
-        priority: int = 100,
-        idempotency_keys: Sequence[str | None] | None = None,
-        deliver_at: datetime | None = None,
-        delay: timedelta | None = None,
-        keys: Sequence[str] | None = None,
-        conn: AnyConn | None = None,
+        self, queue: str, payloads: Sequence[Any], *, conn: AnyConn | None = None,
+        **options: Unpack[SendBatchOptions],
     ) -> list[int]:
         """Append many events, one statement (one transaction) per shard; their ids in order
-        (each on its own shard).
+        (each on its own shard).  ``options``: :meth:`Client.send_batch`'s
+        (:class:`~pglogq.SendBatchOptions`).
 
         ``keys``: each event goes to the shard of its key; a shard that answers that some moved is
         sent its events again once, after reading the map again (see :meth:`send`).  None: every
@@ -431,15 +414,14 @@ class ShardedClient(ClusterClient):
 
         ``conn``: one statement on the caller's connection, no routing (a key of another shard
         raises KeyMoved and nothing is written)."""
-        options: dict[str, Any] = {"type": type, "headers": headers, "priority": priority,
-                                   "deliver_at": deliver_at, "delay": delay}
+        a.known_options(ShardedClient.send_batch.__qualname__, options, a.SEND_BATCH_OPTIONS)
         if conn is not None:
-            return self._conn_client.send_batch(queue, payloads, idempotency_keys=idempotency_keys,
-                                                      keys=keys, conn=conn, **options)
+            return self._conn_client.send_batch(queue, payloads, conn=conn, **options)
+        keys = options.get("keys")
+        # the options of every event, passed on with each shard's share of the keys
+        common = cast(EventOptions, {k: v for k, v in options.items() if k not in ("keys", "idempotency_keys")})
         events = list(payloads)
-        if isinstance(idempotency_keys, (str, bytes)):
-            raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
-        idem = None if idempotency_keys is None else list(idempotency_keys)
+        idem = a.idempotency_key_list(options.get("idempotency_keys"))
         if idem is not None and len(idem) != len(events):
             raise InvalidArgument(f"idempotency_keys has {len(idem)} elements, payloads has {len(events)}")
         ev_keys = None if keys is None else _keys.check_keys(keys, len(events))
@@ -450,7 +432,7 @@ class ShardedClient(ClusterClient):
             for name in self._unkeyed_order(first_idem):
                 try:
                     with self._on(name) as client:
-                        return client.send_batch(queue, events, idempotency_keys=idem, **options)
+                        return client.send_batch(queue, events, idempotency_keys=idem, **common)
                 except ShardUnavailable as exc:
                     last = exc
             raise last
@@ -459,7 +441,7 @@ class ShardedClient(ClusterClient):
         down: list[ShardUnavailable] = []
         for shard, idx in groups.items():
             try:
-                self._send_group(queue, shard, idx, events, ev_keys, idem, options, ids)
+                self._send_group(queue, shard, idx, events, ev_keys, idem, common, ids)
             except KeyMoved:
                 m = self.refresh_map(prefer=shard)
                 regrouped = _group(m, ev_keys, idx)
@@ -467,7 +449,7 @@ class ShardedClient(ClusterClient):
                     raise  # the map read says they are that shard's still
                 for again, sub in regrouped.items():
                     try:
-                        self._send_group(queue, again, sub, events, ev_keys, idem, options, ids)
+                        self._send_group(queue, again, sub, events, ev_keys, idem, common, ids)
                     except ShardUnavailable as exc2:
                         down.append(exc2)
             except ShardUnavailable as exc:
@@ -482,7 +464,7 @@ class ShardedClient(ClusterClient):
 
     def _send_group(
         self, queue: str, shard: str, idx: list[int], events: list[Any], ev_keys: list[str],
-        idem: list[str | None] | None, options: dict[str, Any], ids: list[int | None],
+        idem: list[str | None] | None, options: EventOptions, ids: list[int | None],
     ) -> None:
         with self._on(shard) as client:
             got = client.send_batch(

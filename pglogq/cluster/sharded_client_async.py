@@ -23,15 +23,17 @@ import itertools
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
+from typing import Any, cast
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
-from typing_extensions import LiteralString, Self
+from typing_extensions import LiteralString, Self, Unpack
 
+import pglogq._args as a
 from pglogq import keys as _keys
+from pglogq._args import EventOptions, SendBatchOptions, SendOptions
 from pglogq._runtime import RunStats
 from pglogq.client_async import AnyConn, AsyncBatch, AsyncClient
 from pglogq.cluster import _sharding, sharded_consumer_async
@@ -334,20 +336,10 @@ class AsyncShardedClient(AsyncClusterClient):
     # -- producing ------------------------------------------------------------------------------
 
     async def send(
-        self,
-        queue: str,
-        payload: Any,
-        *,
-        type: str | None = None,
-        headers: dict[str, Any] | None = None,
-        priority: int = 100,
-        idempotency_key: str | None = None,
-        deliver_at: datetime | None = None,
-        delay: timedelta | None = None,
-        key: str | None = None,
-        conn: AnyConn | None = None,
+        self, queue: str, payload: Any, *, conn: AnyConn | None = None, **options: Unpack[SendOptions]
     ) -> int:
         """Append one event to the shard that owns ``key``'s slot; its message id (on that shard).
+        ``options``: :meth:`AsyncClient.send`'s (:class:`~pglogq.SendOptions`).
 
         ``key`` None: the next shard in turn (round robin; one that is down is passed over),
         unless ``idempotency_key`` is given: then the shard of that key's slot, so that a retry of
@@ -359,15 +351,15 @@ class AsyncShardedClient(AsyncClusterClient):
         ``conn``: the caller's connection, to the shard of the key (:meth:`shard_for`), whose
         transaction the event joins; no routing and no retry: a key that shard does not own raises
         KeyMoved (nothing written; the transaction is in error, roll it back)."""
-        options: dict[str, Any] = {"type": type, "headers": headers, "priority": priority,
-                                   "idempotency_key": idempotency_key, "deliver_at": deliver_at, "delay": delay}
+        a.known_options(AsyncShardedClient.send.__qualname__, options, a.SEND_OPTIONS)
+        key, idempotency_key = options.get("key"), options.get("idempotency_key")
         if conn is not None:
-            return await self._conn_client.send(queue, payload, key=key, conn=conn, **options)
+            return await self._conn_client.send(queue, payload, conn=conn, **options)
         if key is None:
             for name in await self._unkeyed_order(idempotency_key):
                 try:
                     async with self._on(name) as client:
-                        return await client.send(queue, payload, **options)
+                        return await client.send(queue, payload, **options)  # key None
                 except ShardUnavailable as exc:
                     last = exc
             raise last
@@ -376,11 +368,11 @@ class AsyncShardedClient(AsyncClusterClient):
         shard = m.shard_for_key(key)
         try:
             async with self._on(shard) as client:
-                return await client.send(queue, payload, key=key, **options)
+                return await client.send(queue, payload, **options)
         except KeyMoved as exc:
             shard = await self._moved(key, shard, exc)
         async with self._on(shard) as client:
-            return await client.send(queue, payload, key=key, **options)
+            return await client.send(queue, payload, **options)
 
     async def _unkeyed_order(self, idempotency_key: str | None) -> list[str]:
         """The shards to try for an unkeyed send: the next in turn first, those down last."""
@@ -404,21 +396,12 @@ class AsyncShardedClient(AsyncClusterClient):
         return owner
 
     async def send_batch(
-        self,
-        queue: str,
-        payloads: Sequence[Any],
-        *,
-        type: str | None = None,
-        headers: dict[str, Any] | None = None,
-        priority: int = 100,
-        idempotency_keys: Sequence[str | None] | None = None,
-        deliver_at: datetime | None = None,
-        delay: timedelta | None = None,
-        keys: Sequence[str] | None = None,
-        conn: AnyConn | None = None,
+        self, queue: str, payloads: Sequence[Any], *, conn: AnyConn | None = None,
+        **options: Unpack[SendBatchOptions],
     ) -> list[int]:
         """Append many events, one statement (one transaction) per shard; their ids in order
-        (each on its own shard).
+        (each on its own shard).  ``options``: :meth:`AsyncClient.send_batch`'s
+        (:class:`~pglogq.SendBatchOptions`).
 
         ``keys``: each event goes to the shard of its key; a shard that answers that some moved is
         sent its events again once, after reading the map again (see :meth:`send`).  None: every
@@ -429,15 +412,14 @@ class AsyncShardedClient(AsyncClusterClient):
 
         ``conn``: one statement on the caller's connection, no routing (a key of another shard
         raises KeyMoved and nothing is written)."""
-        options: dict[str, Any] = {"type": type, "headers": headers, "priority": priority,
-                                   "deliver_at": deliver_at, "delay": delay}
+        a.known_options(AsyncShardedClient.send_batch.__qualname__, options, a.SEND_BATCH_OPTIONS)
         if conn is not None:
-            return await self._conn_client.send_batch(queue, payloads, idempotency_keys=idempotency_keys,
-                                                      keys=keys, conn=conn, **options)
+            return await self._conn_client.send_batch(queue, payloads, conn=conn, **options)
+        keys = options.get("keys")
+        # the options of every event, passed on with each shard's share of the keys
+        common = cast(EventOptions, {k: v for k, v in options.items() if k not in ("keys", "idempotency_keys")})
         events = list(payloads)
-        if isinstance(idempotency_keys, (str, bytes)):
-            raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
-        idem = None if idempotency_keys is None else list(idempotency_keys)
+        idem = a.idempotency_key_list(options.get("idempotency_keys"))
         if idem is not None and len(idem) != len(events):
             raise InvalidArgument(f"idempotency_keys has {len(idem)} elements, payloads has {len(events)}")
         ev_keys = None if keys is None else _keys.check_keys(keys, len(events))
@@ -448,7 +430,7 @@ class AsyncShardedClient(AsyncClusterClient):
             for name in await self._unkeyed_order(first_idem):
                 try:
                     async with self._on(name) as client:
-                        return await client.send_batch(queue, events, idempotency_keys=idem, **options)
+                        return await client.send_batch(queue, events, idempotency_keys=idem, **common)
                 except ShardUnavailable as exc:
                     last = exc
             raise last
@@ -457,7 +439,7 @@ class AsyncShardedClient(AsyncClusterClient):
         down: list[ShardUnavailable] = []
         for shard, idx in groups.items():
             try:
-                await self._send_group(queue, shard, idx, events, ev_keys, idem, options, ids)
+                await self._send_group(queue, shard, idx, events, ev_keys, idem, common, ids)
             except KeyMoved:
                 m = await self.refresh_map(prefer=shard)
                 regrouped = _group(m, ev_keys, idx)
@@ -465,7 +447,7 @@ class AsyncShardedClient(AsyncClusterClient):
                     raise  # the map read says they are that shard's still
                 for again, sub in regrouped.items():
                     try:
-                        await self._send_group(queue, again, sub, events, ev_keys, idem, options, ids)
+                        await self._send_group(queue, again, sub, events, ev_keys, idem, common, ids)
                     except ShardUnavailable as exc2:
                         down.append(exc2)
             except ShardUnavailable as exc:
@@ -480,7 +462,7 @@ class AsyncShardedClient(AsyncClusterClient):
 
     async def _send_group(
         self, queue: str, shard: str, idx: list[int], events: list[Any], ev_keys: list[str],
-        idem: list[str | None] | None, options: dict[str, Any], ids: list[int | None],
+        idem: list[str | None] | None, options: EventOptions, ids: list[int | None],
     ) -> None:
         async with self._on(shard) as client:
             got = await client.send_batch(

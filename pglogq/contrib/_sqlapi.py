@@ -10,13 +10,14 @@ Python values every driver adapts the same way: JSON as text, ``int``, ``str``, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import pglogq._args as a
 import pglogq._codec as v
 from pglogq import _trace
-from pglogq.errors import BY_SQLSTATE, InvalidArgument, InvalidDelay, InvalidPayload
+from pglogq.errors import BY_SQLSTATE
 from pglogq.keys import check_key, check_keys
 
 Placeholder = Callable[[str], str]
@@ -59,45 +60,49 @@ def send_batch_sql(ph: Placeholder) -> str:
             f"{_options('idempotency_keys', 'pg_catalog.text[]', ph)})")
 
 
-def _common(queue: Any, type: Any, headers: Any, priority: Any, deliver_at: Any, delay: Any) -> dict[str, Any]:
+def _common(queue: Any, options: Mapping[str, Any], headers: Any) -> dict[str, Any]:
+    queue_name = a.name(queue, "queue")  # checked first, as Client.send checks it
+    type_, headers_jsonb, priority, deliver_at, delay = a.event_options(
+        options.get("type"), headers, options.get("priority", 100), options.get("deliver_at"), options.get("delay"))
     return {
-        "queue": v.name(queue, "queue"),
-        "type": v.text(type, "event type", InvalidPayload),
-        "headers": None if headers is None else v.dumps(headers, "headers"),
-        "priority": v.integer(priority, "priority", v.INT4,
-                              lambda n: InvalidArgument(f"invalid priority: {n} (use 0..32767, higher first)")),
-        "deliver_at": v.moment(deliver_at, "deliver_at", InvalidDelay),
-        "delay": v.interval(delay, "delay", InvalidDelay),
+        "queue": queue_name,
+        "type": type_,
+        "headers": None if headers_jsonb is None else headers_jsonb.obj,  # the JSON text
+        "priority": priority,
+        "deliver_at": deliver_at,
+        "delay": delay,
     }
 
 
-def send_params(
-    queue: Any, payload: Any, *, type: Any, headers: Any, priority: Any, idempotency_key: Any, deliver_at: Any,
-    delay: Any, key: Any = None,
-) -> dict[str, Any]:
-    """The parameters of :func:`send_sql`, checked as ``Client.send`` checks them."""
-    params = _common(queue, type, headers, priority, deliver_at, delay)
+def send_params(queue: Any, payload: Any, options: Mapping[str, Any], headers: Any) -> dict[str, Any]:
+    """The parameters of :func:`send_sql`, checked as ``Client.send`` checks them: ``options``
+    are ``send``'s (:class:`~pglogq.SendOptions`), ``headers`` the ones to store (tracing adds its
+    context to the caller's)."""
+    params = _common(queue, options, headers)
     params["payload"] = v.dumps(payload)
-    params["idempotency_key"] = v.text(idempotency_key, "idempotency key")
+    params["idempotency_key"] = a.text(options.get("idempotency_key"), "idempotency key")
+    key = options.get("key")
     params["key"] = None if key is None else check_key(key)
     return params
 
 
 def send_batch_params(
-    queue: Any, payloads: list[Any], *, type: Any, headers: Any, priority: Any, idempotency_keys: Any,
-    deliver_at: Any, delay: Any, keys: Any = None,
+    queue: Any, payloads: list[Any], options: Mapping[str, Any], headers: Any
 ) -> dict[str, Any]:
-    """The parameters of :func:`send_batch_sql`, checked as ``Client.send_batch`` checks them."""
-    idem = None
-    if idempotency_keys is not None:
-        if isinstance(idempotency_keys, (str, bytes)):
-            raise InvalidArgument("idempotency_keys must be a sequence of keys, not a single str")
-        idem = [v.text(k, "idempotency key") for k in idempotency_keys]
-    params = _common(queue, type, headers, priority, deliver_at, delay)
+    """The parameters of :func:`send_batch_sql`, checked as ``Client.send_batch`` checks them
+    (``options``: :class:`~pglogq.SendBatchOptions`)."""
+    idem = a.idempotency_keys(options.get("idempotency_keys"))
+    params = _common(queue, options, headers)
+    keys = options.get("keys")
     params["keys"] = None if keys is None else check_keys(keys, len(payloads))
     params["payloads"] = v.dumps(payloads)
     params["idempotency_keys"] = idem
     return params
+
+
+known_options = a.known_options
+"""TypeError for a keyword that ``send`` / ``send_batch`` do not take (see :mod:`pglogq._args`)."""
+SEND_OPTIONS, SEND_BATCH_OPTIONS = a.SEND_OPTIONS, a.SEND_BATCH_OPTIONS
 
 
 def ids(value: Any) -> list[int]:
@@ -109,7 +114,7 @@ sending = _trace.sending
 
 
 def payload_list(payloads: Sequence[Any]) -> list[Any]:
-    return v.payload_list(payloads)
+    return a.payload_list(payloads)
 
 
 # -- errors ---------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ the call to keep the transaction usable).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -25,7 +24,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import TextClause
+from typing_extensions import Unpack
 
+from pglogq._args import SendBatchOptions, SendOptions
 from pglogq.contrib import _sqlapi
 
 __all__ = ["send", "send_async", "send_batch", "send_batch_async"]
@@ -38,22 +39,13 @@ def send(
     bind: Session | Connection,
     queue: str,
     payload: Any,
-    *,
-    type: str | None = None,
-    headers: dict[str, Any] | None = None,
-    priority: int = 100,
-    idempotency_key: str | None = None,
-    deliver_at: datetime | None = None,
-    delay: timedelta | None = None,
-    key: str | None = None,
+    **options: Unpack[SendOptions],
 ) -> int:
     """Append one event in ``bind``'s transaction; returns its message id.  Same arguments and
     errors as :meth:`pglogq.Client.send`."""
-    with _sqlapi.sending(queue, headers) as span:
-        params = _sqlapi.send_params(
-            queue, payload, type=type, headers=span.headers, priority=priority,
-            idempotency_key=idempotency_key, deliver_at=deliver_at, delay=delay, key=key,
-        )
+    _sqlapi.known_options("send", options, _sqlapi.SEND_OPTIONS)
+    with _sqlapi.sending(queue, options.get("headers")) as span:
+        params = _sqlapi.send_params(queue, payload, options, span.headers)
         with _sqlapi.translating(DBAPIError):
             msg_id = int(bind.execute(_SEND, params).scalar_one())
         span.sent((msg_id,))
@@ -64,23 +56,14 @@ def send_batch(
     bind: Session | Connection,
     queue: str,
     payloads: Sequence[Any],
-    *,
-    type: str | None = None,
-    headers: dict[str, Any] | None = None,
-    priority: int = 100,
-    idempotency_keys: Sequence[str | None] | None = None,
-    deliver_at: datetime | None = None,
-    delay: timedelta | None = None,
-    keys: Sequence[str] | None = None,
+    **options: Unpack[SendBatchOptions],
 ) -> list[int]:
     """Append many events in one statement in ``bind``'s transaction; returns their ids in order.
     Same arguments and errors as :meth:`pglogq.Client.send_batch`."""
+    _sqlapi.known_options("send_batch", options, _sqlapi.SEND_BATCH_OPTIONS)
     events = _sqlapi.payload_list(payloads)
-    with _sqlapi.sending(queue, headers, len(events)) as span:
-        params = _sqlapi.send_batch_params(
-            queue, events, type=type, headers=span.headers, priority=priority,
-            idempotency_keys=idempotency_keys, deliver_at=deliver_at, delay=delay, keys=keys,
-        )
+    with _sqlapi.sending(queue, options.get("headers"), len(events)) as span:
+        params = _sqlapi.send_batch_params(queue, events, options, span.headers)
         with _sqlapi.translating(DBAPIError):
             ids = _sqlapi.ids(bind.execute(_SEND_BATCH, params).scalar_one())
         span.sent(ids)
@@ -91,21 +74,12 @@ async def send_async(
     bind: AsyncSession | AsyncConnection,
     queue: str,
     payload: Any,
-    *,
-    type: str | None = None,
-    headers: dict[str, Any] | None = None,
-    priority: int = 100,
-    idempotency_key: str | None = None,
-    deliver_at: datetime | None = None,
-    delay: timedelta | None = None,
-    key: str | None = None,
+    **options: Unpack[SendOptions],
 ) -> int:
     """:func:`send` for an ``AsyncSession`` or ``AsyncConnection``."""
-    with _sqlapi.sending(queue, headers) as span:
-        params = _sqlapi.send_params(
-            queue, payload, type=type, headers=span.headers, priority=priority,
-            idempotency_key=idempotency_key, deliver_at=deliver_at, delay=delay, key=key,
-        )
+    _sqlapi.known_options("send_async", options, _sqlapi.SEND_OPTIONS)
+    with _sqlapi.sending(queue, options.get("headers")) as span:
+        params = _sqlapi.send_params(queue, payload, options, span.headers)
         with _sqlapi.translating(DBAPIError):
             msg_id = int((await bind.execute(_SEND, params)).scalar_one())
         span.sent((msg_id,))
@@ -116,22 +90,13 @@ async def send_batch_async(
     bind: AsyncSession | AsyncConnection,
     queue: str,
     payloads: Sequence[Any],
-    *,
-    type: str | None = None,
-    headers: dict[str, Any] | None = None,
-    priority: int = 100,
-    idempotency_keys: Sequence[str | None] | None = None,
-    deliver_at: datetime | None = None,
-    delay: timedelta | None = None,
-    keys: Sequence[str] | None = None,
+    **options: Unpack[SendBatchOptions],
 ) -> list[int]:
     """:func:`send_batch` for an ``AsyncSession`` or ``AsyncConnection``."""
+    _sqlapi.known_options("send_batch_async", options, _sqlapi.SEND_BATCH_OPTIONS)
     events = _sqlapi.payload_list(payloads)
-    with _sqlapi.sending(queue, headers, len(events)) as span:
-        params = _sqlapi.send_batch_params(
-            queue, events, type=type, headers=span.headers, priority=priority,
-            idempotency_keys=idempotency_keys, deliver_at=deliver_at, delay=delay, keys=keys,
-        )
+    with _sqlapi.sending(queue, options.get("headers"), len(events)) as span:
+        params = _sqlapi.send_batch_params(queue, events, options, span.headers)
         with _sqlapi.translating(DBAPIError):
             ids = _sqlapi.ids((await bind.execute(_SEND_BATCH, params)).scalar_one())
         span.sent(ids)

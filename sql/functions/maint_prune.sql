@@ -7,7 +7,7 @@
 -- Cancel markers: those below the oldest stored transaction of the queue, read as a range of the
 -- markers' (queue_id, ev_txid) index, so a pass costs the markers it deletes, not all of them
 -- (custom plans: the range is planned with its bound, never as a guessed third of the table).
--- Deletes no tick: ticks are emptied with their rotated slot by maint_rotate_meta (issue 20).
+-- Deletes no tick: ticks are emptied with their rotated slot by maint_rotate_meta.
 -- Does nothing (returns 0) while a seek or subscribe of the queue is in progress or another
 -- prune or rotation of the queue runs; deletes no cancel marker in a transaction above READ
 -- COMMITTED (its snapshot could miss a row written since).

@@ -46,7 +46,7 @@ BEGIN
         now_ts := clock_timestamp();
         last_tick_age := now_ts - lt.tick_time;
         -- committed events the last tick does not cover: after its xmax, or of a transaction
-        -- that was running at it (issue 12 #16); other open transactions' rows are invisible
+        -- that was running at it; other open transactions' rows are invisible
         -- here, and this transaction's own are not committed
         xip_arr := ARRAY(SELECT pg_snapshot_xip(lt.tick_snapshot));
         SELECT now_ts - min(w.ev_time), count(*) INTO ticker_lag, pending_estimate

@@ -72,7 +72,7 @@ BEGIN
                 c.consumer_name, c.last_tick
                 USING ERRCODE = 'PQ017', HINT = 'use to_position => ''earliest'' or ''latest''';
         END IF;
-        -- compare before adding: cur + by_events could overflow bigint (issue 12 #13)
+        -- compare before adding: cur + by_events could overflow bigint
         IF by_events < lo.tick_event_total - cur.tick_event_total
            OR by_events > hi.tick_event_total - cur.tick_event_total THEN
             RAISE EXCEPTION 'cannot move consumer "%" by % events: the queue keeps % to % events around it',

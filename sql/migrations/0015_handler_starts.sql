@@ -1,7 +1,7 @@
 -- 0015_handler_starts: what cancel and crash accounting need to know about handler starts.
 --
 -- cancel(queue, msg_id) returns true for an event no handler has started yet, also when it is in
--- a page already received (issue 16).  A receiver that says so (receive(..., start_first)) marks
+-- a page already received.  A receiver that says so (receive(..., start_first)) marks
 -- the events it starts with mark_started(); the holder row keeps the frontier: handlers have
 -- started on the events of the page up to started_*.  A receiver that does not mark starts (a
 -- SQL-only consumer) has its whole page counted as started when receive returns it, as before.

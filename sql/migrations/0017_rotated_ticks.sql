@@ -1,7 +1,7 @@
 -- 0017_rotated_ticks: ticks are stored in rotated slots emptied by TRUNCATE, never deleted row by row.
 --
 -- Until 0016 maint_prune DELETEd old ticks: under a long transaction (a held xmin) VACUUM can free
--- none of those rows, and the tick table grew for as long as the transaction stayed open (issue 20).
+-- none of those rows, and the tick table grew for as long as the transaction stayed open.
 -- Now pglogq.tick is partitioned like pglogq.event: by queue (a partition tick_<queue_id> made by
 -- create_queue), then by slot (tick_<queue_id>_0 .. _2).  The slot of a new tick is the current
 -- "metadata epoch" modulo 3: pglogq.meta_epoch, a sequence advanced by maintenance

@@ -1,5 +1,5 @@
 -- 0018_holder_state: the state written on the hot path moves out of the subscription row into a
--- rotated table, so that it never piles up dead tuples under a long transaction (issue 20).
+-- rotated table, so that it never piles up dead tuples under a long transaction.
 --
 -- Until 0017 receive, ack, mark_started and heartbeat UPDATEd the subscription row on every page:
 -- under a held xmin VACUUM can free none of the old versions, and the row's table grew without

@@ -1,4 +1,4 @@
--- 0019_partitions: partitions inside a queue (issue 14): keyed events, and one stream per
+-- 0019_partitions: partitions inside a queue: keyed events, and one stream per
 -- partition for every consumer, so that cooperating workers share a queue key by key.
 --
 -- pglogq.queue.partitions  N (1: today's single ordered log, unchanged).  Set while the queue is

@@ -1,4 +1,4 @@
--- 0020_urgent_lane: an urgent lane that jumps a backlog (issue 14, priority).
+-- 0020_urgent_lane: an urgent lane that jumps a backlog (priority).
 --
 -- pglogq.queue.urgent_lane  true: the events sent with a priority above 100 (the default
 --                          priority) are urgent; each consumer reads them through a stream of

@@ -1,4 +1,4 @@
--- 0021_cluster: one queue across several PostgreSQL servers (issue 15): the shard map every
+-- 0021_cluster: one queue across several PostgreSQL servers: the shard map every
 -- member stores, the moves of slots between members, and the gates of consumers on a shard that
 -- took slots over.
 --

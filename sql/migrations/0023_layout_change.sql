@@ -1,5 +1,5 @@
 -- 0023_layout_change: a queue's layout (partitions, urgent lane) can change once nothing is in
--- flight, not only while the queue is new (issue 14).
+-- flight, not only while the queue is new.
 --
 -- pglogq.queue.layout_epoch  counts the queue's layout changes.  It is part of a unique key, so
 --                            that a change is a key update of the queue row: a REPEATABLE READ

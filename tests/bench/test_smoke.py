@@ -38,13 +38,13 @@ def test_quick_bench_produces_numbers_for_every_scenario(server_dsn: str, tmp_pa
         assert numbers or skipped, f"scenario {scenario} produced neither numbers nor a skip line"
         assert any(m["system"].startswith("pglogq") for m in numbers), f"no pglogq numbers in {scenario}"
 
-    # the held-snapshot scenario recorded the figures the targets of issue 20 (req. 1) read
+    # the held-snapshot scenario recorded the figures no-bloat targets read
     held = {(m["case"], m["system"]) for m in measures if m["scenario"] == "held_xmin"}
     for figure in (("metadata growth after warm-up", "pglogq (held xmin)"), ("throughput held / without", "pglogq"),
                    ("p99 held / without", "pglogq"), ("dead tuples at end, event tables", "pglogq (held xmin)")):
         assert figure in held, figure
 
-    # the share consumer's rows beside the jobs table (issue 32), which targets.py reads
+    # the share consumer's rows beside the jobs table, which targets.py reads
     share = {(m["case"], m["system"]) for m in measures if m["scenario"] == sj.SCENARIO}
     for figure in ((sj.drain_case(2, 1), sj.SHARE), (sj.drain_case(8, 100), sj.TABLE),
                    (sj.held_case(2, 100), sj.SHARE), (sj.held_case(8, 1), sj.TABLE),

@@ -1,4 +1,4 @@
-"""The targets table of issue 20: every row is there, and met / missed follows the measures
+"""The benchmark's targets table: every row is there, and met / missed follows the measures
 (results objects built by hand, no database)."""
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The command line under attack: what it prints is what it consumed, every bad input gets its
-exit code and one line, and changes nothing (issue 12 #5, #13, #14, #15; issue 21 #14-#16;
-docs/reliability/attacks-cli.md lists every attack)."""
+exit code and one line, and changes nothing (docs/reliability/attacks-cli.md lists every attack)."""
 
 from __future__ import annotations
 
@@ -79,11 +78,11 @@ LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/task").is_dir(),
                                 reason="sees where the command waits through Linux's /proc")
 
 
-# -- receive: what is shown is consumed, and only that (issue 12 #5) ------------------------
+# -- receive: what is shown is consumed, and only that ------------------------
 
 
 def test_receive_prints_a_deeply_nested_event_and_every_event_before_it(dsn: str) -> None:
-    """issue 12 #5: 1,000 events then one nested deeper than 1024 levels: before, exit 1, nothing
+    """Regression: 1,000 events then one nested deeper than 1024 levels: before, exit 1, nothing
     printed and the first 1,000 acknowledged.  Now every event is printed exactly, then acked."""
     setup_queue(dsn)
     nested = "[" * DEEP + "]" * DEEP
@@ -99,7 +98,7 @@ def test_receive_prints_a_deeply_nested_event_and_every_event_before_it(dsn: str
 
 
 def test_receive_prints_payloads_exactly(dsn: str) -> None:
-    """issue 12 #4 seen from the CLI: big integers, numbers beyond double range, trailing zeros."""
+    """Exact payloads seen from the CLI: big integers, numbers beyond double range, trailing zeros."""
     setup_queue(dsn)
     texts = ['{"id": 1180591620717411303425}', "1e400", '{"price": 1.10}', '"caf\u00e9 \\u00e9"']
     send_raw(dsn, "q", *texts)
@@ -115,7 +114,7 @@ def test_receive_prints_payloads_exactly(dsn: str) -> None:
 
 
 def test_receive_to_a_full_disk_acknowledges_nothing(dsn: str) -> None:
-    """issue 12 #5: stdout that cannot be written (here /dev/full): before, every page was
+    """Regression: stdout that cannot be written (here /dev/full): before, every page was
     acknowledged first and then lost; now the page that was not printed is not acknowledged."""
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
@@ -132,7 +131,7 @@ def test_receive_to_a_full_disk_acknowledges_nothing(dsn: str) -> None:
 
 
 def test_receive_acknowledges_nothing_after_an_output_error(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """issue 12 #5: the pages printed before an error stay acknowledged, the failing one and
+    """Regression: the pages printed before an error stay acknowledged, the failing one and
     every later one do not; the message says how many were shown and acknowledged."""
     import pglogq.cli.receive as rc
 
@@ -158,7 +157,7 @@ def test_receive_acknowledges_nothing_after_an_output_error(dsn: str, monkeypatc
 
 
 def test_receive_into_a_closed_pipe_is_a_normal_end_and_acknowledges_nothing_unshown(dsn: str) -> None:
-    """issue 21 #16 for receive: a reader that went away (`| head`) ends the command quietly,
+    """A closed pipe, for receive: a reader that went away (`| head`) ends the command quietly,
     and what was not written is not acknowledged."""
     setup_queue(dsn)
     send_raw(dsn, "q", *[json.dumps({"n": i}) for i in range(20)])
@@ -172,7 +171,7 @@ def test_receive_into_a_closed_pipe_is_a_normal_end_and_acknowledges_nothing_uns
     assert unacked_ids(dsn) == before
 
 
-# -- tail: counts what it printed, ends quietly on a closed pipe (issue 21 #16) -------------
+# -- tail: counts what it printed, ends quietly on a closed pipe -------------
 
 
 def wait_for_tail_consumer(dsn: str, queue: str = "q") -> None:
@@ -181,7 +180,7 @@ def wait_for_tail_consumer(dsn: str, queue: str = "q") -> None:
 
 
 def test_tail_into_head_ends_quietly_and_removes_its_consumer(dsn: str) -> None:
-    """issue 21 #16: `pglogq tail q | head -2` ended with "pglogq: error: BrokenPipeError"."""
+    """Regression: `pglogq tail q | head -2` ended with "pglogq: error: BrokenPipeError"."""
     setup_queue(dsn, consumer=None)
     p = sh(dsn, "tail", "q", "--json", "--for", "120s", "--poll", "100ms",
            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -214,7 +213,7 @@ def test_tail_into_head_ends_quietly_and_removes_its_consumer(dsn: str) -> None:
                          ids=["SIGTERM-short-lines", "SIGINT-lines-longer-than-PIPE_BUF"])
 def test_tail_interrupted_while_printing_counts_what_it_printed(dsn: str, tmp_path: Path, sig: int,
                                                                 lines_: str) -> None:
-    """issue 21 #16: interrupted in the middle of a page, tail said "0 event(s)" after 337.
+    """Regression: interrupted in the middle of a page, tail said "0 event(s)" after 337.
     Then it said 336 after 337: the line whose write was blocked when the signal came was left
     in Python's buffer, not counted, and flushed at exit (a line longer than the buffer was cut).
     Here the write blocks because the test stops reading a pipe the page cannot fit in (its
@@ -259,11 +258,11 @@ def test_tail_interrupted_while_printing_counts_what_it_printed(dsn: str, tmp_pa
     assert sql(dsn, "SELECT consumer_name FROM pglogq.subscription") == []
 
 
-# -- exit codes of bad input (issue 12 #13, #14, #15) ---------------------------------------
+# -- exit codes of bad input ---------------------------------------
 
 
 def test_send_refuses_nan_and_infinity_with_the_invalid_input_code(dsn: str) -> None:
-    """issue 12 #15: `send q NaN` and `send q Infinity` exited 1 (a server syntax error)."""
+    """Regression: `send q NaN` and `send q Infinity` exited 1 (a server syntax error)."""
     setup_queue(dsn)
     for bad in ("NaN", "Infinity", "-Infinity", '{"a": NaN}', "[1, Infinity]", "{} {}", ""):
         r = run(None, "--dsn", dsn, "send", "q", "--", bad)
@@ -281,7 +280,7 @@ def test_send_keeps_numbers_exactly(dsn: str) -> None:
 
 
 def test_durations_too_large_are_usage_errors(dsn: str) -> None:
-    """issue 12 #15: `--delay 99999999999d` exited 1 with an OverflowError."""
+    """Regression: `--delay 99999999999d` exited 1 with an OverflowError."""
     setup_queue(dsn)
     for opt in (["send", "q", "{}", "--delay", "99999999999d"], ["send", "q", "{}", "--delay", "1e9w"],
                 ["tail", "q", "--for", "99999999999999999999s"],
@@ -294,7 +293,7 @@ def test_durations_too_large_are_usage_errors(dsn: str) -> None:
 
 @pytest.mark.parametrize("dsn_text", ["nonsense", "host=x =bad", "postgresql://[bad", "host='unterminated"])
 def test_a_malformed_dsn_is_a_usage_error(dsn_text: str) -> None:
-    """issue 12 #15: a malformed --dsn exited 1.  It is a usage error (2): it can never connect."""
+    """Regression: a malformed --dsn exited 1.  It is a usage error (2): it can never connect."""
     r = fails(dsn_text, Exit.USAGE, "queue", "list")
     assert "invalid DSN" in r.stderr
     r = run(None, "queue", "list", env={"PGLOGQ_DSN": dsn_text})
@@ -309,7 +308,7 @@ def test_a_dsn_pointing_nowhere_is_a_connection_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("by", [str(INT8_MAX), str(-INT8_MAX - 1), str(2**63), str(-(2**63) - 1), str(2**64)])
 def test_seek_by_a_huge_count_is_invalid_input(dsn: str, by: str) -> None:
-    """issue 12 #13: `seek --by 9223372036854775807` exited 1 (numeric out of range)."""
+    """Regression: `seek --by 9223372036854775807` exited 1 (numeric out of range)."""
     setup_queue(dsn)
     send_raw(dsn, "q", "{}")
     before = unacked_ids(dsn)
@@ -322,7 +321,7 @@ def test_seek_by_a_huge_count_is_invalid_input(dsn: str, by: str) -> None:
 @pytest.mark.parametrize("cmd", [["dlq", "replay"], ["dlq", "show"]])
 @pytest.mark.parametrize("value", [str(2**63), "99999999999999999999", str(-(2**63) - 1)])
 def test_ids_beyond_64_bits_are_invalid_input(dsn: str, cmd: list[str], value: str) -> None:
-    """issue 12 #14: `dlq replay 99999999999999999999` exited 7 ("pglogq is not installed")."""
+    """Regression: `dlq replay 99999999999999999999` exited 7 ("pglogq is not installed")."""
     r = run(None, "--dsn", dsn, *cmd, "--", value)  # "--": a negative number is not an option
     assert r.exit_code == Exit.INVALID, r.stderr
     assert r.stderr.startswith("pglogq: error: ") and "not installed" not in r.stderr and "64-bit" in r.stderr
@@ -337,11 +336,11 @@ def test_ids_at_the_int8_boundaries_are_simply_unknown(dsn: str) -> None:
     assert run(dsn, "dlq", "show", "").exit_code == Exit.USAGE
 
 
-# -- queue create --set: all or nothing (issue 21 #14) --------------------------------------
+# -- queue create --set: all or nothing --------------------------------------
 
 
 def test_queue_create_with_a_refused_setting_creates_nothing(dsn: str) -> None:
-    """issue 21 #14: a refused --set exited 4 but left the queue created."""
+    """Regression: a refused --set exited 4 but left the queue created."""
     for bad in (["--set", "ticker_max_lag=soon"], ["--set", "max_retries=3", "--set", "bogus=1"],
                 ["--set", "max_retries=-1"], ["--set", f"batch_max_events={2**31}"]):
         fails(dsn, Exit.INVALID, "queue", "create", "q", *bad)
@@ -352,11 +351,11 @@ def test_queue_create_with_a_refused_setting_creates_nothing(dsn: str) -> None:
     assert js(dsn, "queue", "config", "q", "max_retries")["config"] == {"max_retries": 7}
 
 
-# -- send from stdin: all or nothing, the failing line named (issue 21 #15) -----------------
+# -- send from stdin: all or nothing, the failing line named -----------------
 
 
 def test_send_stdin_names_the_refused_line_and_sends_nothing(dsn: str) -> None:
-    """issue 21 #15: a NaN line exited 1 ("invalid input syntax for type json"); a line the
+    """Regression: a NaN line exited 1 ("invalid input syntax for type json"); a line the
     server refused did not say which, nor how many had been sent.  Now: line number, exit 4,
     and nothing is sent (all lines go in one transaction)."""
     setup_queue(dsn)
@@ -459,7 +458,7 @@ def test_seek_to_garbage_is_invalid_input_and_changes_nothing(dsn: str) -> None:
 
 
 def test_status_and_list_into_a_closed_pipe_end_quietly(dsn: str) -> None:
-    """issue 21 #16, every printing command: a closed stdout is a normal end."""
+    """A closed pipe, every printing command: a closed stdout is a normal end."""
     setup_queue(dsn)
     for args in (["status"], ["queue", "list"], ["consumer", "list", "--json"], ["dlq", "inspect", "q"],
                  ["schema", "sql"]):

@@ -1,4 +1,4 @@
-"""``pglogq cancel QUEUE MSG_ID [--running]`` through the installed script (issue 16 #1)."""
+"""``pglogq cancel QUEUE MSG_ID [--running]`` through the installed script."""
 
 from __future__ import annotations
 

@@ -217,7 +217,7 @@ def test_send_options_and_receive(dsn: str) -> None:
 def test_send_refuses_bad_stdin_lines(dsn: str) -> None:
     ok(dsn, "queue", "create", "orders")
     r = fails(dsn, Exit.INVALID, "send", "orders", "--batch-size", "2", input='{"a":1}\n{"a":2}\n{oops\n')
-    # all or nothing (issue 21 #15): the lines before it were not sent either
+    # all or nothing: the lines before it were not sent either
     assert "line 3" in r.stderr and "nothing was sent" in r.stderr
     assert stored(dsn, "orders") == 0
     r = fails(dsn, Exit.INVALID, "send", "orders", input="nope\n")

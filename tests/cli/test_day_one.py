@@ -1,4 +1,4 @@
-"""Issue 19: day one and day two as a new user lives them, through the installed console scripts.
+"""Day one and day two as a new user lives them, through the installed console scripts.
 
 Every command here runs ``pglogq`` / ``pglogq-ticker`` as a process, as a user would type it.
 """

@@ -1,4 +1,4 @@
-"""pglogq job show, pglogq jobs, pglogq schedule, pglogq queue type-config (issue 16 #3-#5)."""
+"""pglogq job show, pglogq jobs, pglogq schedule, pglogq queue type-config."""
 
 from __future__ import annotations
 

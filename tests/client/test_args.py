@@ -1,5 +1,5 @@
-"""Bad arguments to the Python client get pglogq's errors, checked before any SQL (issue 12 #14,
-issue 12 #17 contract attacks), on Client and AsyncClient.
+"""Bad arguments to the Python client get pglogq's errors, checked before any SQL (the contract
+attacks of docs/reliability/attacks-pyclient.md), on Client and AsyncClient.
 
 Integers are checked against their SQL types (int4 / int8): a value the server cannot even be
 asked about raises the class the server gives for such a value (an unknown batch, an invalid
@@ -57,7 +57,7 @@ CASES: list[tuple[str, Callable[[Any, int], Any], type[Exception]]] = [
 def test_integers_beyond_the_sql_type_raise_the_servers_error_class(
     ready: Any, what: str, call: Callable[[Any, int], Any], error: Any
 ) -> None:
-    """issue 12 #14: receive(max_messages=2**40) and ack(2**70) raised psycopg UndefinedFunction."""
+    """Regression: receive(max_messages=2**40) and ack(2**70) raised psycopg UndefinedFunction."""
     int4 = error is pglogq.InvalidArgument
     for n in BIG:
         if not int4 and -(2**63) <= n < 2**63:

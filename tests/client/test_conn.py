@@ -1,5 +1,5 @@
-"""The client never depends on the caller's connection settings (issue 21 #9), and an AsyncClient
-works across event loops (issue 21 #12)."""
+"""The client never depends on the caller's connection settings, and an AsyncClient
+works across event loops."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _setup(dsn: str) -> None:
 
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_sync_calls_with_the_callers_connection_ignore_its_settings(dsn: str, setting: str) -> None:
-    """issue 21 #9: with row_factory=dict_row send(..., conn=) raised KeyError: 0."""
+    """Regression: with row_factory=dict_row send(..., conn=) raised KeyError: 0."""
     _setup(dsn)
     client = pglogq.Client(dsn)
     with psycopg.connect(dsn, **SETTINGS[setting]) as conn:
@@ -79,7 +79,7 @@ def test_sync_calls_with_the_callers_connection_ignore_its_settings(dsn: str, se
 
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_async_calls_with_the_callers_connection_ignore_its_settings(dsn: str, setting: str) -> None:
-    """issue 21 #9, AsyncClient."""
+    """The same, AsyncClient."""
     _setup(dsn)
 
     async def main() -> None:
@@ -116,7 +116,7 @@ def _prepared(conn: Any) -> list[str]:
 
 @pytest.mark.parametrize("pooled", [False, True])
 def test_send_follows_the_callers_prepare_threshold_unless_pooled(dsn: str, pooled: bool) -> None:
-    """issue 20 #3: parsing and planning SELECT pglogq.send(...) on every call of send(conn=)
+    """Parsing and planning SELECT pglogq.send(...) on every call of send(conn=)
     cost the server ~15 us; the other calls still prepare nothing on a caller's connection."""
     _setup(dsn)
     client = pglogq.Client(dsn, pooled=pooled)
@@ -189,7 +189,7 @@ def _backends(dsn: str) -> int:
 
 @pytest.mark.parametrize("close_in", ["third_loop", "second_loop"])
 def test_async_client_used_from_two_event_loops(dsn: str, close_in: str) -> None:
-    """issue 21 #12: after asyncio.run twice, close() raised "Event loop is closed" and left
+    """Regression: after asyncio.run twice, close() raised "Event loop is closed" and left
     2 connections open.  The pool is re-made for the new loop; close() closes everything."""
     _setup(dsn)
     client = pglogq.AsyncClient(dsn, min_size=2)

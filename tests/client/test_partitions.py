@@ -1,4 +1,4 @@
-"""Partitions on the client side (issue 14): create_queue(partitions), send(key), send_batch(keys),
+"""Partitions on the client side: create_queue(partitions), send(key), send_batch(keys),
 the errors PQ075 / PQ076 and the key rule of pglogq.key_slot / key_partition."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Payloads round-trip exactly between Python and jsonb (issue 12 #4), on Client and AsyncClient.
+"""Payloads round-trip exactly between Python and jsonb, on Client and AsyncClient.
 
 The rule (docs/reference/python.md, "Payload numbers"): a JSON integer decodes to ``int``; a
 number with a fraction decodes to ``float`` when the float denotes exactly the number PostgreSQL
@@ -34,7 +34,7 @@ def sql_send(dsn: str, payload_sql: str) -> int:
 
 
 def test_big_integers_and_floats_round_trip_exactly(api: Any) -> None:
-    """issue 12 #4: 2**70 + 1 came back as 1.1805916207174113e+21, 10**400 made receive raise."""
+    """Regression: 2**70 + 1 came back as 1.1805916207174113e+21, 10**400 made receive raise."""
     setup(api)
     payload = {
         "id": 2**70 + 1, "neg": -(2**64) - 3, "huge": 10**400, "i64": 2**63 - 1, "small": 12,
@@ -57,7 +57,7 @@ def test_big_integers_and_floats_round_trip_exactly(api: Any) -> None:
 
 
 def test_numbers_written_in_sql_decode_exactly_and_resend_unchanged(api: Any, dsn: str) -> None:
-    """issue 12 #4: what jsonb accepts decodes without loss (1e400, 30 digits, 1e-400)."""
+    """Regression: what jsonb accepts decodes without loss (1e400, 30 digits, 1e-400)."""
     setup(api)
     original = '{"a": 1e400, "b": 1.23456789012345678901234567890, "c": 1e-400, "d": 1.5, "e": -0.0, "f": 1e20}'
     sql_send(dsn, f"'{original}'::jsonb")
@@ -103,7 +103,7 @@ def test_unserialisable_payloads_are_invalid_payload(api: Any) -> None:
 
 
 def test_deep_payload_is_a_per_event_failure_not_a_stuck_page(api: Any, dsn: str) -> None:
-    """issue 12 #4: nesting beyond what Python decodes made every receive raise; now only that
+    """Regression: nesting beyond what Python decodes made every receive raise; now only that
     message carries a decode error and the page can be nacked and acknowledged."""
     setup(api)
     first = sql_send(dsn, "'{\"n\": 1}'::jsonb")
@@ -126,7 +126,7 @@ def test_deep_payload_is_a_per_event_failure_not_a_stuck_page(api: Any, dsn: str
 def test_consumer_dead_letters_an_undecodable_event_at_once_and_goes_on(
     mode: str, client: pglogq.Client, dsn: str
 ) -> None:
-    """issue 12 #4: Consumer.run() crashed; then the bad event was retried max_retries times,
+    """Regression: Consumer.run() crashed; then the bad event was retried max_retries times,
     although no retry can decode it.  Now it fails alone and goes to the dead-letter queue at
     once, with the decoding error as the reason; the rest of the page is handled."""
     setup(client)

@@ -1,4 +1,4 @@
-"""The sharded client (issue 15) on a cluster of three shards (databases of the test server), on
+"""The sharded client on a cluster of three shards (databases of the test server), on
 ShardedClient and AsyncShardedClient: routing by slot, the moved answer, the caller's connection,
 send_batch per shard, receive and ack across shards, combined monitoring, a shard that is down."""
 

@@ -1,4 +1,4 @@
-"""The shard map of a cluster as the clients read it (issue 15): parsing ``cluster_map()``'s
+"""The shard map of a cluster as the clients read it: parsing ``cluster_map()``'s
 jsonb, slot and key lookups, unfinished moves, and the DSN credentials merge (no I/O)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 #1 and #2 with the consumer runtime and real worker processes: an event cancelled in
+"""Cancel after receive and poison events with the consumer runtime and real worker processes: an event cancelled in
 a page already received is never started, a running job sees a stop request, and a handler that
 kills its process on one payload ends that event in the dead-letter queue while the rest of its
 page is handled (docs/reliability/attacks-jobs-cancel.md)."""
@@ -30,7 +30,8 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 def test_runtime_never_starts_an_event_cancelled_in_its_page(mode: str, client: pglogq.Client, dsn: str) -> None:
-    """The issue's case: a worker busy on job 1, jobs 2 and 3 in the same page; cancel(3)."""
+    """The case that motivated cancel after receive: a worker busy on job 1, jobs 2 and 3 in the
+    same page; cancel(3)."""
     ids = setup(client, 3)
     seen: list[int] = []
     release = threading.Event()
@@ -140,7 +141,7 @@ def test_poison_message_ends_dead_and_its_page_is_handled(
         assert proc.returncode == 1, proc.stderr
         if names == "new":
             time.sleep(1.1)  # the next worker takes the silent one's batch over after dead_interval
-            client.maintain()  # maintenance releases it (issue 19 #10)
+            client.maintain()  # maintenance releases it
     assert exits[-1] == 0 and exits.count(1) == 3, exits
     poison = ids[3]
     delivered = rows(dsn, "SELECT retry_count FROM deliveries WHERE msg_id = %s ORDER BY 1", poison)

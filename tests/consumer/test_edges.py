@@ -1,4 +1,4 @@
-"""Consumer runtime edges from issue 21: pool sizes (#10), abandon (#11), savepoints (#17)."""
+"""Consumer runtime edges an outside review found: pool sizes, abandon, savepoints."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def setup_queue(client: pglogq.Client, n: int = 3) -> list[int]:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_transactional_consumer_refuses_a_one_connection_pool(mode: str, client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #10: with max_size=1 the page's transaction and the handlers' heartbeats competed
+    """Regression: with max_size=1 the page's transaction and the handlers' heartbeats competed
     for the only connection (handled=1, failed=2).  Refused at construction with a clear error."""
     small: Any = pglogq.Client(dsn, max_size=1) if mode == "thread" else pglogq.AsyncClient(dsn, max_size=1)
     cls: Any = pglogq.Consumer if mode == "thread" else pglogq.AsyncConsumer
@@ -45,7 +45,7 @@ def test_transactional_consumer_refuses_a_one_connection_pool(mode: str, client:
 def test_transactional_consumer_with_a_two_connection_pool_handles_everything(
     mode: str, client: pglogq.Client, dsn: str
 ) -> None:
-    """issue 21 #10: the smallest pool allowed works, though every handler waits past a heartbeat."""
+    """Regression: the smallest pool allowed works, though every handler waits past a heartbeat."""
     setup_queue(client)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE done (n int)")
@@ -89,7 +89,7 @@ def test_transactional_consumer_with_a_two_connection_pool_handles_everything(
 def test_abandon_returns_at_once_while_a_handler_runs(
     mode: str, transactional: bool, client: pglogq.Client, dsn: str
 ) -> None:
-    """issue 21 #11: stop(abandon=True) did not cancel the running handler; run() waited for it."""
+    """Regression: stop(abandon=True) did not cancel the running handler; run() waited for it."""
     ids = setup_queue(client)
     started = threading.Event()
     release = threading.Event()
@@ -114,7 +114,7 @@ def test_abandon_returns_at_once_while_a_handler_runs(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_transactional_abandon_cancels_the_handlers_sql(mode: str, client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #11: an abandoned transactional handler blocked in SQL is cancelled; nothing commits."""
+    """Regression: an abandoned transactional handler blocked in SQL is cancelled; nothing commits."""
     ids = setup_queue(client)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE done (n int)")
@@ -153,7 +153,7 @@ def test_transactional_abandon_cancels_the_handlers_sql(mode: str, client: pglog
 def test_a_handler_that_swallows_its_sql_error_does_not_break_the_next_one(
     mode: str, client: pglogq.Client, dsn: str
 ) -> None:
-    """issue 21 #17: the next message failed with InFailedSqlTransaction before its handler ran.
+    """Regression: the next message failed with InFailedSqlTransaction before its handler ran.
     Each handler's savepoint is restored; the swallowing one is nacked (its work was undone)."""
     ids = setup_queue(client, 3)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -220,7 +220,7 @@ else:
 def test_worker_exits_promptly_on_a_second_sigterm(
     mode: str, client: pglogq.Client, dsn: str, tmp_path: Path
 ) -> None:
-    """issue 21 #11: `pglogq worker` did not exit on a second SIGTERM while a handler ran."""
+    """Regression: `pglogq worker` did not exit on a second SIGTERM while a handler ran."""
     client.create_queue("wq")
     client.subscribe("wq", "wc")
     with psycopg.connect(dsn, autocommit=True) as conn:

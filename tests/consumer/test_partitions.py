@@ -1,4 +1,4 @@
-"""The consumer runtime on partitioned queues (issue 14), on Consumer and AsyncConsumer: per-key
+"""The consumer runtime on partitioned queues, on Consumer and AsyncConsumer: per-key
 order with ``workers`` receive loops, strict failure handling, and ``workers`` on a plain queue."""
 
 from __future__ import annotations

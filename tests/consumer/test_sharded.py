@@ -1,4 +1,4 @@
-"""The consumer runtime on a cluster of shards (issue 15), on Consumer and AsyncConsumer: one
+"""The consumer runtime on a cluster of shards, on Consumer and AsyncConsumer: one
 receive loop per shard and worker, every event handled once, per-key order with partitions and
 workers, a move of slots while producers and the consumer run, and a shard that goes down."""
 

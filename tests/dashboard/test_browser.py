@@ -1,4 +1,4 @@
-"""The dashboard's main journeys in a real browser (issue 17): Debian's Chromium, driven by
+"""The dashboard's main journeys in a real browser: Debian's Chromium, driven by
 Playwright (never a downloaded browser).  htmx updates the pages live; the tests follow them.
 
 Each journey builds its state through the client, serves the app with uvicorn on a free port

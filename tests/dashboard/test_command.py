@@ -1,4 +1,4 @@
-"""``pglogq dashboard`` as a process (issue 17): it serves on localhost, makes and prints a token
+"""``pglogq dashboard`` as a process: it serves on localhost, makes and prints a token
 when --actions has none, and that token (and only it) logs in; bad options are usage errors."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dashboard's pages and actions over HTTP (issue 17), on a real database: what each page
+"""The dashboard's pages and actions over HTTP, on a real database: what each page
 shows, the filters, paging and previews of the dead-letter page, the confirmation of bulk
 actions, seek (plan, then apply), and that the dashboard holds no SQL of its own."""
 
@@ -184,7 +184,7 @@ class FakeState:
 
 
 class ClientWithLookup(pglogq.AsyncClient):
-    """Stands in for a client that has ``lookup`` (issue 16's Client.lookup, where it exists)."""
+    """Stands in for a client that has ``lookup`` (Client.lookup, where it exists)."""
 
     async def lookup(self, queue: str, msg_id: int) -> list[FakeState]:
         if queue != "q":

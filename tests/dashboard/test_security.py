@@ -1,4 +1,4 @@
-"""The security sweep of the dashboard (issue 17): no action without authentication, none in
+"""The security sweep of the dashboard: no action without authentication, none in
 read-only mode, no cross-site request, no CSRF-less form post, no script injection, no SQL
 from input.  Every refused action leaves the database as it was."""
 

@@ -1,4 +1,4 @@
-"""Issue 19, done means: the README and the tutorial, as a newcomer runs them from a fresh clone
+"""Day one: the README and the tutorial, as a newcomer runs them from a fresh clone
 with no environment variable set (no PGLOGQ_DSN: the embedded PostgreSQL), leave nothing behind:
 ``pglogq status --check`` exits 0 afterwards, however much later it runs.
 

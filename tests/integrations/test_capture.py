@@ -1,4 +1,4 @@
-"""Change capture from tables (issue 18 #4): pglogq.capture_table on real tables and real triggers.
+"""Change capture from tables: pglogq.capture_table on real tables and real triggers.
 
 Every test captures a table of its own fresh database into a queue, changes rows with plain SQL
 (as an application would, with no pglogq call), then ticks and reads what the queue received.

@@ -1,4 +1,4 @@
-"""PgBouncer in transaction pooling mode (issue 18 #2), through a real pgbouncer (see conftest).
+"""PgBouncer in transaction pooling mode, through a real pgbouncer (see conftest).
 
 The producers, the consumers and the CLI talk to the database through pgbouncer (a pool of 3
 server connections); only the ticker and the consumers' LISTEN connection (``listen_dsn``) are

@@ -1,5 +1,5 @@
 """What the package is: the library imports light, and its generated twins are up to date
-(issue 13: the shipped package is the product, not the harness)."""
+(the shipped package is the product, not the harness)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_generated_sync_client_is_up_to_date() -> None:
 
 
 def test_import_pglogq_loads_neither_click_nor_the_daemon() -> None:
-    """issue 13: ``import pglogq`` (the library) pulls in no click, no CLI, no daemon process
+    """``import pglogq`` (the library) pulls in no click, no CLI, no daemon process
     code and no metrics server; the in-process ticker engine is library API and may load."""
     code = (
         "import sys, pglogq\n"
@@ -34,7 +34,7 @@ def test_import_pglogq_loads_neither_click_nor_the_daemon() -> None:
 
 
 def test_import_pglogq_loads_no_integration() -> None:
-    """issue 18: ``import pglogq`` (and using the client and consumer) imports no framework nor
+    """``import pglogq`` (and using the client and consumer) imports no framework nor
     tracing library: the integrations in pglogq.contrib load them only when imported."""
     code = (
         "import sys, pglogq\n"

@@ -1,7 +1,7 @@
-"""The command line and the ticker daemon use the SQL API only (issue 13: "the CLI goes through
-the SQL API only"): no statement of theirs names a pglogq table; they call pglogq's functions
-and read its views.  A missing piece of the API is added as a function (sql/functions/), never
-worked around with a table read in Python."""
+"""The command line and the ticker daemon use the SQL API only (so that the SQL API is complete and
+the tables can change under it): no statement of theirs names a pglogq table; they call pglogq's
+functions and read its views.  A missing piece of the API is added as a function (sql/functions/),
+never worked around with a table read in Python."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def violations(source: str, known_tables: set[str], known_views: set[str]) -> li
 
 
 def test_the_scan_finds_a_table_read() -> None:
-    """The check itself: the table reads the CLI had before (issue 13) are found."""
+    """The check itself: the table reads the CLI had before are found."""
     old = 'Q = """SELECT count(*) FROM pglogq.dead_letter d JOIN pglogq.queue q ON q.queue_id = d.queue_id"""\n'
     assert violations(old, tables(), views()) == ["table pglogq.dead_letter", "table pglogq.queue"]
     assert violations('Q = "SELECT * FROM pglogq.in_flight"\n', tables(), views()) == []

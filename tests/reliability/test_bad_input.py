@@ -320,7 +320,7 @@ TABLE: list[Bad] = [
     Bad("cli-seek-garbage", "CLI", "ids", "pglogq consumer seek q idle --to garbage --execute", "exit 4",
         cli("consumer", "seek", "q", "idle", "--to", "garbage", "--execute")),
     Bad("cli-dlq-unknown", "CLI", "ids", "pglogq dlq replay 999999", "exit 3", cli("dlq", "replay", "999999")),
-    # -- issue 16: per-type settings, job lookup, schedules --------------------------------------
+    # -- per-type settings, job lookup, schedules --------------------------------------
     Bad("type-config-unknown-param", "SQL", "jobs", "set_type_config('q', 't', 'speed', '1')", "PQ065",
         sql("SELECT pglogq.set_type_config('q', 't', 'speed', '1')"), "set_type_config"),
     Bad("type-config-negative-retries", "SQL", "jobs", "set_type_config('q', 't', 'max_retries', '-1')", "PQ065",

@@ -50,7 +50,7 @@ def test_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
         assert s["lost"] == 0, (name, s["examples"])
         assert s["unexpected"] == 0, (name, s["examples"])
         assert s["poison_not_dead"] == 0, (name, s)
-        # events that kill their consumer process end dead, not redelivered forever (issue 16 #2):
+        # events that kill their consumer process end dead, not redelivered forever:
         # max_retries (2) + 1 deliveries, a few more to halve a crashed page of up to 200
         # events down to the killer, and the faults' own redeliveries
         assert s["killers_delivered"] > 0, (name, s)
@@ -77,9 +77,9 @@ def test_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
 @pytest.mark.harness
 @pytest.mark.embedded_only
 def test_short_chaos_run_with_retention_and_reinstalls_loses_only_what_retention_skipped(tmp_path: Path) -> None:
-    """issue 12 #17: the retention mode re-installs the schema and runs retention with
+    """The retention mode re-installs the schema and runs retention with
     max_consumer_lag = 2 s while everything runs.  Events retention made a consumer skip are
-    recorded and not lost; nothing ticked within the limit is skipped (issue 12 #2)."""
+    recorded and not lost; nothing ticked within the limit is skipped."""
     out = tmp_path / "report.json"
     proc = subprocess.run(
         [sys.executable, "-m", "tests.harness.chaos", "--seed", str(SEED), "--duration", "45", "--mode", "retention",
@@ -105,7 +105,7 @@ def test_short_chaos_run_with_retention_and_reinstalls_loses_only_what_retention
 @pytest.mark.harness
 @pytest.mark.embedded_only
 def test_short_keyed_chaos_run_keeps_each_keys_order(tmp_path: Path) -> None:
-    """issue 14: the same faults on a queue of 4 partitions with keyed events and three
+    """The same faults on a queue of 4 partitions with keyed events and three
     cooperating workers: nothing lost or invented, the events of each key first delivered in
     the order they were sent, never one key in flight at two workers at once."""
     out = tmp_path / "report.json"
@@ -135,7 +135,7 @@ def test_short_keyed_chaos_run_keeps_each_keys_order(tmp_path: Path) -> None:
 @pytest.mark.harness
 @pytest.mark.embedded_only
 def test_short_sharded_chaos_run_loses_nothing_and_keeps_each_keys_order(tmp_path: Path) -> None:
-    """issue 15: one queue across three servers; keyed producers through a ShardedClient,
+    """One queue across three servers; keyed producers through a ShardedClient,
     Consumers over it (one loop per shard, three cooperating worker processes), slots moved back
     and forth while they run, one shard's server stopped immediately and restarted: nothing lost
     or invented, no duplicate a crash does not explain, each key's events first delivered in
@@ -176,7 +176,7 @@ def test_short_sharded_chaos_run_loses_nothing_and_keeps_each_keys_order(tmp_pat
 @pytest.mark.harness
 @pytest.mark.embedded_only
 def test_short_share_chaos_run_never_has_one_event_at_two_live_workers(tmp_path: Path) -> None:
-    """issue 32: c3 is a share consumer of three worker processes (each receive a lease of the
+    """Share mode: c3 is a share consumer of three worker processes (each receive a lease of the
     next events no other worker holds) under every fault of the plain run, workers killed while
     they hold a lease (then back under new names: the lease must be taken over) and schema
     re-installs: nothing lost or invented, no event in flight at two live workers at once, and
@@ -222,7 +222,7 @@ def _share_page(out: Recorder, page: str, worker: str, called: float, ids: list[
 
 
 def test_checker_counts_one_event_in_flight_at_two_share_workers(tmp_path: Path) -> None:
-    """issue 32: an event handed to a second worker while the first still had it in flight is
+    """Share mode: an event handed to a second worker while the first still had it in flight is
     counted; after the first worker was silent for dead_interval it is a takeover (counted apart,
     and as a live holder's when the first worker finished later); a page whose process the
     harness killed is in flight until the kill only, and its events handed out again are
@@ -311,7 +311,7 @@ def test_checker_finds_lost_unexpected_and_duplicates(tmp_path: Path) -> None:
 
 
 def test_checker_counts_retention_skips_apart_from_losses(tmp_path: Path) -> None:
-    """issue 12 #17: an event a retention pass made the consumer skip is not lost; one skipped
+    """Regression: an event a retention pass made the consumer skip is not lost; one skipped
     although it was ticked within the limit is reported (skipped_within_limit)."""
     p = Recorder(tmp_path / "producer-p1.log")
     p.write_many([(k, f"p1:{i}") for i in range(1, 5) for k in ("invoke", "ok")])
@@ -440,7 +440,7 @@ def _page(out: Recorder, page: str, worker: str, called: float, events: list[tup
 
 
 def test_checker_counts_per_key_order_violations(tmp_path: Path) -> None:
-    """issue 14: an event first delivered after a later event of its key is a violation;
+    """An event first delivered after a later event of its key is a violation;
     redeliveries are not, and neither is an event whose send's outcome is unknown."""
     _keyed_sends(tmp_path, ["p1:1", "p1:2", "p1:3", "p1:5"])
     Recorder(tmp_path / "producer-p1.log").write("invoke", "p1:4")  # outcome unknown
@@ -459,7 +459,7 @@ def test_checker_counts_per_key_order_violations(tmp_path: Path) -> None:
 
 
 def test_checker_counts_one_key_in_flight_at_two_workers(tmp_path: Path) -> None:
-    """issue 14: pages of one key overlapping at two workers count, unless the first worker had
+    """Pages of one key overlapping at two workers count, unless the first worker had
     been silent for dead_interval (a takeover), the overlap is within one worker (a twin process),
     or the receive was rolled back; a page whose process died stays in flight until that
     process file's next page."""

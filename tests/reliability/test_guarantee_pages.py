@@ -1,5 +1,5 @@
 """The guarantee pages (docs/concepts) name the test proving each sentence: those tests exist,
-and the sentences that had no test have one here (issue 21 #20)."""
+and the sentences that had no test have one here."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ back, tick, receive (a consumer "crashing" is a receive that forgets its page: t
 must come back), ack, nack, maintenance (retry pump), forced rotation, DLQ replay,
 subscribe / unsubscribe, seek to the latest tick and to the earliest one (a replay), cancel of an
 event on which no handler has started, pruning, retention with a limit nobody exceeds, and a
-re-install of the schema between any two steps (issue 12 #17).  Issue 16: a consumer may receive
+re-install of the schema between any two steps.  A consumer may receive
 as the consumer runtime does (``start_first``, then ``mark_started`` before each handler):
 cancel then withdraws received events not started yet (``mark_started`` reports them, the ack
 covers them), and receiving such a page again after starts is a crash: every started event
@@ -232,8 +232,8 @@ class QueueModel(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.gen))
     @rule(data=st.data(), size=st.sampled_from([2, 5, 100]))
     def cancel_after_receive(self, data: st.DataObject, size: int) -> None:
-        """The issue's case: a worker received a page and runs its first event; a later event of
-        the page, started by no consumer, is cancelled; the worker never starts it."""
+        """The case that motivated start marks: a worker received a page and runs its first
+        event; a later event of the page, started by no consumer, is cancelled; the worker never starts it."""
         c = data.draw(st.sampled_from(sorted(self.gen)))
         self._receive(c, size, 1)
         page = self.page.get(c) or []

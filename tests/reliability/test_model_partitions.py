@@ -1,4 +1,4 @@
-"""Model-based test of partitioned queues (issue 14): a Hypothesis state machine drives the SQL
+"""Model-based test of partitioned queues: a Hypothesis state machine drives the SQL
 API of a queue of 4 partitions, read by one consumer's 3 cooperating workers (w1..w3), against an
 in-memory model.  max_retries 1, nack delays 0, dead_interval an hour (no takeover).
 
@@ -82,7 +82,7 @@ RECEIVE = ("SELECT batch_id, msg_id, retry_count, txid::text::bigint"
 
 
 def key_partition(key: str) -> int:
-    """The partition of a keyed event (key_slot in Python, see the brief of issue 14)."""
+    """The partition of a keyed event (key_slot in Python, see docs/concepts/partitions.md)."""
     return int.from_bytes(hashlib.md5(key.encode()).digest()[:4], "big") % 16384 % PARTITIONS
 
 

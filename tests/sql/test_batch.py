@@ -1,8 +1,8 @@
 """Batches: their ids, who closes them, empty batches, and which page an ack acknowledges.
 
-Regressions of issue 12 #1 (batch ids collided past 2^20 subscriptions), issue 13 (a cancelled
-tail left a batch open), issue 21 #4 (receive returned nothing while a ticked event waited) and
-issue 21 #18 (a stale ack of a twin process was accepted), plus the contract attacks recorded in
+Regressions of defects found by outside reviews (batch ids collided past 2^20 subscriptions, a
+cancelled tail left a batch open, receive returned nothing while a ticked event waited, a stale
+ack of a twin process was accepted), plus the contract attacks recorded in
 docs/reliability/attacks-batch.md.
 """
 
@@ -43,14 +43,14 @@ def open_batches(conn: psycopg.Connection[Any], consumer: str) -> int:
     return int(one(conn, "SELECT open_batches FROM pglogq.consumer_info('q', %s)", (consumer,)))
 
 
-# -- issue 12 #1: batch ids are plain ids, no ceiling, no decoding -----------------------------
+# -- batch ids are plain ids, no ceiling, no decoding -----------------------------
 
 
 @pytest.mark.parametrize("sub_jump", [2**20, 2**31 - 8], ids=["sub-past-2^20", "sub-near-2^31"])
 def test_batch_ids_of_two_consumers_never_collide_whatever_their_sub_ids(
     client: pglogq.Client, sql: psycopg.Connection[Any], sub_jump: int
 ) -> None:
-    """issue 12 #1 (data loss): with sub ids 2^20 apart, x and y got the same batch id and
+    """Regression (data loss): with sub ids 2^20 apart, x and y got the same batch id and
     ack of x's batch acknowledged y's page (y silently skipped two events)."""
     client.create_queue("q")
     client.subscribe("q", "y")
@@ -82,7 +82,7 @@ def test_batch_ids_of_two_consumers_never_collide_whatever_their_sub_ids(
 def test_a_consumer_alone_acks_and_heartbeats_batches_with_large_ids(
     client: pglogq.Client, sql: psycopg.Connection[Any], start: int
 ) -> None:
-    """issue 12 #1: a consumer alone past the old ceiling got UnknownBatch on every ack and the
+    """Regression: a consumer alone past the old ceiling got UnknownBatch on every ack and the
     same page forever; the old encoding overflowed bigint once the sequence passed 2^43."""
     client.create_queue("q")
     client.subscribe("q", "c")
@@ -105,7 +105,7 @@ def test_a_consumer_alone_acks_and_heartbeats_batches_with_large_ids(
 
 
 def test_batch_ids_are_unique_in_the_table(sql: psycopg.Connection[Any]) -> None:
-    """issue 12 #1: one id, one holder (a unique index finds the holder of a batch; the holder
+    """Regression: one id, one holder (a unique index finds the holder of a batch; the holder
     state lives in the two partitions of pglogq.sub_state, each row in one of them)."""
     for part in (0, 1):
         idx = one(sql, "SELECT indexdef FROM pg_indexes WHERE schemaname = 'pglogq'"
@@ -114,7 +114,7 @@ def test_batch_ids_are_unique_in_the_table(sql: psycopg.Connection[Any]) -> None
 
 
 def test_no_batch_id_decoding_is_left() -> None:
-    """issue 12 #1: nothing takes a batch id apart any more."""
+    """Regression: nothing takes a batch id apart any more."""
 
     root = REPO
     for folder in ("sql/functions", "pglogq"):
@@ -124,13 +124,13 @@ def test_no_batch_id_decoding_is_left() -> None:
                 assert "1048576" not in text and "2**20" not in text, f
 
 
-# -- issue 13: one owner closes a batch; a cancelled tail closes it ----------------------------
+# -- one owner closes a batch; a cancelled tail closes it ----------------------------
 
 
 def test_a_cancelled_tail_closes_the_batch_and_seek_latest_works(
     client: pglogq.Client, sql: psycopg.Connection[Any]
 ) -> None:
-    """issue 13: batch of 2, receive 1, ack, cancel the second (true): the next receive found
+    """Regression: batch of 2, receive 1, ack, cancel the second (true): the next receive found
     nothing but left the batch open (open_batches = 1) and seek to 'latest' was refused."""
     client.create_queue("q")
     client.subscribe("q", "c")
@@ -150,7 +150,7 @@ def test_a_cancelled_tail_closes_the_batch_and_seek_latest_works(
 def test_a_cancelled_tail_of_a_worker_closes_its_batch_and_its_progress(
     client: pglogq.Client, sql: psycopg.Connection[Any]
 ) -> None:
-    """issue 13: the same for a cooperating worker, whose progress rows go with the batch."""
+    """Regression: the same for a cooperating worker, whose progress rows go with the batch."""
     client.create_queue("q")
     client.subscribe("q", "c")
     first, second = client.send_batch("q", [{"n": 1}, {"n": 2}])
@@ -166,7 +166,7 @@ def test_a_cancelled_tail_of_a_worker_closes_its_batch_and_its_progress(
 
 
 def test_close_batch_is_the_one_owner(sql: psycopg.Connection[Any]) -> None:
-    """issue 13: the UPDATE that clears a batch is written once, in _close_batch."""
+    """Regression: the UPDATE that clears a batch is written once, in _close_batch."""
 
     root = REPO / "sql" / "functions"
     mine = ("ack.sql", "receive.sql", "_take_batch.sql", "_holder.sql", "heartbeat.sql", "report_progress.sql",
@@ -177,13 +177,13 @@ def test_close_batch_is_the_one_owner(sql: psycopg.Connection[Any]) -> None:
     assert "batch_id = NULL" in (root / "_close_batch.sql").read_text(encoding="utf-8")
 
 
-# -- issue 21 #4: receive returns the next event or truly nothing ------------------------------
+# -- receive returns the next event or truly nothing ------------------------------
 
 
 def test_receive_passes_any_number_of_empty_batches_to_the_waiting_event(
     client: pglogq.Client, sql: psycopg.Connection[Any]
 ) -> None:
-    """issue 21 #4: batch_max_events = 1, 120 x (send, cancel, tick), then a real event and a
+    """Regression: batch_max_events = 1, 120 x (send, cancel, tick), then a real event and a
     tick: the first receive returned 0 rows and left a batch open (it gave up after 100)."""
     client.create_queue("q")
     client.subscribe("q", "c")
@@ -204,7 +204,7 @@ def test_receive_passes_any_number_of_empty_batches_to_the_waiting_event(
 def test_receive_over_only_empty_batches_returns_nothing_and_leaves_no_batch_open(
     client: pglogq.Client, sql: psycopg.Connection[Any]
 ) -> None:
-    """issue 21 #4: when nothing waits, receive is empty, holds no batch and the cursor is at
+    """Regression: when nothing waits, receive is empty, holds no batch and the cursor is at
     the last tick (the empty batches are passed once, not again on every call)."""
     client.create_queue("q")
     client.subscribe("q", "c")
@@ -219,7 +219,7 @@ def test_receive_over_only_empty_batches_returns_nothing_and_leaves_no_batch_ope
 
 
 def test_consumer_run_until_idle_handles_the_event_behind_empty_batches(dsn: str, client: pglogq.Client) -> None:
-    """issue 21 #4: Consumer.run(stop_when_idle=True) exited with handled = 0."""
+    """Regression: Consumer.run(stop_when_idle=True) exited with handled = 0."""
     client.create_queue("q")
     client.subscribe("q", "c")
     client.set_queue_config("q", "batch_max_events", 1)
@@ -235,7 +235,7 @@ def test_consumer_run_until_idle_handles_the_event_behind_empty_batches(dsn: str
     assert handled == [{"real": 1}] and stats.handled == 1
 
 
-# -- issue 21 #18: an ack names the page it acknowledges; a twin's stale ack is refused ----------
+# -- an ack names the page it acknowledges; a twin's stale ack is refused ----------
 
 
 def twin_pages(api: Any, sizes: tuple[int, int], total: int = 7) -> tuple[Any, Any, list[int]]:
@@ -250,7 +250,7 @@ def twin_pages(api: Any, sizes: tuple[int, int], total: int = 7) -> tuple[Any, A
 
 
 def test_stale_ack_of_a_twin_with_a_longer_page_is_refused(api: Any) -> None:
-    """issue 21 #18: pages of 5 and 2 of one batch; the 2-page is acked, then the stale 5-page
+    """Regression: pages of 5 and 2 of one batch; the 2-page is acked, then the stale 5-page
     ack was accepted silently (and events 2, 3, 4 came again)."""
     a, b, ids = twin_pages(api, (5, 2))
     assert b.ack() is True
@@ -263,7 +263,7 @@ def test_stale_ack_of_a_twin_with_a_longer_page_is_refused(api: Any) -> None:
 
 
 def test_ack_of_a_page_no_longer_current_is_refused_first_or_second(api: Any) -> None:
-    """issue 21 #18: the 5-page acked after the 2-page was received (it is no longer the page
+    """Regression: the 5-page acked after the 2-page was received (it is no longer the page
     receive returned last) is refused, and the 2-page's ack then goes through."""
     a, b, ids = twin_pages(api, (5, 2))
     with pytest.raises(pglogq.StaleBatch):
@@ -275,7 +275,7 @@ def test_ack_of_a_page_no_longer_current_is_refused_first_or_second(api: Any) ->
 
 @pytest.mark.parametrize("total", [7, 5], ids=["batch-goes-on", "last-page"])
 def test_second_ack_of_equal_pages_is_refused(api: Any, total: int) -> None:
-    """issue 21 #18: two processes got the same page; the first ack wins, the second is
+    """Regression: two processes got the same page; the first ack wins, the second is
     refused (StaleBatch) instead of being accepted."""
     a, b, ids = twin_pages(api, (5, 5), total)
     assert [m.msg_id for m in a] == [m.msg_id for m in b] == ids[:5]
@@ -432,10 +432,10 @@ def test_twins_racing_receive_and_ack_lose_nothing_and_never_deadlock(
 
 
 def test_upgrade_keeps_open_batches_and_renumbers_collided_ones(server_dsn: str) -> None:
-    """issue 12 #1 across the upgrade (migration 0010): an open batch of the first schema keeps
-    its id and is acked as before; two open batches that shared an id (sub ids 2^20 apart) get
-    new ids, so an ack naming the ambiguous id is refused and never acks the other's page."""
-
+    """Batch ids collided past 2^20 subscriptions, across the upgrade (migration 0010): an open
+    batch of the first schema keeps its id and is acked as before; two open batches that shared an
+    id (sub ids 2^20 apart) get new ids, so an ack naming the ambiguous id is refused and never acks
+    the other's page."""
     from psycopg.conninfo import make_conninfo
 
     release = sorted(UPGRADE_DATA.glob("v1-*.sql"))[0]
@@ -491,7 +491,7 @@ def test_upgrade_keeps_open_batches_and_renumbers_collided_ones(server_dsn: str)
 def test_receive_racing_a_removal_says_the_consumer_is_gone(
     client: pglogq.Client, dsn: str, worker: str | None, remove: str
 ) -> None:
-    """issue 21 #6 (receive's part): receive waiting behind an uncommitted unsubscribe (or
+    """Regression (receive's part of calls racing a removal): receive waiting behind an uncommitted unsubscribe (or
     drop_queue force) failed with PQ017 "tick <NULL> of consumer <NULL>" (or 23503 as a new
     worker) once it committed; it is PQ002, the consumer is gone."""
     client.create_queue("q")
@@ -581,7 +581,7 @@ def test_ack_rolled_back_leaves_the_page_current(client: pglogq.Client, dsn: str
 def test_receive_never_takes_a_batch_whose_ticks_are_gone_for_empty(
     client: pglogq.Client, sql: psycopg.Connection[Any]
 ) -> None:
-    """An open batch whose tick row vanished (what a prune racing a seek can do, issue 21 #1):
+    """An open batch whose tick row vanished (what a prune racing a seek could do):
     receive found "no events" in it and closed it, skipping them; now it refuses (PQ017) and
     keeps the batch, so a forced seek back can recover the events."""
     client.create_queue("q")
@@ -675,7 +675,7 @@ def test_twin_consumers_cannot_ack_a_page_they_never_saw(client: Any, dsn: str) 
 
 
 def test_a_page_deep_in_a_streamed_batch_costs_what_the_first_one_does(client: Any, dsn: str) -> None:
-    """Found by the 1,000,000-event drain (issue 20: 14,000 events/s): the page query of a
+    """Found by the 1,000,000-event drain (at 14,000 events/s): the page query of a
     streamed (big) batch had "after IS NULL OR (txid, id) > after", which cannot bound an index
     scan, so every page read the batch from its start and a drain was quadratic.  A page far into
     the batch must touch about as many buffers as the first one."""

@@ -1,6 +1,8 @@
 """cancel(): what "handed" means, how long a cancellation lasts, and what it must never block.
 
-Regression tests of issue 12 #6, #7 and #8 (the older cancel tests are in tests/sql/test_send_options.py).
+Regression tests of three defects an outside review found: a cancellation that did not last,
+"handed" read as "passed by a cursor", and cancel blocking consumers (the older cancel tests are
+in tests/sql/test_send_options.py).
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ def setup_queue(client: pglogq.Client, consumers: tuple[str, ...] = ("a",)) -> N
         client.subscribe("q", c)
 
 
-# -- issue 12 #6: a cancellation lasts as long as the event can be delivered -------------------
+# -- a cancellation lasts as long as the event can be delivered -------------------
 
 
 def test_cancelled_event_is_not_replayed_after_prune(client: pglogq.Client, dsn: str) -> None:
-    """issue 12 #6: cancel() said "never delivered"; maint_prune then removed the marker and
+    """Regression: cancel() said "never delivered"; maint_prune then removed the marker and
     seek(to => 'earliest') delivered the event."""
     setup_queue(client)
     e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
@@ -63,11 +65,11 @@ def test_cancel_marker_goes_with_the_truncated_table(client: pglogq.Client, dsn:
         assert conn.execute("SELECT count(*) FROM pglogq.cancelled").fetchone() == (0,)
 
 
-# -- issue 12 #7: "handed" means returned by receive, not passed by a cursor ------------------
+# -- "handed" means returned by receive, not passed by a cursor ------------------
 
 
 def test_cancel_after_a_new_consumer_subscribed(client: pglogq.Client) -> None:
-    """issue 12 #7: a consumer subscribing after the event's tick made cancel() refuse, and the
+    """Regression: a consumer subscribing after the event's tick made cancel() refuse, and the
     older consumer, who never received it, still got it."""
     setup_queue(client)
     e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
@@ -79,7 +81,7 @@ def test_cancel_after_a_new_consumer_subscribed(client: pglogq.Client) -> None:
 
 
 def test_cancel_after_a_consumer_seeked_past_it(client: pglogq.Client) -> None:
-    """issue 12 #7: seeking past an event does not hand it."""
+    """Regression: seeking past an event does not hand it."""
     setup_queue(client, ("a", "b"))
     e, f = client.send_batch("q", [{"n": 1}, {"n": 2}])
     client.tick("q", force=True)
@@ -114,11 +116,11 @@ def test_a_skip_then_a_replay_hands_the_event(client: pglogq.Client) -> None:
     assert client.cancel("q", e) is False
 
 
-# -- issue 12 #8: cancel in an open transaction blocks no consumer ----------------------------
+# -- cancel in an open transaction blocks no consumer ----------------------------
 
 
 def test_cancel_in_an_open_transaction_blocks_no_consumer(client: pglogq.Client, dsn: str) -> None:
-    """issue 12 #8: cancel() held FOR SHARE on every subscription row until commit."""
+    """Regression: cancel() held FOR SHARE on every subscription row until commit."""
     setup_queue(client, ("a", "b"))
     e, f, g = client.send_batch("q", [{"n": 1}, {"n": 2}, {"n": 3}])
     client.tick("q", force=True)
@@ -145,7 +147,7 @@ def test_cancel_in_an_open_transaction_blocks_no_consumer(client: pglogq.Client,
 
 
 def test_an_event_handed_before_the_cancel_commits_fails_the_commit(client: pglogq.Client, dsn: str) -> None:
-    """The other side of issue 12 #8: nobody waits, so a consumer handed the event while the
+    """The other side of cancel blocking no consumer: nobody waits, so a consumer handed the event while the
     cancelling transaction was open makes that transaction's COMMIT fail (PQ035); the event is
     delivered normally."""
     setup_queue(client)

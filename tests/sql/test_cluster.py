@@ -1,4 +1,4 @@
-"""Sharding through SQL (issue 15): the shard map, moves of slots, the moved answer of keyed sends,
+"""Sharding through SQL: the shard map, moves of slots, the moved answer of keyed sends,
 the fences and the gates.  A cluster here is several databases of one server (``new_db``)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Message ids come from a sequence, and ids are burnt without an event (a rolled-b
 repeated idempotency key, a delayed send not yet due) while retried and replayed events take
 none.  So each tick records how many events it closes (``tick_event_total``, cumulative per
 queue), and batch merging, big-batch detection, seek by_events and its deltas, lag_events,
-pending_estimate and ticker_max_count all use it (issue 21 #3 and #5, issue 12 #13 and #16).
+pending_estimate and ticker_max_count all use it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def burn_by_idempotency(client: pglogq.Client, dsn: str, n: int) -> None:
 
 @pytest.mark.parametrize("burn", [burn_by_rollback, burn_by_delay, burn_by_idempotency])
 def test_burnt_ids_do_not_make_a_small_tick_big(client: pglogq.Client, dsn: str, burn: Any) -> None:
-    """issue 21 #3: a tick of 3 events keeps priority order whatever ids were burnt before it."""
+    """Regression: a tick of 3 events keeps priority order whatever ids were burnt before it."""
     client.create_queue("q")
     client.subscribe("q", "c")
     client.set_queue_config("q", "big_batch_events", 5)
@@ -61,7 +61,7 @@ def test_burnt_ids_do_not_make_a_small_tick_big(client: pglogq.Client, dsn: str,
 
 
 def test_a_rolled_back_send_of_more_than_big_batch_events_keeps_priority(client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #3, the default setting: 50,001 burnt ids before a tick of 3 events."""
+    """Regression, the default setting: 50,001 burnt ids before a tick of 3 events."""
     client.create_queue("q")
     client.subscribe("q", "c")
     burn_by_rollback(client, dsn, 50_001)
@@ -71,7 +71,7 @@ def test_a_rolled_back_send_of_more_than_big_batch_events_keeps_priority(client:
 
 
 def test_a_tick_of_many_retried_events_is_streamed(client: pglogq.Client) -> None:
-    """issue 21 #3: retried events take no new id, yet they count toward big_batch_events."""
+    """Regression: retried events take no new id, yet they count toward big_batch_events."""
     client.create_queue("q")
     client.subscribe("q", "c")
     ids = [client.send("q", {"p": p}, priority=p) for p in (1, 100, 200)]
@@ -88,7 +88,7 @@ def test_a_tick_of_many_retried_events_is_streamed(client: pglogq.Client) -> Non
 
 
 def test_batch_merging_counts_events_not_ids(client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #5: burnt ids do not stop ticks from merging into one batch (batch_max_events)."""
+    """Regression: burnt ids do not stop ticks from merging into one batch (batch_max_events)."""
     client.create_queue("q")
     client.subscribe("q", "c")
     client.set_queue_config("q", "batch_max_events", 4)
@@ -113,7 +113,7 @@ def idempotent_retry(client: pglogq.Client) -> list[int]:
 
 
 def test_seek_counts_are_exact_when_ids_were_burnt(client: pglogq.Client) -> None:
-    """issue 21 #5: seek by_events and its deltas count events, not ids."""
+    """Regression: seek by_events and its deltas count events, not ids."""
     client.create_queue("q")
     client.subscribe("q", "c")
     ids = idempotent_retry(client)
@@ -131,7 +131,7 @@ def test_seek_counts_are_exact_when_ids_were_burnt(client: pglogq.Client) -> Non
 
 
 def test_lag_and_pending_count_events(client: pglogq.Client) -> None:
-    """issue 21 #5: lag_events, pending_events and pending_estimate count events, not ids."""
+    """Regression: lag_events, pending_events and pending_estimate count events, not ids."""
     client.create_queue("q")
     client.subscribe("q", "c")
     idempotent_retry(client)
@@ -147,7 +147,7 @@ def test_lag_and_pending_count_events(client: pglogq.Client) -> None:
 
 
 def test_ticker_max_count_counts_events(client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #5: ticker_max_count = 3 does not tick with one event (and burnt ids) waiting."""
+    """Regression: ticker_max_count = 3 does not tick with one event (and burnt ids) waiting."""
     client.create_queue("q")
     client.set_queue_config("q", "ticker_max_lag", "1 hour")
     client.set_queue_config("q", "ticker_max_count", 3)
@@ -184,7 +184,7 @@ def test_ticker_max_count_counts_retried_events(client: pglogq.Client, dsn: str)
 def test_ticker_lag_sees_an_event_whose_transaction_spanned_the_last_tick(
     client: pglogq.Client, dsn: str
 ) -> None:
-    """issue 12 #16: a committed, un-ticked event of a transaction open across the last tick."""
+    """Regression: a committed, un-ticked event of a transaction open across the last tick."""
     client.create_queue("q")
     with psycopg.connect(dsn) as slow:
         client.send("q", {"slow": True}, conn=slow)
@@ -200,7 +200,7 @@ def test_ticker_lag_sees_an_event_whose_transaction_spanned_the_last_tick(
 
 @pytest.mark.parametrize("by", [2**63 - 1, -(2**63), 2**62, -(2**62), 2**31, -(2**31)])
 def test_huge_by_events_is_out_of_range_not_an_overflow(client: pglogq.Client, by: int) -> None:
-    """issue 12 #13: a huge by_events raises SeekOutOfRange (PQ017), never 22003."""
+    """Regression: a huge by_events raises SeekOutOfRange (PQ017), never 22003."""
     client.create_queue("q")
     client.subscribe("q", "c")
     client.send_batch("q", [{}, {}])
@@ -216,7 +216,7 @@ def test_huge_by_events_is_out_of_range_not_an_overflow(client: pglogq.Client, b
 
 @pytest.mark.parametrize("by", ["9223372036854775807", "-9223372036854775808", "+4294967296"])
 def test_cli_huge_by_is_an_invalid_input_exit(client: pglogq.Client, dsn: str, by: str) -> None:
-    """issue 12 #13: `pglogq consumer seek --by <huge>` exits 4 (out of range), not 1."""
+    """Regression: `pglogq consumer seek --by <huge>` exits 4 (out of range), not 1."""
     client.create_queue("q")
     client.subscribe("q", "c")
     client.send_batch("q", [{}, {}])

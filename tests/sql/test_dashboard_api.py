@@ -1,4 +1,4 @@
-"""The SQL functions and client methods the dashboard reads through (issue 17): dlq_search,
+"""The SQL functions and client methods the dashboard reads through: dlq_search,
 dlq_text, dlq_count, ticker_holder, stored_events, ticker_last_run -- their contracts and the
 attacks on them (docs/reliability/attacks-dashboard.md)."""
 

@@ -1,4 +1,4 @@
-"""Metadata under a held snapshot (issue 20 req. 1): the per-batch state (cursors, open pages,
+"""Metadata under a held snapshot: the per-batch state (cursors, open pages,
 heartbeats) and the ticks live in rotated tables emptied by TRUNCATE, so a long transaction
 cannot make them pile up dead tuples; a snapshot older than a move of the state is refused."""
 
@@ -57,10 +57,11 @@ def metadata_bytes(conn: psycopg.Connection[Any]) -> int:
 
 def test_metadata_does_not_grow_with_traffic_under_a_held_snapshot(client: pglogq.Client, dsn: str) -> None:
     """With a REPEATABLE READ snapshot held open, 20 batches and then 10 times more leave the
-    metadata tables (everything but the event tables) the same size once the metadata rotated:
-    the dead versions of the state rows and the old ticks went with TRUNCATE.  Before issue 20
-    each receive and ack left a dead version of the subscription row that no VACUUM could free
-    while the snapshot was held, and the second figure was hundreds of kB larger."""
+    metadata tables (everything but the event tables) the same size once the metadata rotated: the
+    dead versions of the state rows and the old ticks went with TRUNCATE.  Before the metadata was
+    rotated (migrations 0017 and 0018) each receive and ack left a dead version of the subscription
+    row that no VACUUM could free while the snapshot was held, and the second figure was hundreds of
+    kB larger."""
     setup(client)
     with psycopg.connect(dsn) as held, psycopg.connect(dsn, autocommit=True) as conn:
         held.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

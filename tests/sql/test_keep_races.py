@@ -1,5 +1,5 @@
 """Maintenance (prune, rotation, retention) racing cursor moves: nothing a cursor points to is
-deleted, and rotation refuses when a position cannot be resolved (issue 21 #1, issue 12 #17)."""
+deleted, and rotation refuses when a position cannot be resolved."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def eight_ticks(client: pglogq.Client) -> list[int]:
 
 
 def test_prune_never_deletes_the_tick_a_concurrent_seek_moves_to(client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #1: session 1 seeks a to tick 7 in an open transaction; session 2 prunes; then
+    """Regression: session 1 seeks a to tick 7 in an open transaction; session 2 prunes; then
     session 1 commits.  a must receive from tick 7 on, and rotation must not truncate what it
     has not received."""
     sent = eight_ticks(client)
@@ -58,7 +58,7 @@ def test_prune_never_deletes_the_tick_a_concurrent_seek_moves_to(client: pglogq.
 
 
 def test_rotation_refuses_when_a_cursor_is_on_a_missing_tick(client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #1: a consumer whose tick has no row must block rotation, not pass its checks."""
+    """Regression: a consumer whose tick has no row must block rotation, not pass its checks."""
     sent = eight_ticks(client)
     with psycopg.connect(dsn) as conn:
         conn.execute("UPDATE pglogq.subscription SET last_tick = 5 WHERE consumer_name = 'a'")
@@ -71,7 +71,7 @@ def test_rotation_refuses_when_a_cursor_is_on_a_missing_tick(client: pglogq.Clie
 
 
 def test_rotation_refuses_when_an_open_batch_tick_is_missing(client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #1: the same for the ticks of an open batch (prev and cur)."""
+    """Regression: the same for the ticks of an open batch (prev and cur)."""
     client.create_queue("q")
     client.subscribe("q", "a")
     client.tick("q", force=True)

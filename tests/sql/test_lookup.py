@@ -1,4 +1,4 @@
-"""Issue 16 #4: job lookup (client.lookup / pglogq.lookup) and the paged list (client.jobs).
+"""Job lookup (client.lookup / pglogq.lookup) and the paged list (client.jobs).
 
 Every state is produced for real on a real server and looked up; the answer must never be wrong."""
 

@@ -1,4 +1,4 @@
-"""Partitions inside a queue (issue 14): keys go to one partition each, every consumer reads each
+"""Partitions inside a queue: keys go to one partition each, every consumer reads each
 partition as a stream of its own, and its cooperating workers share the streams one worker per
 stream at a time, so the events of one key come in send order and never two at once."""
 

@@ -1,7 +1,7 @@
 """Queue and subscription lifecycle under concurrency: drop_queue, create_queue, unsubscribe racing
 the other calls; what drop_queue refuses; the size cap; idempotent batches in opposite orders.
 
-Regression tests of issue 12 #9-#12 and issue 21 #6, #13.
+Regression tests of the defects two outside reviews found there (docs/reliability/attacks-cancel.md).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import pglogq
 from tests.support.concurrent import Call, wait_blocked
 from tests.support.db import state
 
-# -- issue 12 #10: drop_queue without force refuses a queue that still stores events -----------
+# -- drop_queue without force refuses a queue that still stores events -----------
 
 
 def test_drop_queue_refuses_a_queue_with_delayed_events(client: pglogq.Client, dsn: str) -> None:
-    """issue 12 #10: the pending delayed event was lost by a drop without force."""
+    """Regression: the pending delayed event was lost by a drop without force."""
     client.create_queue("q")
     client.send("q", {"v": 1}, delay=timedelta(hours=1))
     before = state(dsn)
@@ -59,7 +59,7 @@ def test_drop_queue_refuses_consumers_first(client: pglogq.Client) -> None:
     assert "consumer" in str(e.value)
 
 
-# -- issue 12 #11: the size cap covers payload and headers -------------------------------------
+# -- the size cap covers payload and headers -------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_drop_queue_refuses_consumers_first(client: pglogq.Client) -> None:
     ids=["send", "send-delayed", "send-keyed", "send_batch", "send_batch-keyed", "send_batch-delayed"],
 )
 def test_headers_count_toward_max_payload_bytes(client: pglogq.Client, dsn: str, call: Any) -> None:
-    """issue 12 #11: 5 MB of headers were accepted under a 1,000-byte cap."""
+    """Regression: 5 MB of headers were accepted under a 1,000-byte cap."""
     client.create_queue("q")
     client.set_queue_config("q", "max_payload_bytes", 1000)
     before = state(dsn)
@@ -97,13 +97,13 @@ def test_headers_cap_in_send_batch_json(client: pglogq.Client, dsn: str) -> None
     assert e.value.sqlstate == "PQ006"
 
 
-# -- issue 12 #9: idempotent send_batch in opposite key orders ---------------------------------
+# -- idempotent send_batch in opposite key orders ---------------------------------
 
 BATCH = "SELECT pglogq.send_batch('q', %s::jsonb[], idempotency_keys => %s)"
 
 
 def test_send_batch_claims_keys_in_a_fixed_order(client: pglogq.Client, dsn: str) -> None:
-    """issue 12 #9: two batches whose keys overlap in opposite orders deadlocked (40P01).
+    """Regression: two batches whose keys overlap in opposite orders deadlocked (40P01).
     Session 1 holds key a; session 2 sends [b, a] (it used to claim b, then wait for a); session 1
     then claims b: a deadlock before, now session 2 waits for a holding nothing."""
     client.create_queue("q")
@@ -161,7 +161,7 @@ def test_send_batch_keyed_ids_follow_the_payload_order(client: pglogq.Client) ->
     assert [m.payload for m in drain(client, "q", "c")] == [{"n": 1}, {"n": 2}, {"n": 3}]
 
 
-# -- issue 12 #12: a REPEATABLE READ producer racing drop_queue --------------------------------
+# -- a REPEATABLE READ producer racing drop_queue --------------------------------
 
 
 @pytest.mark.parametrize(
@@ -176,7 +176,7 @@ def test_send_batch_keyed_ids_follow_the_payload_order(client: pglogq.Client) ->
     ],
 )
 def test_repeatable_read_producer_after_drop_queue(client: pglogq.Client, dsn: str, sql: str) -> None:
-    """issue 12 #12: XX000 "could not open relation with OID" instead of PQ001 or 40001."""
+    """Regression: XX000 "could not open relation with OID" instead of PQ001 or 40001."""
     client.create_queue("q")
     client.send("q", {})
     with psycopg.connect(dsn) as rr:
@@ -188,7 +188,7 @@ def test_repeatable_read_producer_after_drop_queue(client: pglogq.Client, dsn: s
         assert e.value.sqlstate in ("PQ001", "40001"), e.value
 
 
-# -- issue 21 #6: calls racing unsubscribe or drop_queue(force) --------------------------------
+# -- calls racing unsubscribe or drop_queue(force) --------------------------------
 
 CALLS: dict[str, tuple[str, str]] = {
     # name: (SQL, expected SQLSTATE after a drop_queue)
@@ -226,7 +226,7 @@ def _race(dsn: str, first: str, second: str) -> Call:
 
 @pytest.mark.parametrize("name", list(CALLS))
 def test_call_racing_drop_queue_gets_unknown_queue(client: pglogq.Client, dsn: str, name: str) -> None:
-    """issue 21 #6: a call waiting for drop_queue(force) failed with XX000 / 23503 / PQ017."""
+    """Regression: a call waiting for drop_queue(force) failed with XX000 / 23503 / PQ017."""
     _prepare(client)
     sql, code = CALLS[name]
     call = _race(dsn, "SELECT pglogq.drop_queue('q', true)", sql)
@@ -245,7 +245,7 @@ def test_call_racing_drop_queue_gets_unknown_queue(client: pglogq.Client, dsn: s
     ],
 )
 def test_call_racing_unsubscribe_gets_unknown_consumer(client: pglogq.Client, dsn: str, sql: str) -> None:
-    """issue 21 #6: receive failed with PQ017 "tick <NULL> of consumer "<NULL>" is gone", or 23503."""
+    """Regression: receive failed with PQ017 "tick <NULL> of consumer "<NULL>" is gone", or 23503."""
     _prepare(client)
     call = _race(dsn, "SELECT pglogq.unsubscribe('q', 'a')", sql)
     with pytest.raises(psycopg.Error) as e:
@@ -259,7 +259,7 @@ def test_queue_info_of_all_queues_racing_drop_queue(client: pglogq.Client, dsn: 
     assert call.outcome() == [("other",)]
 
 
-# -- issue 21 #13: drop and create queues while the ticker runs --------------------------------
+# -- drop and create queues while the ticker runs --------------------------------
 
 
 def _loop(dsn: str, stop: threading.Event, errors: list[BaseException], body: Callable[[Any], None]) -> None:
@@ -272,7 +272,7 @@ def _loop(dsn: str, stop: threading.Event, errors: list[BaseException], body: Ca
 
 
 def test_drop_and_create_while_the_ticker_runs(client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #13: DeadlockDetected after ~15 drop/create cycles with the daemon ticking."""
+    """Regression: DeadlockDetected after ~15 drop/create cycles with the daemon ticking."""
     for name in ("keep1", "keep2"):
         client.create_queue(name)
         client.subscribe(name, "c")

@@ -1,5 +1,5 @@
 """The replay window: after a rotation, every event still stored stays replayable (seek), and
-'earliest' is the oldest tick whose later events are all still stored (issue 21 #2 and #19)."""
+'earliest' is the oldest tick whose later events are all still stored."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def first_tick_time(dsn: str) -> str:
 
 
 def test_rotation_keeps_the_events_it_did_not_truncate_replayable(client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #2: the first rotations truncate empty tables; the 3 events are still stored and
+    """Regression: the first rotations truncate empty tables; the 3 events are still stored and
     must stay replayable (earliest, by_events, a timestamp before them)."""
     client.create_queue("q")
     client.subscribe("q", "c")
@@ -97,7 +97,7 @@ def test_earliest_moves_only_past_what_a_rotation_truncated(client: pglogq.Clien
 
 
 def test_a_consumer_that_lagged_can_replay_what_it_just_passed(client: pglogq.Client, dsn: str) -> None:
-    """issue 21 #19: rotation blocked by a lagging consumer; it acks 15 events; the rotation that
+    """Regression: rotation blocked by a lagging consumer; it acks 15 events; the rotation that
     follows at once truncates nothing of them, so they must stay replayable (their ticks kept)."""
     client.create_queue("q")
     client.subscribe("q", "c")

@@ -56,7 +56,7 @@ def test_retention_limit_must_be_an_interval(client: pglogq.Client) -> None:
 
 
 def test_retention_never_skips_a_fresh_event_of_a_caught_up_consumer(client: pglogq.Client) -> None:
-    """issue 12 #2: the consumer's tick is older than the limit after a quiet spell, but the
+    """Regression: the consumer's tick is older than the limit after a quiet spell, but the
     consumer is not behind: the event ticked just now must be delivered, nothing skipped."""
     client.create_queue("q")
     client.subscribe("q", "c")

@@ -1,4 +1,4 @@
-"""Issue 16 #3: retries per queue and per event type (max_retries 0, set_type_config, RetryPolicy).
+"""Retries per queue and per event type (max_retries 0, set_type_config, RetryPolicy).
 
 Real server; a consumer process-less run (Consumer.run) shows that a handler's declared policy is
 the one its nacks use."""

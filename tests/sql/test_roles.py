@@ -56,7 +56,7 @@ def test_a_role_without_grants_can_do_nothing(client: pglogq.Client, role_dsns: 
             nobody.queue_info()
 
 
-# -- issue 21 #7: a database owner without CREATEROLE installs when the roles exist ---------------
+# -- a database owner without CREATEROLE installs when the roles exist ---------------
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def owned_db(server_dsn: str, template_db: str) -> Iterator[dict[str, str]]:
 
 
 def test_database_owner_without_createrole_installs_when_roles_exist(owned_db: dict[str, str]) -> None:
-    """issue 21 #7: the install re-ran `GRANT pglogq_writer, pglogq_reader TO pglogq_admin`, which
+    """Regression: the install re-ran `GRANT pglogq_writer, pglogq_reader TO pglogq_admin`, which
     needs ADMIN OPTION on those roles (42501) although the membership already existed; it now
     grants only what is missing.  Installing twice works, and the owner's schema works."""
     with pglogq.Client(owned_db["owner"]) as c:
@@ -110,7 +110,7 @@ def test_database_owner_without_createrole_installs_when_roles_exist(owned_db: d
 
 
 def test_install_by_a_role_that_does_not_own_the_schema_is_refused(owned_db: dict[str, str]) -> None:
-    """Attack (issue 12 #17, install): a role that does not own schema pglogq runs the install;
+    """Attack (install): a role that does not own schema pglogq runs the install;
     it gets PQ051 naming the owner, before anything changes (it used to fail half-way with
     whatever privilege error came first)."""
     with pglogq.Client(owned_db["owner"]) as c:

@@ -70,7 +70,7 @@ def test_every_function_file_has_a_header_and_one_function() -> None:
 def test_upgrade_replaces_changed_and_stale_functions(dsn: str) -> None:
     """A changed return type is dropped and created again; a function pglogq made (it carries the
     pinned search_path) that the files no longer hold is dropped; a user's own function in schema
-    pglogq (no such mark) is kept (issue 12 #3: never drop what is not ours)."""
+    pglogq (no such mark) is kept (never drop what is not ours)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP FUNCTION pglogq.consumer_info(text, text)")
         conn.execute(
@@ -93,7 +93,7 @@ def test_upgrade_replaces_changed_and_stale_functions(dsn: str) -> None:
         assert row == (True,)
 
 
-# -- issue 12 #3: re-installing never deletes the user's objects ---------------------------------
+# -- re-installing never deletes the user's objects ---------------------------------
 
 USER_OBJECTS = """
 CREATE VIEW public.my_queues AS SELECT queue_name, consumers FROM pglogq.queue_info();
@@ -135,7 +135,7 @@ def user_role(dsn: str) -> Iterator[str]:
 
 
 def test_reinstall_keeps_user_views_functions_defaults_and_grants(dsn: str, user_role: str) -> None:
-    """issue 12 #3: install_schema() twice and `pglogq schema upgrade` keep every user object that
+    """Regression: install_schema() twice and `pglogq schema upgrade` keep every user object that
     uses a pglogq function (they used to be dropped by DROP FUNCTION ... CASCADE)."""
     with pglogq.Client(dsn) as c:
         c.create_queue("q")
@@ -181,7 +181,7 @@ def _catalog_and_user_objects(conn: psycopg.Connection[Any]) -> list[Any]:
 
 
 def test_changed_signature_with_user_dependents_is_refused_and_changes_nothing(dsn: str) -> None:
-    """issue 12 #3: a function whose return type changed cannot be replaced in place; when a
+    """Regression: a function whose return type changed cannot be replaced in place; when a
     user's view depends on the old one the install refuses (PQ050, listing the view and what to
     do) and changes nothing, instead of dropping the view."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -395,7 +395,7 @@ def test_concurrent_installs_python_and_script_all_succeed(dsn: str) -> None:
 
 
 def test_manifest_lists_every_function_file_once_and_nothing_else() -> None:
-    """sql/functions/MANIFEST is the install order, the groups and the grant map (issue 13): a
+    """sql/functions/MANIFEST is the install order, the groups and the grant map: a
     function file it does not list, or a line naming no file, fails here (and the install refuses
     to run with either)."""
     files = {f.name[:-4] for f in (schema.sql_dir() / "functions").iterdir() if f.name.endswith(".sql")}

@@ -247,13 +247,13 @@ def test_login_role_without_grant_can_call_nothing(dsn: str, logins: Callable[..
             c.queue_info()
 
 
-# -- roles are cluster-wide (issue 21 #8) -----------------------------------------------------------
+# -- roles are cluster-wide -----------------------------------------------------------
 
 
 def test_pglogq_roles_reach_every_database_until_connect_is_revoked(
     dsn: str, new_db: Callable[[], str], logins: Callable[..., str]
 ) -> None:
-    """issue 21 #8: pglogq_admin, pglogq_writer and pglogq_reader are cluster-wide roles, and every
+    """Regression: pglogq_admin, pglogq_writer and pglogq_reader are cluster-wide roles, and every
     database grants CONNECT to PUBLIC by default: a login given pglogq_admin for one database
     administers the queues of every other database where pglogq is installed.  What isolates
     tenants is CONNECT (docs/how-to/psql-only.md, "Several databases in one cluster"): once the
@@ -368,7 +368,7 @@ def api_cycle(c: pglogq.Client, conn: psycopg.Connection[Any], queue: str) -> No
     conn.execute("SELECT * FROM pglogq.seek_plan(%s, 'c', 'latest')", (queue,)).fetchall()
     conn.execute("SELECT * FROM pglogq.seek(%s, 'c', 'latest')", (queue,)).fetchall()
     assert c.unsubscribe(queue, "c")
-    assert c.drop_queue(queue, force=True)  # the delayed event is still stored (issue 12 #10)
+    assert c.drop_queue(queue, force=True)  # the delayed event is still stored
 
 
 def hostile_session(conn: psycopg.Connection[Any]) -> None:
@@ -417,19 +417,19 @@ TEXT_PARAMETERS = {
     "param", "value", "op", "to_position", "stage", "worker", "for_queue", "for_consumer", "queue", "consumer",
     "msg_type", "include_columns", "exclude_columns", "key_columns", "old_values",
     "search",  # dlq_search: a plain substring (strpos on lower()), no LIKE pattern, no dynamic SQL
-    # issue 16: per-type settings, jobs, schedules (compared or stored as values only)
+    # the job queue: per-type settings, jobs, schedules (compared or stored as values only)
     "ev_type", "in_state", "after", "name", "cron", "missed",
-    # issue 14: event keys (stored and hashed as values only)
+    # partitions: event keys (stored and hashed as values only)
     "key", "keys",
-    # issue 15: the cluster and shard names of cluster_join (checked by _check_name, stored as values)
+    # sharding: the cluster and shard names of cluster_join (checked by _check_name, stored as values)
     "cluster_name", "shard_name",
 }
 # functions that build SQL dynamically, reviewed: identifiers only through format('%I'), values
 # only through USING, parameter text never concatenated
 DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_config",
-               # issue 20: tick slot and state partition names from format('%I') of numbers
+               # rotated metadata: tick slot and state partition names from format('%I') of numbers
                "maint_rotate_meta",
-               # issue 14: the partition / urgent-event index of one queue, names from format('%I')
+               # partitions: the partition / urgent-event index of one queue, names from format('%I')
                "_set_layout",
                # CREATE/DROP TRIGGER on the caller's table: the table as regclass (%s of a regclass
                # is its quoted name), trigger names %I, trigger arguments and only_if %L
@@ -484,7 +484,7 @@ def test_notify_payloads_carry_no_event_data(client: pglogq.Client, dsn: str) ->
 
 
 def test_jobs_type_settings_and_schedules_by_role(client: pglogq.Client, logins: Callable[..., str]) -> None:
-    """Issue 16: a writer may look a job up (it sent it) but not list a consumer's jobs; a reader
+    """A writer may look a job up (it sent it) but not list a consumer's jobs; a reader
     may do both; per-type settings and schedules are the admin's."""
     client.create_queue("q")
     client.subscribe("q", "c")

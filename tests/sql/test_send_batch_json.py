@@ -1,6 +1,6 @@
-"""send_batch_json inserts straight from the JSON array (issue 20 #2): the same events, ids,
+"""send_batch_json inserts straight from the JSON array: the same events, ids,
 errors and refusals as send_batch given the same payloads as a jsonb[]; and send's inline checks
-(issue 20 #3) give the same errors as _check_event."""
+(its short path, which skips a call of _check_event) give the same errors as _check_event."""
 
 from __future__ import annotations
 

@@ -269,8 +269,8 @@ def test_cancel_waits_for_a_running_receive(client: pglogq.Client, dsn: str) -> 
     assert cancel.outcome() == (False,)
 
 
-# test_receive_waits_for_a_running_cancel was replaced by the tests of issue 12 #8 in tests/sql/test_cancel.py:
-# receive no longer waits for a cancelling transaction.
+# test_receive_waits_for_a_running_cancel was replaced by the tests of cancel blocking no consumer in
+# tests/sql/test_cancel.py: receive no longer waits for a cancelling transaction.
 
 
 def test_cancel_survives_rotation_and_is_pruned(client: pglogq.Client, dsn: str) -> None:

@@ -1,4 +1,4 @@
-"""Issue 16 #1, #2 and issue 19 #10 at the SQL level: cancel until a handler starts
+"""The job queue at the SQL level: cancel until a handler starts
 (receive's start_first, mark_started), crashes counted as failed attempts, maintenance releasing
 a dead worker's batch (docs/reliability/attacks-jobs-cancel.md)."""
 
@@ -170,7 +170,7 @@ def test_nack_after_a_crash_counts_the_crash(client: pglogq.Client) -> None:
     assert (dead.msg_id, dead.retry_count) == (ids[0], 1)
 
 
-# -- maintenance releases a dead worker's batch (issue 19 #10) -----------------------------------
+# -- maintenance releases a dead worker's batch -----------------------------------
 
 
 def test_maintenance_releases_a_silent_workers_batch(client: pglogq.Client, dsn: str) -> None:

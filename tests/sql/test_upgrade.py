@@ -247,8 +247,9 @@ def test_one_file_script_upgrades_an_earlier_version(
 
 
 def test_reinstall_keeps_user_objects_on_an_upgraded_database(empty_db: Callable[[], str]) -> None:
-    """issue 12 #3 on the upgrade path: a user view over queue_info() made on the v1 schema
-    survives the upgrade to now (queue_info's signature did not change since)."""
+    """Re-installing never deletes the user's objects, on the upgrade path: a user view over
+    queue_info() made on the v1 schema survives the upgrade to now (queue_info's signature did not
+    change since)."""
     dsn = empty_db()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(RELEASES[0].read_text().encode())

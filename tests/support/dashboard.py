@@ -1,4 +1,4 @@
-"""Helpers for the dashboard tests, the screenshot tool and the page-time measurement (issue 17).
+"""Helpers for the dashboard tests, the screenshot tool and the page-time measurement.
 
 ``serve(app)`` runs an ASGI app with uvicorn in a thread on a free port; the ``make_*``
 functions put a database into the states the pages show (dead letters, a stuck consumer, a

@@ -1,4 +1,4 @@
-"""Helpers of the job-queue tests (cancel after receive, crashes as attempts, issue 16)."""
+"""Helpers of the job-queue tests (cancel after receive, crashes as attempts)."""
 
 from __future__ import annotations
 

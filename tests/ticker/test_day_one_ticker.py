@@ -1,4 +1,4 @@
-"""Issue 19: the ticker's configuration as an operator meets it (names, misspellings, -h, the
+"""The ticker's configuration as an operator meets it (names, misspellings, -h, the
 effective configuration at start) and the silent-worker metric, through the installed
 ``pglogq-ticker`` script."""
 

@@ -1,5 +1,5 @@
 """The Grafana dashboard and the alert rules shipped with the ticker (ticker/) query only
-metrics the daemon exports (issue 17): a running ``pglogq-ticker`` is scraped and every metric
+metrics the daemon exports: a running ``pglogq-ticker`` is scraped and every metric
 name in every query must be among its series; the rule file is the one the docs show."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 #5: schedules, periodic sends made by the ticker.
+"""Schedules, periodic sends made by the ticker.
 
 Exactly one event per due time, with several tickers at once and across restarts; the missed-run
 policies; bad input refused with its own SQLSTATE and nothing changed."""

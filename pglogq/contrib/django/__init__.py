@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from typing_extensions import Unpack
 
 import pglogq
+from pglogq._args import SendBatchOptions, SendOptions
 from pglogq.contrib import _sqlapi
 
 __all__ = ["client", "dsn", "send", "send_batch"]
@@ -103,24 +104,16 @@ def send(
     queue: str,
     payload: Any,
     *,
-    type: str | None = None,
-    headers: dict[str, Any] | None = None,
-    priority: int = 100,
-    idempotency_key: str | None = None,
-    deliver_at: datetime | None = None,
-    delay: timedelta | None = None,
-    key: str | None = None,
     using: str | None = None,
+    **options: Unpack[SendOptions],
 ) -> int:
     """Append one event in the current transaction of Django's connection ``using`` (default:
     ``PGLOGQ["DATABASE"]``, else ``"default"``); returns its message id.  Same arguments and
     errors as :meth:`pglogq.Client.send`."""
+    _sqlapi.known_options("send", options, _sqlapi.SEND_OPTIONS)
     alias = _alias(using)
-    with _sqlapi.sending(queue, headers) as span:
-        params = _sqlapi.send_params(
-            queue, payload, type=type, headers=span.headers, priority=priority,
-            idempotency_key=idempotency_key, deliver_at=deliver_at, delay=delay, key=key,
-        )
+    with _sqlapi.sending(queue, options.get("headers")) as span:
+        params = _sqlapi.send_params(queue, payload, options, span.headers)
         msg_id = int(_scalar(alias, _SEND, params))
         span.sent((msg_id,))
         return msg_id
@@ -130,24 +123,16 @@ def send_batch(
     queue: str,
     payloads: Sequence[Any],
     *,
-    type: str | None = None,
-    headers: dict[str, Any] | None = None,
-    priority: int = 100,
-    idempotency_keys: Sequence[str | None] | None = None,
-    deliver_at: datetime | None = None,
-    delay: timedelta | None = None,
-    keys: Sequence[str] | None = None,
     using: str | None = None,
+    **options: Unpack[SendBatchOptions],
 ) -> list[int]:
     """Append many events in one statement, in the current transaction of Django's connection;
     returns their ids in order.  Same arguments and errors as :meth:`pglogq.Client.send_batch`."""
+    _sqlapi.known_options("send_batch", options, _sqlapi.SEND_BATCH_OPTIONS)
     alias = _alias(using)
     events = _sqlapi.payload_list(payloads)
-    with _sqlapi.sending(queue, headers, len(events)) as span:
-        params = _sqlapi.send_batch_params(
-            queue, events, type=type, headers=span.headers, priority=priority,
-            idempotency_keys=idempotency_keys, deliver_at=deliver_at, delay=delay, keys=keys,
-        )
+    with _sqlapi.sending(queue, options.get("headers"), len(events)) as span:
+        params = _sqlapi.send_batch_params(queue, events, options, span.headers)
         ids = _sqlapi.ids(_scalar(alias, _SEND_BATCH, params))
         span.sent(ids)
         return ids

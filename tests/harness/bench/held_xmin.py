@@ -1,4 +1,4 @@
-"""Scenario 5, sustained load under a held xmin (issue 20, requirement 1).
+"""Scenario 5, sustained load under a held xmin.
 
 The shape the requirement asks for: an offered load (2,000 events/s by default, one event per
 transaction, paced by ``held_producers`` producer processes), the pglogq ticker running
@@ -813,7 +813,7 @@ def main(argv: list[str] | None = None) -> None:
                   default=Path("docs/benchmarks/held-xmin-30min"), show_default=True)
     def command(dsn: str | None, minutes: float, unheld_minutes: float, rate: int, rotation_seconds: int,
                 sample_seconds: float, warmup_seconds: float, systems: str, out: Path) -> None:
-        """The long held-snapshot run of issue 20: JSON of every sample, plot, summary."""
+        """The long held-snapshot run (the no-bloat target): JSON of every sample, plot, summary."""
         import sys
         from dataclasses import replace
 

@@ -61,7 +61,7 @@ def ticker_round_ms(ctx: BenchContext, rounds: int = 5) -> float:
 def bystander(ctx: BenchContext, system: Pglogq) -> None:
     """The 1,000 events/s run again while another queue stores many (already ticked) events.
 
-    "A 1,000,000-event queue stored beside it" (issue 20, req. 7) is read as: present in the same
+    "A 1,000,000-event queue stored beside it" is read as: present in the same
     database -- a second queue of the same database holding them (sent, ticked, nobody subscribed,
     so nothing ever consumes them) while the measured queue runs at defaults.  Every ticker pass
     visits every queue, so a pass that is slow on a big queue delays them all."""

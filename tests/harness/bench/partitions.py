@@ -1,4 +1,4 @@
-"""Scenario: partitions inside a queue (issue 14).  One consumer of a queue of 8 partitions is
+"""Scenario: partitions inside a queue.  One consumer of a queue of 8 partitions is
 drained by 1, 2, 4 and 8 cooperating workers whose handler sleeps 2 ms per event, so that the
 machine's cores are not the limit: throughput should grow with the workers up to the number of
 partitions.  The same events on an unpartitioned queue, drained by the same workers, show what

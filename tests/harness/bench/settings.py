@@ -43,7 +43,7 @@ class Settings:
     jobs_trials: int  # share consumer
     jobs_baseline_trials: int  # cooperating workers, the jobs table
     share_drain_jobs: int  # share_jobs: no-op jobs a drain point handles one at a time (x10 by 100)
-    share_held_seconds: float  # share_jobs: time under the held snapshot before its drains (issue 32: 10 min)
+    share_held_seconds: float  # share_jobs: time under the held snapshot before its drains (the full run: 10 min)
     share_held_rate: int  # share_jobs: jobs/s each system handles meanwhile (and the metadata's rate)
     share_sample_seconds: float  # share_jobs: the metadata tables are read this often under the snapshot
     share_dead_interval: float  # share_jobs: the takeover queue's dead_interval, seconds

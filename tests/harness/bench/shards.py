@@ -1,4 +1,4 @@
-"""Scenario: one queue across shards (issue 15).  Keyed producing and a Consumer drain with 1, 2
+"""Scenario: one queue across shards.  Keyed producing and a Consumer drain with 1, 2
 and 3 shards, and what the router costs.
 
 **Where the shards live.**  The full run starts three embedded PostgreSQL servers of its own

@@ -1,4 +1,4 @@
-"""Scenario: share consumers against the ``SKIP LOCKED`` jobs table they replace (issue 32).
+"""Scenario: share consumers against the ``SKIP LOCKED`` jobs table they replace.
 
 Four parts, side by side in one run (the ticker of pglogq running throughout):
 

@@ -1,5 +1,6 @@
-"""The targets of issue 20, checked against what the run measured: one row per target, with the
-target, the measured figure, met / missed (None: not measured in this run) and by how much.
+"""The benchmark's targets (speed, no bloat, partitions), checked against what the run measured: one
+row per target, with the target, the measured figure, met / missed (None: not measured in this run)
+and by how much.
 
 The held-snapshot rows read measures that the held-xmin scenario records under these names
 (scenario ``held_xmin``):
@@ -202,7 +203,7 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
 
 
 def _partition_targets(r: Results) -> list[Verdict]:
-    """Issue 14: drains of the 8-partition queue scale with the workers up to the partitions, and
+    """Drains of the 8-partition queue scale with the workers up to the partitions, and
     keep per-key order with never two events of one key at once."""
     parts = sorted((m for m in r.measures if m.scenario == "partitions" and m.system == "pglogq, 8 partitions"),
                    key=lambda m: m.extra.get("workers", 0))
@@ -224,7 +225,7 @@ def _partition_targets(r: Results) -> list[Verdict]:
 
 
 def _share_targets(r: Results) -> list[Verdict]:
-    """Issue 32, measured by the share_jobs scenario: the share consumer beside the SKIP LOCKED
+    """Share consumers, measured by the share_jobs scenario: the share consumer beside the SKIP LOCKED
     jobs table (no-op jobs, 2 and 8 workers, claim / lease 1 and 100; again after the held
     snapshot), a killed lease holder's takeover, and the metadata under the held snapshot
     beside PgQ's."""

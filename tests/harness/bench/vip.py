@@ -1,4 +1,4 @@
-"""Scenario: priority that jumps a backlog (issue 14, req. 4).  A queue holds 12,000 newsletters
+"""Scenario: priority that jumps a backlog.  A queue holds 12,000 newsletters
 (priority 100) and 3,000 cleanups (priority 30); a pglogq.Consumer with default options drains
 them (the handler takes 0.5 ms per event) with the ticker running; one second into the drain
 three VIP mails (priority 150) are sent in one transaction.  Measured: the time from that send

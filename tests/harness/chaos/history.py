@@ -79,7 +79,7 @@ def is_killer(ev_id: str) -> bool:
     """A few ids of producer p1 (sequence numbers 300, 2800, 5300, ...) are "killers": the
     consumer process that starts handling one dies on the spot (``os._exit``), every time.  Each
     must end in every subscriber's dead-letter queue after ``max_retries`` + 1 deliveries (plus the
-    halvings that make it stand alone), not come back forever (issue 16 #2)."""
+    halvings that make it stand alone), not come back forever."""
     name, _, seq = ev_id.partition(":")
     return name == "p1" and seq.isdigit() and int(seq) % 2500 == 300
 

@@ -1,4 +1,4 @@
-"""The ``sharded`` chaos mode (issue 15): one queue across three PostgreSQL servers.
+"""The ``sharded`` chaos mode: one queue across three PostgreSQL servers.
 
 ``python -m tests.harness.chaos --mode sharded --seed N --duration S`` starts three embedded
 servers (:mod:`tests.support.servers`; shard ``i`` pinned to core ``i % cores``), makes them one

@@ -1,4 +1,4 @@
-"""Measure the dashboard's server time per page on a big queue (issue 17).
+"""Measure the dashboard's server time per page on a big queue.
 
     python -m tests.harness.measure.dashboard [--dsn SERVER_DSN] [--events 1000000] [--dead 10000]
                                               [--repeat 15] [--keep] [--no-analyze]

@@ -1,4 +1,4 @@
-"""Metadata growth under a held snapshot (issue 20 req. 1), quick version.
+"""Metadata growth under a held snapshot, quick version.
 
 A REPEATABLE READ transaction takes its snapshot and stays open (the xmin horizon is held); then
 ``--events`` events go through send_batch / tick / receive / ack with three consumers, one of them

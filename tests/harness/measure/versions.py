@@ -9,7 +9,7 @@ for each database in turn (the order alternates between rounds), the same SQL-le
 fresh unpartitioned queue with one consumer: single ``send`` calls for ``--seconds``, ``send_batch_json``
 of 1,000 events for ``--seconds``, then a drain of what was sent with ``receive``/``ack`` pages of
 1,000.  The table gives each figure's median over the rounds and the ratio after/before: what a
-change of the engine costs a queue that does not use it (issue 14: "throughput of an
+change of the engine costs a queue that does not use it (partitions promised: "throughput of an
 unpartitioned queue is not lower than before").  Speed is measured, never asserted: no test
 calls this.
 """

@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS bench_read (
 """
 INSERT_ONE = "INSERT INTO bench_raw (payload) VALUES (%s)"
 INSERT_MANY = "INSERT INTO bench_raw (payload) SELECT e FROM jsonb_array_elements(%s) AS e"
-"""The ceiling of ``send_batch`` (issue 20, req. 2): one JSON array parameter -- the same JSON that
+"""The ceiling of ``send_batch``: one JSON array parameter -- the same JSON that
 pglogq's client ships for the batch -- inserted straight from ``jsonb_array_elements`` into a plain
 table with a bigserial key, measured in the same run, rounds interleaved with the other systems."""
 APP_INSERT = "INSERT INTO bench_app_order (customer, amount) VALUES (%s, %s)"
