@@ -471,7 +471,7 @@ class AsyncClient:
         if size is not None and (isinstance(size, bool) or not isinstance(size, int)
                                  or not 1 <= size <= 100_000_000):
             raise InvalidArgument(f"share window must be 1..100000000 events or None, not {size!r}")
-        got = await self._value(q.SET_SHARE_WINDOW, (v.name(queue, "queue"), v.name(consumer, "consumer"), size),
+        got = await self._value(q.SET_SHARE_WINDOW, (a.name(queue, "queue"), a.name(consumer, "consumer"), size),
                                 conn)
         return None if got is None else int(got)
 
