@@ -26,7 +26,7 @@ def system_key(cls: type[System]) -> str:
 
 
 SCENARIOS = ("produce", "consume", "latency", "fanout", "held_xmin", "large_batch", "partitions", "vip", "jobs_mix",
-             "shards")
+             "shards", "queues")
 
 
 def _parse_only(value: str | None) -> tuple[str, ...]:
@@ -47,13 +47,15 @@ def _parse_only(value: str | None) -> tuple[str, ...]:
               show_default=True, help="Where to write results.json, README-style report and plots.")
 @click.option("--dsn", help="PostgreSQL server to use (default: $PGLOGQ_DSN, else the embedded one).")
 @click.option("--held-seconds", type=float, help="Override each held-xmin phase's duration.")
+@click.option("--queues-hot", metavar="N,...",
+              help="queues scenario: also measure send, receive and ack at these database sizes (e.g. 10000).")
 @click.option("--systems", "only_systems", metavar="NAME,...",
               help="Run only these systems (of " + ", ".join(system_key(c) for c in ALL) + ").")
 @click.option("--pgque-sql", type=click.Path(dir_okay=False, exists=True),
               help="PgQue's install file (sql/pgque.sql of github.com/NikolayS/PgQue); default "
                    "$PGLOGQ_BENCH_PGQUE_SQL, else read by git from $PGLOGQ_BENCH_PGQUE_REPO.")
 def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seconds: float | None,
-            only_systems: str | None, pgque_sql: str | None) -> None:
+            queues_hot: str | None, only_systems: str | None, pgque_sql: str | None) -> None:
     """Benchmark pglogq against the PostgreSQL ceiling and the alternatives, in one run.
 
     Creates a dedicated database on the server, installs every system's schema there, and drops
@@ -70,6 +72,10 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
         from dataclasses import replace
 
         settings = replace(settings, held_seconds=held_seconds)
+    if queues_hot:
+        from dataclasses import replace
+
+        settings = replace(settings, queue_hot_counts=tuple(int(x) for x in queues_hot.split(",") if x.strip()))
     admin_dsn = resolve_dsn(dsn)
     started = time.time()
     click.echo(f"side-by-side bench ({'quick' if quick else 'full'}): {', '.join(scenarios)}")

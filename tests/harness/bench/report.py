@@ -18,6 +18,7 @@ TITLES = {
     "held_xmin": "5. Sustained load under a held xmin",
     "large_batch": "6. One large batch",
     "shards": "7. One queue across shards (1, 2, 3 servers) and the router's overhead",
+    "queues": "8. A call on one queue as the database holds more queues (1, 100, 1,000)",
 }
 BUSY_LOAD = 1.0
 
