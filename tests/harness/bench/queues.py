@@ -223,9 +223,12 @@ def measure_listings(dsn: str, n: int, repeat: int) -> list[tuple[str, float, st
     command = [sys.executable, "-c", "from pglogq.cli import main; main()", "status", "--json", "--dsn", dsn]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
     ms = (time.perf_counter() - t0) * 1000
-    if proc.returncode in (0, 1, 2):  # 1/2: something needs attention (still a full answer)
-        json.loads(proc.stdout)
+    try:
+        json.loads(proc.stdout)  # exit status 1/2 (something needs attention) is still a full answer
         out.append((f"pglogq status --json (a process), {n:,} queues", ms, "ms", {"queues": n}))
+    except ValueError:
+        why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        out.append((f"pglogq status --json FAILED, {n:,} queues", float("nan"), "ms", {"queues": n, "error": why}))
     out.extend(_overview(dsn, n))
     return out
 
