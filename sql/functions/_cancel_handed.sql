@@ -19,13 +19,18 @@
 -- hands what its own cursor moved through the same way (minus the part of its open batch after
 -- its start frontier).  On a queue with an urgent lane, an urgent event is handed by the lane's
 -- stream only, the same way.
+-- plpgsql with a custom plan, and every tick read names the queue by the argument: the plan
+-- reads (and locks) the queue's own tick partitions only, whatever the number of queues (a SQL
+-- function is planned before PostgreSQL 18 without its arguments' values, over every queue's).
 CREATE OR REPLACE FUNCTION pglogq._cancel_handed(
     queue_id integer, ev_txid xid8, ev_id bigint, ev_priority integer, ev_partition smallint DEFAULT NULL)
-RETURNS boolean LANGUAGE sql STABLE
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
-    SELECT EXISTS (
+RETURNS boolean LANGUAGE plpgsql STABLE
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
+BEGIN
+    RETURN EXISTS (
         SELECT 1 FROM pglogq.subscription c
-          JOIN pglogq.tick t ON t.queue_id = c.queue_id AND t.tick_id = c.last_tick
+          JOIN pglogq.tick t ON t.queue_id = _cancel_handed.queue_id AND t.tick_id = c.last_tick
          WHERE c.queue_id = _cancel_handed.queue_id AND c.parent_id IS NULL
            AND NOT (_cancel_handed.ev_priority > 100
                     AND (SELECT x.urgent_lane FROM pglogq.queue x WHERE x.queue_id = _cancel_handed.queue_id))
@@ -33,8 +38,8 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
            AND (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, c.handed_from))
            AND NOT EXISTS (
                SELECT 1 FROM pglogq.subscription h
-                 JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
-                 JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
+                 JOIN pglogq.tick tp ON tp.queue_id = _cancel_handed.queue_id AND tp.tick_id = h.batch_prev_tick
+                 JOIN pglogq.tick tc ON tc.queue_id = _cancel_handed.queue_id AND tc.tick_id = h.batch_cur_tick
                 WHERE (h.sub_id = c.sub_id OR h.parent_id = c.sub_id) AND h.batch_id IS NOT NULL
                   AND pg_visible_in_snapshot(_cancel_handed.ev_txid, tc.tick_snapshot)
                   AND NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, tp.tick_snapshot)
@@ -43,7 +48,7 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
         OR EXISTS (
         SELECT 1 FROM pglogq.subscription st
           JOIN pglogq.subscription c ON c.sub_id = st.parent_id
-          JOIN pglogq.tick t ON t.queue_id = st.queue_id AND t.tick_id = st.last_tick
+          JOIN pglogq.tick t ON t.queue_id = _cancel_handed.queue_id AND t.tick_id = st.last_tick
          WHERE st.queue_id = _cancel_handed.queue_id
            AND st.stream = CASE WHEN _cancel_handed.ev_priority > 100
                                      AND (SELECT x.urgent_lane FROM pglogq.queue x
@@ -54,8 +59,8 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
            AND NOT EXISTS (
                SELECT 1 FROM pglogq.tick tp, pglogq.tick tc
                 WHERE st.batch_id IS NOT NULL
-                  AND tp.queue_id = st.queue_id AND tp.tick_id = st.batch_prev_tick
-                  AND tc.queue_id = st.queue_id AND tc.tick_id = st.batch_cur_tick
+                  AND tp.queue_id = _cancel_handed.queue_id AND tp.tick_id = st.batch_prev_tick
+                  AND tc.queue_id = _cancel_handed.queue_id AND tc.tick_id = st.batch_cur_tick
                   AND pg_visible_in_snapshot(_cancel_handed.ev_txid, tc.tick_snapshot)
                   AND NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, tp.tick_snapshot)
                   AND pglogq._page_position(st, _cancel_handed.ev_priority, _cancel_handed.ev_txid,
@@ -71,4 +76,4 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
           JOIN pglogq.subscription s ON s.sub_id = a.sub_id
          WHERE s.queue_id = _cancel_handed.queue_id AND a.msg_id = _cancel_handed.ev_id
            AND a.ev_txid = _cancel_handed.ev_txid);
-$$;
+END $$;

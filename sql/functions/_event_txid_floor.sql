@@ -8,12 +8,17 @@
 -- that tick began, by a transaction still running when any earlier tick's snapshot was taken:
 -- its txid is at least that earlier snapshot's xmin (a delayed event moved by the pump, or a
 -- retry, is inserted later still).
+-- plpgsql with a custom plan, so that the plan reads the queue's own tick partition only: a SQL
+-- function is planned (before PostgreSQL 18) without its arguments' values, over every queue's
+-- tick partitions, which it then locks - a cost and a lock count that grew with the queues.
 CREATE OR REPLACE FUNCTION pglogq._event_txid_floor(queue_id integer, msg_id bigint)
-RETURNS xid8 LANGUAGE sql STABLE
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
-    SELECT coalesce(
+RETURNS xid8 LANGUAGE plpgsql STABLE
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
+BEGIN
+    RETURN coalesce(
         (SELECT pg_snapshot_xmin(t.tick_snapshot) FROM pglogq.tick t
           WHERE t.queue_id = _event_txid_floor.queue_id AND t.tick_event_seq < _event_txid_floor.msg_id
           ORDER BY t.tick_id DESC OFFSET 1 LIMIT 1),
         '0'::xid8);
-$$;
+END $$;

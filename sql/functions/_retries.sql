@@ -21,14 +21,19 @@
 --   and its failed attempts and last reason are in the stream's attempt row.  The hold lasts
 --   until the stream's page is handed out again (receive) or its batch is closed.
 -- plpgsql, two statements: the look-up of one id by index equality, the page by an index range.
+-- Custom plans with the consumer's queue id: the held event is read in the queue's own event
+-- partitions (a plan over every queue's costs and locks in proportion to the queues).
 CREATE OR REPLACE FUNCTION pglogq._retries(
     consumer_sub_id integer, after_id bigint DEFAULT 0, only_id bigint DEFAULT NULL, only_type text DEFAULT NULL,
     max_rows integer DEFAULT NULL, held_only boolean DEFAULT false, upto_id bigint DEFAULT NULL)
 RETURNS TABLE (msg_id bigint, ev_type text, ev_time timestamptz, first_failed_at timestamptz,
                due_at timestamptz, attempts integer, reason text)
 LANGUAGE plpgsql STABLE
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 #variable_conflict use_column
+DECLARE
+    qid integer := (SELECT x.queue_id FROM pglogq.subscriber x WHERE x.sub_id = _retries.consumer_sub_id);
 BEGIN
     IF only_id IS NOT NULL THEN
         RETURN QUERY
@@ -40,7 +45,7 @@ BEGIN
         SELECT s.hold_id, x.ev_type, x.ev_time, a.first_at, s.hold_until, x.ev_retry + coalesce(a.crashes, 0),
                a.reason
           FROM pglogq.subscription s
-          JOIN pglogq.event x ON x.ev_queue = s.queue_id AND x.ev_txid = s.hold_txid AND x.ev_id = s.hold_id
+          JOIN pglogq.event x ON x.ev_queue = qid AND x.ev_txid = s.hold_txid AND x.ev_id = s.hold_id
           LEFT JOIN pglogq.attempt a ON a.sub_id = s.sub_id AND a.msg_id = s.hold_id
          WHERE s.parent_id = _retries.consumer_sub_id AND s.stream >= 0 AND s.hold_until IS NOT NULL
            AND s.hold_id = _retries.only_id
@@ -59,7 +64,7 @@ BEGIN
         SELECT s.hold_id, x.ev_type, x.ev_time, a.first_at, s.hold_until, x.ev_retry + coalesce(a.crashes, 0),
                a.reason
           FROM pglogq.subscription s
-          JOIN pglogq.event x ON x.ev_queue = s.queue_id AND x.ev_txid = s.hold_txid AND x.ev_id = s.hold_id
+          JOIN pglogq.event x ON x.ev_queue = qid AND x.ev_txid = s.hold_txid AND x.ev_id = s.hold_id
           LEFT JOIN pglogq.attempt a ON a.sub_id = s.sub_id AND a.msg_id = s.hold_id
          WHERE s.parent_id = _retries.consumer_sub_id AND s.stream >= 0 AND s.hold_until IS NOT NULL
            AND s.hold_id > _retries.after_id AND s.hold_id <= coalesce(_retries.upto_id, 9223372036854775807)

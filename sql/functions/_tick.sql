@@ -14,11 +14,16 @@
 -- Ticks of one queue are serialised by a transaction advisory lock, so a tick's snapshot is
 -- never older than its predecessor's.  The ticking transaction's own xid is marked as running
 -- in the snapshot, so events it sent itself are never in a batch before it commits.
+-- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
+-- the queue's id and reads and locks that queue's partitions only (after five calls a generic
+-- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
+-- the number of queues).
 CREATE OR REPLACE FUNCTION pglogq._tick(queue_id integer, force boolean)
 RETURNS bigint LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_seqscan = off
-SET jit = off AS $$
+SET jit = off
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     q pglogq.queue;
     last pglogq.tick;

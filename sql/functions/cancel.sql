@@ -28,9 +28,13 @@
 -- caller's COMMIT does not wait and does not see the uncommitted cancellation, so the check is
 -- repeated at COMMIT (a deferred trigger on pglogq.cancelled) and fails with PQ035 if that
 -- receive handed the event.
+-- Plans: custom (plan_cache_mode), as in the helpers it calls: planned with the queue's id, each
+-- read of the event and tick tables reads and locks the queue's own partitions only (a generic
+-- plan covers every queue's: its cost and its locks grew with the number of queues).
 CREATE OR REPLACE FUNCTION pglogq.cancel(queue_name text, msg_id bigint)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     q pglogq.queue;
     e pglogq.event;

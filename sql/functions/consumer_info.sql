@@ -17,18 +17,24 @@
 -- Raises:     PQ001 for_queue names no queue; PQ002 for_consumer names no consumer (of for_queue,
 --             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
 -- Tables:     queue, subscription, tick, retry, dead_letter_count (read).
+-- Plans: custom (plan_cache_mode); for one queue every tick read names its id, so that the plan
+-- reads and locks that queue's tick partitions only (a lateral read keyed by the joined queue
+-- row is pruned only at run time: planned and locked over every queue's partitions).
 CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
                workers integer, open_batches integer, retry_depth bigint, dead_letters bigint,
                skipped_events bigint, skipped_at timestamptz, share boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     qr pglogq.queue;
+    qid integer;  -- the one queue asked for: its id in every tick read (NULL: every queue)
 BEGIN
     IF consumer_info.for_queue IS NOT NULL THEN
         qr := pglogq._queue(consumer_info.for_queue);
+        qid := qr.queue_id;
         IF consumer_info.for_consumer IS NOT NULL THEN
             PERFORM pglogq._consumer(qr.queue_id, qr.queue_name, consumer_info.for_consumer);
         END IF;
@@ -56,16 +62,17 @@ BEGIN
            s.skipped_events, s.skipped_at, s.share
       FROM pglogq.subscription s
       JOIN pglogq.queue q ON q.queue_id = s.queue_id
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = q.queue_id
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
                           ORDER BY t.tick_id DESC LIMIT 1) lt ON true
-      LEFT JOIN pglogq.tick cur ON cur.queue_id = q.queue_id AND cur.tick_id = s.last_tick
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = q.queue_id
+      LEFT JOIN pglogq.tick cur ON cur.queue_id = coalesce(qid, q.queue_id) AND cur.tick_id = s.last_tick
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
                           AND t.tick_id = coalesce(
                               (SELECT min(w.batch_prev_tick) FROM pglogq.subscription w
                                 WHERE w.parent_id = s.sub_id OR w.sub_id = s.sub_id), s.last_tick)) pos ON true
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = q.queue_id
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
                           AND t.tick_id > pos.tick_id ORDER BY t.tick_id LIMIT 1) nxt ON true
      WHERE s.parent_id IS NULL
+       AND (qid IS NULL OR s.queue_id = qid)
        AND (consumer_info.for_queue IS NULL OR q.queue_name = consumer_info.for_queue)
        AND (consumer_info.for_consumer IS NULL OR s.consumer_name = consumer_info.for_consumer)
      ORDER BY q.queue_name, s.consumer_name;

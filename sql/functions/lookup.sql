@@ -28,12 +28,15 @@
 -- original event through the (ev_txid, ev_id) index from pglogq._event_txid_floor (1 to 5 ms on
 -- a queue of 1,000,000 events; when the kept ticks cannot bound the id, the scan starts at the
 -- oldest stored event: 84 ms for the last of 1,000,000), redeliveries through event_owned_id_idx.
+-- Plans: custom (plan_cache_mode), and every read of the event and tick tables names the queue's
+-- id: the plans read and lock the queue's own partitions only, whatever the number of queues.
 CREATE OR REPLACE FUNCTION pglogq.lookup(queue_name text, msg_id bigint)
 RETURNS TABLE (consumer text, state text, detail text, type text, created_at timestamptz, worker text,
                since timestamptz, last_heartbeat timestamptz, percent numeric, stage text,
                due_at timestamptz, attempts integer, reason text, dead_id bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 #variable_conflict use_column
 DECLARE
     q pglogq.queue;
@@ -143,8 +146,8 @@ BEGIN
         -- in an open batch of the consumer or one of its workers (the cursor moved past it already)
         pos := NULL;
         FOR h IN SELECT x.* FROM pglogq.subscription x
-                   JOIN pglogq.tick tp ON tp.queue_id = x.queue_id AND tp.tick_id = x.batch_prev_tick
-                   JOIN pglogq.tick tc ON tc.queue_id = x.queue_id AND tc.tick_id = x.batch_cur_tick
+                   JOIN pglogq.tick tp ON tp.queue_id = q.queue_id AND tp.tick_id = x.batch_prev_tick
+                   JOIN pglogq.tick tc ON tc.queue_id = q.queue_id AND tc.tick_id = x.batch_cur_tick
                   WHERE (x.sub_id = c.sub_id OR x.parent_id = c.sub_id) AND x.batch_id IS NOT NULL
                     AND CASE WHEN coalesce(x.stream, x.lease_stream) IS NULL
                              THEN NOT (q.urgent_lane AND r.ev_priority > 100)

@@ -18,10 +18,15 @@
 -- return false, and a cancellation still uncommitted is refused at its COMMIT (PQ035).
 -- For a page received with start_first NULL every event counts as started already: the call
 -- then changes nothing and returns an empty array.
+-- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
+-- the queue's id and reads and locks that queue's partitions only (after five calls a generic
+-- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
+-- the number of queues).
 CREATE OR REPLACE FUNCTION pglogq.mark_started(
     batch_id bigint, msg_id bigint, msg_txid xid8 DEFAULT NULL, back boolean DEFAULT false)
 RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     h pglogq.subscription;
     h2 pglogq.subscription;

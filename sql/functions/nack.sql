@@ -30,11 +30,16 @@
 -- stream never hands such an event again (_batch_page), even when an earlier event of the page
 -- holds the stream behind it (an event buried in an earlier batch comes again after a seek back,
 -- as everywhere).
+-- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
+-- the queue's id and reads and locks that queue's partitions only (after five calls a generic
+-- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
+-- the number of queues).
 CREATE OR REPLACE FUNCTION pglogq.nack(
     batch_id bigint, msg_id bigint, retry_after interval DEFAULT NULL, reason text DEFAULT NULL,
     msg_txid xid8 DEFAULT NULL, dead boolean DEFAULT false)
 RETURNS text LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 #variable_conflict use_column
 DECLARE
     h pglogq.subscription;

@@ -12,6 +12,10 @@
 --             of pid N in database "d" (xid age A, open since T)' or 'prepared transaction 'g' in
 --             database "d" since T (xid age A)').
 -- Tables:     queue, tick, subscription, retry, dead_letter_count, delayed, event (read).
+-- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
+-- the queue's id and reads and locks that queue's partitions only (after five calls a generic
+-- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
+-- the number of queues).
 CREATE OR REPLACE FUNCTION pglogq.queue_info(for_queue text DEFAULT NULL)
 RETURNS TABLE (queue_name text, paused boolean, last_tick_id bigint, last_tick_time timestamptz,
                last_tick_age interval, ticker_lag interval, events_per_second double precision,
@@ -19,7 +23,8 @@ RETURNS TABLE (queue_name text, paused boolean, last_tick_id bigint, last_tick_t
                delayed bigint, size_bytes bigint, rotation_period interval, last_rotation timestamptz,
                rotation_blocked_by text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     q pglogq.queue;
     lt pglogq.tick;

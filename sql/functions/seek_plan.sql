@@ -25,6 +25,10 @@
 -- Tables:     queue, subscription, tick (read).  Changes nothing: see pglogq.seek to apply.
 -- Ticks older than the slowest consumer are thinned to about one a minute by maint_prune, so
 -- a timestamp or by_events target lands on the nearest tick that is still kept.
+-- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
+-- the queue's id and reads and locks that queue's partitions only (after five calls a generic
+-- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
+-- the number of queues).
 CREATE OR REPLACE FUNCTION pglogq.seek_plan(
     queue_name text, consumer_name text, to_position text DEFAULT NULL, by_events bigint DEFAULT NULL)
 RETURNS TABLE (current_tick bigint, current_tick_time timestamptz,
@@ -32,7 +36,8 @@ RETURNS TABLE (current_tick bigint, current_tick_time timestamptz,
                earliest_tick bigint, earliest_tick_time timestamptz, latest_tick bigint,
                latest_tick_time timestamptz, open_batches integer)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     q pglogq.queue;
     c pglogq.subscription;

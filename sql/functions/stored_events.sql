@@ -6,9 +6,14 @@
 --             cheap estimate use queue_info's size_bytes.
 -- Raises:     PQ001 unknown queue.
 -- Tables:     event (read).
+-- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
+-- the queue's id and reads and locks that queue's partitions only (after five calls a generic
+-- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
+-- the number of queues).
 CREATE OR REPLACE FUNCTION pglogq.stored_events(queue_name text)
 RETURNS bigint LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     q pglogq.queue;
 BEGIN

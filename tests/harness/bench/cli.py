@@ -26,7 +26,7 @@ def system_key(cls: type[System]) -> str:
 
 
 SCENARIOS = ("produce", "consume", "latency", "fanout", "held_xmin", "large_batch", "partitions", "vip", "jobs_mix",
-             "share_jobs", "shards")
+             "share_jobs", "shards", "queues")
 
 
 def _parse_only(value: str | None) -> tuple[str, ...]:
@@ -49,13 +49,16 @@ def _parse_only(value: str | None) -> tuple[str, ...]:
 @click.option("--held-seconds", type=float, help="Override each held-xmin phase's duration.")
 @click.option("--share-held-seconds", type=float,
               help="Override share_jobs' time under the held snapshot (full run: 600 s, --quick: 3 s).")
+@click.option("--queues-hot", metavar="N,...",
+              help="queues scenario: also measure send, receive and ack at these database sizes (e.g. 10000).")
 @click.option("--systems", "only_systems", metavar="NAME,...",
               help="Run only these systems (of " + ", ".join(system_key(c) for c in ALL) + ").")
 @click.option("--pgque-sql", type=click.Path(dir_okay=False, exists=True),
               help="PgQue's install file (sql/pgque.sql of github.com/NikolayS/PgQue); default "
                    "$PGLOGQ_BENCH_PGQUE_SQL, else read by git from $PGLOGQ_BENCH_PGQUE_REPO.")
 def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seconds: float | None,
-            only_systems: str | None, pgque_sql: str | None, share_held_seconds: float | None) -> None:
+            only_systems: str | None, pgque_sql: str | None, share_held_seconds: float | None,
+            queues_hot: str | None) -> None:
     """Benchmark pglogq against the PostgreSQL ceiling and the alternatives, in one run.
 
     Creates a dedicated database on the server, installs every system's schema there, and drops
@@ -76,6 +79,10 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
         from dataclasses import replace
 
         settings = replace(settings, share_held_seconds=share_held_seconds)
+    if queues_hot:
+        from dataclasses import replace
+
+        settings = replace(settings, queue_hot_counts=tuple(int(x) for x in queues_hot.split(",") if x.strip()))
     admin_dsn = resolve_dsn(dsn)
     started = time.time()
     click.echo(f"side-by-side bench ({'quick' if quick else 'full'}): {', '.join(scenarios)}")

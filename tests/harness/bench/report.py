@@ -20,6 +20,7 @@ TITLES = {
     "shards": "7. One queue across shards (1, 2, 3 servers) and the router's overhead",
     "share_jobs": "8. Share consumers beside the SKIP LOCKED jobs table (no-op jobs, held snapshot, takeover, "
                   "metadata)",
+    "queues": "9. A call on one queue as the database holds more queues (1, 100, 1,000)",
 }
 BUSY_LOAD = 1.0
 

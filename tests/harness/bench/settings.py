@@ -53,6 +53,10 @@ class Settings:
     shard_clients: int  # producer processes of the shards scenario
     shard_events: int  # keyed events drained by the Consumer, per cluster
     shard_overhead_rounds: int  # interleaved rounds of Client vs ShardedClient
+    queue_counts: tuple[int, ...]  # queues scenario: database sizes at which every call is measured
+    queue_hot_counts: tuple[int, ...]  # sizes at which only send, receive and ack are (--queues-hot)
+    queue_repeat: int  # steady samples per call and size
+    queue_sessions: int  # new sessions per call and size (the first call of a session)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,6 +108,10 @@ FULL = Settings(
     shard_clients=4,
     shard_events=60_000,
     shard_overhead_rounds=5,
+    queue_counts=(1, 100, 1_000),
+    queue_hot_counts=(),
+    queue_repeat=15,
+    queue_sessions=3,
 )
 
 QUICK = Settings(
@@ -152,4 +160,8 @@ QUICK = Settings(
     shard_clients=2,
     shard_events=2_000,
     shard_overhead_rounds=2,
+    queue_counts=(1, 10),
+    queue_hot_counts=(),
+    queue_repeat=3,
+    queue_sessions=1,
 )

@@ -195,6 +195,7 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
                         r.find("jobs_mix", "short job: send to handler start, p99", "pglogq (share consumer)"),
                         100, "ms"))
     out.extend(_share_targets(r))
+    out.extend(_queue_targets(r))
     if quick:
         for v in out:
             if v.met is not None:
@@ -263,4 +264,36 @@ def _share_targets(r: Results) -> list[Verdict]:
     else:
         out.append(Verdict(target, f"pglogq {fmt_value(ours.value)} MB vs PgQ {fmt_value(theirs.value)} MB",
                            ours.value <= theirs.value, ""))
+    return out
+
+
+def _queue_targets(r: Results) -> list[Verdict]:
+    """The number of queues: a call on one queue costs the same whatever the number of other queues: each
+    call's steady and first-call time within 1.5x of its 1-queue figure, its locks no more than
+    at 1 queue; the ticker's idle pass < 100 ms and ``status --json`` < 1 s at 1,000 queues."""
+    ms = [m for m in r.measures if m.scenario == "queues" and m.system == "pglogq"]
+    if not ms:
+        return [_not_measured("queues: each call within 1.5x of its 1-queue cost, locks independent of N")]
+    out: list[Verdict] = []
+    base: dict[str, Measure] = {}
+    for m in ms:
+        if m.extra.get("queues") == 1:
+            base[m.case.rsplit(",", 1)[0]] = m
+    for m in ms:
+        n = m.extra.get("queues")
+        what = m.case.rsplit(",", 1)[0]
+        one = base.get(what)
+        if not isinstance(n, int) or n == 1 or one is None or ":" not in what:
+            continue
+        if m.unit == "locks":
+            out.append(Verdict(f"queues: {what} at {n:,} queues <= at 1 queue", f"{m.value:.0f} vs {one.value:.0f}",
+                               m.value <= one.value, f"{m.value - one.value:+.0f} locks"))
+        elif m.unit == "ms":
+            x = m.value / one.value if one.value else float("inf")
+            out.append(Verdict(f"queues: {what} at {n:,} queues <= 1.5x its 1-queue time",
+                               f"{fmt_value(m.value)} vs {fmt_value(one.value)} ms", x <= 1.5, f"{x:.2f}x"))
+    for case, goal in (("ticker() idle pass, 1,000 queues", 100.0),
+                       ("pglogq status --json (a process), 1,000 queues", 1000.0),
+                       ("dashboard overview (server time), 1,000 queues", 1000.0)):
+        out.append(_at_most(f"queues: {case} < {goal:g} ms", r.find("queues", case, "pglogq"), goal, "ms"))
     return out
