@@ -22,7 +22,9 @@
 -- Bounded by what is asked: each holder's events are read in (ev_txid, ev_id) index order from
 -- the larger of after and, when the batch is read in transaction order (a big batch, or one with
 -- only default-priority events: one probe of the priority index), the page's start (want 0) or
--- end (want 1); want 0 of such a batch stops at the page's end, and lim stops the read: a page
+-- end (want 1); want 0 of such a batch stops at the page's end, want 1 at a lease's end (the rest
+-- of the batch is other workers' leases: a share consumer's leases cost their own events), and
+-- lim stops the read: a page
 -- of jobs costs its rows, not the batch (a 10,000-event batch cost 25 ms a page).  enable_sort
 -- off, as in _batch_page: the children's estimates (often not analysed) made the planner read
 -- the whole rest of the batch and sort it, where the index gives the order.  jit off: a
@@ -61,8 +63,8 @@ BEGIN
            AND h.batch_id IS NOT NULL
            AND (_open_batch_events.want = 1 OR h.page_end_txid IS NOT NULL)
     ), hb AS (
-        -- each holder's start key (the larger of after and the page's bound) and, for want 0,
-        -- the last key of its page
+        -- each holder's start key (the larger of after and the page's bound) and its last key:
+        -- for want 0 its page's, for want 1 its lease's (a worker of a share consumer)
         SELECT hs.*, b.b_txid, b.b_id,
                CASE WHEN b.b_txid IS NULL
                          OR (_open_batch_events.after_txid IS NOT NULL
@@ -72,8 +74,12 @@ BEGIN
                          OR (_open_batch_events.after_txid IS NOT NULL
                              AND (_open_batch_events.after_txid, _open_batch_events.after_id) > (b.b_txid, b.b_id))
                     THEN _open_batch_events.after_id ELSE b.b_id END AS k_id,
-               CASE WHEN hs.txorder AND _open_batch_events.want = 0 THEN (hs.hrow).page_end_txid END AS top_txid,
-               CASE WHEN hs.txorder AND _open_batch_events.want = 0 THEN (hs.hrow).page_end_id END AS top_id
+               CASE WHEN NOT hs.txorder THEN NULL
+                    WHEN _open_batch_events.want = 0 THEN (hs.hrow).page_end_txid
+                    ELSE (hs.hrow).lease_end_txid END AS top_txid,
+               CASE WHEN NOT hs.txorder THEN NULL
+                    WHEN _open_batch_events.want = 0 THEN (hs.hrow).page_end_id
+                    ELSE (hs.hrow).lease_end_id END AS top_id
           FROM hs, LATERAL (
               SELECT CASE WHEN NOT hs.txorder THEN NULL
                           WHEN _open_batch_events.want = 0 THEN (hs.hrow).page_txid
