@@ -54,6 +54,7 @@ from pglogq.models import (
     DeadLetterPreview,
     InFlight,
     JobState,
+    Lease,
     Message,
     QueueInfo,
     Schedule,
@@ -1011,6 +1012,18 @@ class Client:
         queue, consumer = v.name(queue, "queue"), v.name(consumer, "consumer")
         rows = self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
         return [cv.in_flight(r) for r in rows]
+
+    def leases(
+        self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
+    ) -> list[Lease]:
+        """The leases the workers of share consumers hold now (of ``queue``, or of ``consumer``;
+        None: all): who holds what, until when, and how often its events were delivered (the
+        function ``pglogq.leases``).  An ordinary consumer has none: an empty list.
+
+        Raises :class:`~pglogq.errors.UnknownQueue` and :class:`~pglogq.errors.UnknownConsumer`
+        as :meth:`consumer_info` does."""
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
+        return [cv.info(Lease, r) for r in self._rows(q.LEASES, params, conn)]
 
     def stored_events(self, queue: str, *, conn: AnyConn | None = None) -> int:
         """How many event rows the queue's tables hold now (counted: see ``pglogq.stored_events``)."""
