@@ -101,7 +101,7 @@ def test_an_expired_lease_shows_until_it_is_taken_over_and_then_counts_its_redel
         share: pglogq.Client, dsn: str) -> None:
     ids = [share.send(Q, {"n": i}) for i in range(3)]
     share.tick(Q, force=True)
-    dead = share.receive(Q, "mailer", worker="dead", max_messages=2, start_first=2)  # both started
+    assert share.receive(Q, "mailer", worker="dead", max_messages=2, start_first=2).messages  # both started
     _silence(dsn, "dead")
     [row] = _leases(dsn)
     assert row["expired"] and not row["released"] and row["worker"] == "dead"
