@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -761,8 +762,16 @@ class Client:
             start_first, "start_first", v.INT4,
             lambda n: InvalidStartCount(f"invalid start_first {n}: use 0..100000, or None"),
         )
-        return self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first, conn=conn,
-                                   cls=Message)
+        t = _trace.tracer
+        if t is None:
+            return self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first,
+                                       conn=conn, cls=Message)
+        started = time.time_ns()
+        batch = self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first, conn=conn,
+                                    cls=Message)
+        if batch.messages:  # a span for a page (a lease), none for an empty poll
+            t.received(queue, consumer, worker, batch.messages, started)
+        return batch
 
     def _receive(
         self, queue: str, consumer: str, *, max_messages: int | None, worker: str | None, start_first: int | None,
