@@ -34,12 +34,13 @@ whole story — request, send, failed attempt, retry, final ack — is one trace
   delivered before (``messaging.pglogq.redelivered``).
 
 Attributes follow the OpenTelemetry messaging conventions: ``messaging.system = "pglogq"``,
-``messaging.operation.type`` / ``.name`` (``send`` / ``process``),
+``messaging.operation.type`` / ``.name`` (``send`` / ``process`` / ``receive``),
 ``messaging.destination.name`` (the queue), ``messaging.message.id``,
 ``messaging.consumer.group.name`` (the consumer), ``messaging.client.id`` (the worker label),
 ``messaging.batch.message_count``; pglogq's own under ``messaging.pglogq.``:
-``message.retry_count``, ``message.type``, ``batch.id``, ``outcome``, ``message.delivery_count`` (retry_count + 1), and on a receive span
-``lease.size``, ``delivery_count.max``, ``redelivered``.
+``message.retry_count``, ``message.delivery_count`` (retry_count + 1), ``message.type``,
+``batch.id``, ``outcome``, and on a receive span ``lease.size``, ``delivery_count.max``,
+``redelivered``.
 
 The SQL statements themselves are not traced here: add psycopg's instrumentation
 (``opentelemetry-instrumentation-psycopg``) for spans of every statement; they nest under these.
