@@ -28,10 +28,12 @@ BEGIN
            e.want = 0 AND pglogq._page_position(h, e.ev_priority, e.ev_txid, e.ev_id, true) = 0,
            e.ev_retry + coalesce(a.crashes, 0) + 1
       FROM (SELECT 0 AS want, x.* FROM pglogq._open_batch_events(_lease_events.queue_id,
-                                                                  _lease_events.consumer_sub_id, 0) x
+                                                                  _lease_events.consumer_sub_id, 0,
+                                                                  leases_only => true) x
             UNION ALL
             SELECT 1 AS want, x.* FROM pglogq._open_batch_events(_lease_events.queue_id,
-                                                                  _lease_events.consumer_sub_id, 1) x) e
+                                                                  _lease_events.consumer_sub_id, 1,
+                                                                  leases_only => true) x) e
       JOIN pglogq.subscription h ON h.sub_id = e.holder
       LEFT JOIN pglogq.attempt a ON a.sub_id = e.holder AND a.msg_id = e.ev_id
      WHERE h.parent_id = _lease_events.consumer_sub_id AND h.lease_end_txid IS NOT NULL

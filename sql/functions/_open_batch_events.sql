@@ -5,7 +5,8 @@
 --             (not returned yet); after_txid, after_id  only the events after this key in
 --             transaction order (NULL: from the start); lim  at most this many events of each
 --             holder, the first in transaction order (NULL: all); msg_type  only events of this
---             type (NULL: any); skip_ids  events left out (NULL: none)
+--             type (NULL: any); skip_ids  events left out (NULL: none); leases_only  only the
+--             leases of a share consumer's workers (not the batch its consumer row hands out)
 -- Returns:    rows (holder, ev_id, ev_type, ev_time, ev_retry, ev_priority, ev_txid): holder is
 --             the sub_id of the consumer or worker whose batch holds the event.  Cancelled events
 --             are left out.
@@ -33,7 +34,7 @@
 CREATE OR REPLACE FUNCTION pglogq._open_batch_events(
     queue_id integer, consumer_sub_id integer, want integer, after_txid xid8 DEFAULT NULL,
     after_id bigint DEFAULT NULL, lim integer DEFAULT NULL, msg_type text DEFAULT NULL,
-    skip_ids bigint[] DEFAULT NULL)
+    skip_ids bigint[] DEFAULT NULL, leases_only boolean DEFAULT false)
 RETURNS TABLE (holder integer, ev_id bigint, ev_type text, ev_time timestamptz, ev_retry integer,
                ev_priority smallint, ev_txid xid8)
 LANGUAGE plpgsql STABLE
@@ -62,6 +63,7 @@ BEGIN
          WHERE (h.sub_id = _open_batch_events.consumer_sub_id OR h.parent_id = _open_batch_events.consumer_sub_id)
            AND h.batch_id IS NOT NULL
            AND (_open_batch_events.want = 1 OR h.page_end_txid IS NOT NULL)
+           AND (NOT _open_batch_events.leases_only OR h.lease_end_txid IS NOT NULL)
     ), hb AS (
         -- each holder's start key (the larger of after and the page's bound) and its last key:
         -- for want 0 its page's, for want 1 its lease's (a worker of a share consumer)

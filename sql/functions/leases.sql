@@ -22,7 +22,9 @@
 --             through _lease_events).
 -- Reads only, takes no lock: each row holds for the call's snapshot.  Cost: the leased events
 -- (each lease read by index up to its end; a batch with non-default priorities is read from its
--- start for each lease), not the queue.
+-- start for each lease), not the queue nor the rest of the batch: 101 leases (100 of one event,
+-- one of 5,000) of a 10,000-event batch took 120 ms on a loaded 2-core machine, 100 leases of
+-- one event 27 ms (events sent in 200 transactions; about 20 us per leased event, 0.2 ms per lease).
 CREATE OR REPLACE FUNCTION pglogq.leases(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
 RETURNS TABLE (queue_name text, consumer_name text, worker text, batch_id bigint, events integer,
                returned integer, started integer, first_msg_id bigint, last_msg_id bigint,
