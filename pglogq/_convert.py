@@ -77,7 +77,7 @@ def dead_letter(row: Sequence[Any]) -> DeadLetter:
 def in_flight(row: Sequence[Any]) -> InFlight:
     errors: list[str] = []
     counters = v.decode(row[11], "counters", errors)
-    values = [*row[:11], counters, "; ".join(errors) if errors else None]
+    values = [*row[:11], counters, "; ".join(errors) if errors else None, *row[12:14]]
     return InFlight(*values)
 
 

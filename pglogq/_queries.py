@@ -94,6 +94,7 @@ QUEUE_INFO: LiteralString = (
 SEEK_PLAN: LiteralString = "SELECT * FROM pglogq.seek_plan(%s, %s, %s, %s)"
 SEEK: LiteralString = "SELECT * FROM pglogq.seek(%s, %s, %s, %s, %s)"
 CONSUMER_INFO: LiteralString = "SELECT * FROM pglogq.consumer_info(%s, %s)"
+LEASES: LiteralString = "SELECT * FROM pglogq.leases(%s, %s)"
 HEARTBEAT: LiteralString = "SELECT pglogq.heartbeat(%s)"
 REPORT_PROGRESS: LiteralString = (
     "SELECT pglogq.report_progress(%s, %s, %s::pg_catalog.numeric, %s::pg_catalog.text, %s::pg_catalog.jsonb,"
@@ -101,7 +102,8 @@ REPORT_PROGRESS: LiteralString = (
 )
 IN_FLIGHT: LiteralString = (
     "SELECT queue_name, consumer_name, worker, batch_id, msg_id, started_at, last_heartbeat,"
-    " running_for, silent_for, percent::pg_catalog.float8, stage, counters::pg_catalog.text FROM pglogq.in_flight"
+    " running_for, silent_for, percent::pg_catalog.float8, stage, counters::pg_catalog.text, expires_at,"
+    " delivery_count FROM pglogq.in_flight"
     " WHERE (%s::pg_catalog.text IS NULL OR queue_name OPERATOR(pg_catalog.=) %s)"
     " AND (%s::pg_catalog.text IS NULL OR consumer_name OPERATOR(pg_catalog.=) %s)"
     " ORDER BY started_at, msg_id"

@@ -1,8 +1,9 @@
 """Where the client and the consumer runtime call tracing, with no tracing library imported.
 
 ``tracer`` is None until an integration installs one (``pglogq.contrib.otel.instrument()``);
-then ``send``/``send_batch`` go through :meth:`Tracer.sending` and every handler call of the
-consumer runtime through :meth:`Tracer.processing` and :meth:`Tracer.settle`.  With no tracer
+then ``send``/``send_batch`` go through :meth:`Tracer.sending`, every handler call of the consumer
+runtime through :meth:`Tracer.processing` and :meth:`Tracer.settle`, and a page the client's
+``receive`` returns (not the runtime's receive loop) through :meth:`Tracer.received`.  With no tracer
 each hook is one attribute test: the client and runtime cost nothing more.  (The runtime
 checks ``tracer`` when it prepares a page's handler calls: a tracer installed meanwhile traces
 from the next page on.)
@@ -35,6 +36,12 @@ class Tracer(Protocol):
     def settle(self, deliveries: Sequence[Any], acked: bool) -> None:
         """The page is finished: ``acked`` when its ack committed (each delivery's ``_verdict``
         says 'ack', 'retry' or 'dead'), False when it was dropped unacknowledged."""
+        ...
+
+    def received(self, queue: str, consumer: str, worker: str | None, messages: Sequence[Any],
+                 started_ns: int) -> None:
+        """A call of the client's ``receive`` returned ``messages`` (never empty; for a worker of a
+        share consumer, its lease), having started at ``started_ns`` (``time.time_ns()``)."""
         ...
 
 

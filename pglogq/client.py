@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from pglogq.models import (
     DeadLetterPreview,
     InFlight,
     JobState,
+    Lease,
     Message,
     QueueInfo,
     Schedule,
@@ -775,8 +777,16 @@ class Client:
             start_first, "start_first", a.INT4,
             lambda n: InvalidStartCount(f"invalid start_first {n}: use 0..100000, or None"),
         )
-        return self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first, conn=conn,
-                                   cls=Message)
+        t = _trace.tracer
+        if t is None:
+            return self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first,
+                                       conn=conn, cls=Message)
+        started = time.time_ns()
+        batch = self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first, conn=conn,
+                                    cls=Message)
+        if batch.messages:  # a span for a page (a lease), none for an empty poll
+            t.received(queue, consumer, worker, batch.messages, started)
+        return batch
 
     def _receive(
         self, queue: str, consumer: str, *, max_messages: int | None, worker: str | None, start_first: int | None,
@@ -1026,6 +1036,18 @@ class Client:
         queue, consumer = a.name(queue, "queue"), a.name(consumer, "consumer")
         rows = self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
         return [cv.in_flight(r) for r in rows]
+
+    def leases(
+        self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
+    ) -> list[Lease]:
+        """The leases the workers of share consumers hold now (of ``queue``, or of ``consumer``;
+        None: all): who holds what, until when, and how often its events were delivered (the
+        function ``pglogq.leases``).  An ordinary consumer has none: an empty list.
+
+        Raises :class:`~pglogq.errors.UnknownQueue` and :class:`~pglogq.errors.UnknownConsumer`
+        as :meth:`consumer_info` does."""
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
+        return [cv.info(Lease, r) for r in self._rows(q.LEASES, params, conn)]
 
     def stored_events(self, queue: str, *, conn: AnyConn | None = None) -> int:
         """How many event rows the queue's tables hold now (counted: see ``pglogq.stored_events``)."""

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from pglogq.models import (
     DeadLetterPreview,
     InFlight,
     JobState,
+    Lease,
     Message,
     QueueInfo,
     Schedule,
@@ -773,8 +775,16 @@ class AsyncClient:
             start_first, "start_first", a.INT4,
             lambda n: InvalidStartCount(f"invalid start_first {n}: use 0..100000, or None"),
         )
-        return await self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first, conn=conn,
-                                   cls=Message)
+        t = _trace.tracer
+        if t is None:
+            return await self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first,
+                                       conn=conn, cls=Message)
+        started = time.time_ns()
+        batch = await self._receive(queue, consumer, max_messages=size, worker=worker, start_first=first, conn=conn,
+                                    cls=Message)
+        if batch.messages:  # a span for a page (a lease), none for an empty poll
+            t.received(queue, consumer, worker, batch.messages, started)
+        return batch
 
     async def _receive(
         self, queue: str, consumer: str, *, max_messages: int | None, worker: str | None, start_first: int | None,
@@ -1024,6 +1034,18 @@ class AsyncClient:
         queue, consumer = a.name(queue, "queue"), a.name(consumer, "consumer")
         rows = await self._rows(q.IN_FLIGHT, (queue, queue, consumer, consumer), conn)
         return [cv.in_flight(r) for r in rows]
+
+    async def leases(
+        self, queue: str | None = None, consumer: str | None = None, *, conn: AnyConn | None = None
+    ) -> list[Lease]:
+        """The leases the workers of share consumers hold now (of ``queue``, or of ``consumer``;
+        None: all): who holds what, until when, and how often its events were delivered (the
+        function ``pglogq.leases``).  An ordinary consumer has none: an empty list.
+
+        Raises :class:`~pglogq.errors.UnknownQueue` and :class:`~pglogq.errors.UnknownConsumer`
+        as :meth:`consumer_info` does."""
+        params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
+        return [cv.info(Lease, r) for r in await self._rows(q.LEASES, params, conn)]
 
     async def stored_events(self, queue: str, *, conn: AnyConn | None = None) -> int:
         """How many event rows the queue's tables hold now (counted: see ``pglogq.stored_events``)."""

@@ -23,6 +23,11 @@ The rules, by kind (``KINDS`` holds the same list for the docs and the CLI's hel
 ``worker_silent``
     A worker with events in flight that has sent no heartbeat or progress for longer than
     ``silent_after``: hung, stopped, or cut off.  One finding per worker.
+``lease_expired``
+    A share consumer has leases past their lock's expiry (their worker sent no heartbeat for the
+    queue's ``dead_interval``, or maintenance released them) that no worker took over yet: the
+    next receive of any of its workers takes them, so while they stay no worker of the consumer
+    is asking for work (all busy, or none running).  One finding per consumer.
 ``dlq_growing``
     The queue's dead letters grew within the caller's window (only a caller that keeps samples
     over time can say so: the dashboard).
@@ -49,6 +54,7 @@ KINDS: dict[str, str] = {
     "rotation_blocked": "rotation is overdue and held back (the holder is named)",
     "consumer_stale": "a consumer with work left, no worker reporting, unseen (or its batch open) over --stale-after",
     "worker_silent": "a worker with events in flight silent (no heartbeat, no progress) for --silent-after",
+    "lease_expired": "a share consumer's lease is past its lock's expiry and no worker has taken it over",
     "dlq_growing": "dead letters grew in the last minutes (dashboard)",
     "dead_letters": "with --fail-on-dead: the queue holds dead letters",
     "consumer_lagging": "with --lag-after: a consumer's oldest unpassed tick is older than that",
@@ -147,6 +153,8 @@ class ConsumerRow(Protocol):
     def open_batches(self) -> int: ...
     @property
     def batch_open_since(self) -> datetime | None: ...
+    @property
+    def expired_leases(self) -> int | None: ...
 
 
 class InFlightRow(Protocol):
@@ -247,6 +255,11 @@ def assess(
             out.append(Finding("consumer_stale", c.queue_name, c.consumer_name,
                                f"{who} is stuck: its batch has been open for {human(now - c.batch_open_since)}"
                                f" with no worker reporting"))
+        if c.expired_leases:
+            out.append(Finding("lease_expired", c.queue_name, c.consumer_name,
+                               f"{who}: {c.expired_leases} lease(s) past their lock's expiry, not taken over yet"
+                               f" (`pglogq consumer leases {c.queue_name} {c.consumer_name}`); the next receive of"
+                               f" any of its workers takes them: is a worker running and free?"))
         if th.lag_after is not None and c.lag is not None and c.lag > th.lag_after:
             out.append(Finding("consumer_lagging", c.queue_name, c.consumer_name,
                                f"{who}: lag {human(c.lag)} (over {human(th.lag_after)})"))

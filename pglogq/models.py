@@ -91,6 +91,18 @@ class ConsumerInfo:
     skipped_at: datetime | None = None
     share: bool = False
     """A share consumer (``subscribe(..., share=True)``): ``open_batches`` counts its workers' leases."""
+    in_flight_events: int | None = None
+    """A share consumer: the events its workers hold in leases, not acknowledged (None: an ordinary
+    consumer; the leases one by one: :meth:`pglogq.Client.leases`)."""
+    oldest_in_flight: timedelta | None = None
+    """A share consumer: the age of its oldest lease holding events (since it was taken, or taken
+    over); None when nothing is in flight."""
+    expired_leases: int | None = None
+    """A share consumer: leases past their lock's expiry (no heartbeat for the queue's
+    ``dead_interval``) or released by maintenance, not taken over yet: the next receive of any
+    worker takes them (``pglogq status``: lease_expired)."""
+    redelivered: int | None = None
+    """A share consumer: leased events delivered more than once (a delivery count above 1)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +194,49 @@ class InFlight:
     counters: dict[str, Any] | None
     decode_error: str | None = None
     """Why ``counters`` could not be decoded (it is then :class:`Undecodable`)."""
+    expires_at: datetime | None = None
+    """When its holder's batch (a lease, for a share consumer) is taken over unless renewed: the
+    last heartbeat + the queue's ``dead_interval`` (None: a consumer receiving without a worker
+    name, whose batch nobody takes over)."""
+    delivery_count: int | None = None
+    """The hand-out this is: 1 + its failed deliveries so far (nacks, and crashes of earlier
+    hand-outs whose handler had started), the ``retry_count`` received + 1."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One lease of a worker of a share consumer (a row of ``pglogq.leases``): who holds what, until when.
+
+    The delivery count of an event is the hand-out it is: 1 + its failed deliveries so far (nacks,
+    and crashes of earlier hand-outs whose handler had started), the ``retry_count`` received + 1."""
+
+    queue_name: str
+    consumer_name: str
+    worker: str | None
+    """The worker holding it; None for a tail its worker ceded, free for the next worker that asks."""
+    batch_id: int
+    events: int
+    """Leased events not acknowledged (those nacked in the lease left out)."""
+    returned: int
+    """Of them, in the page ``receive`` returned last (the rest: leased, not returned yet)."""
+    started: int
+    """Of them, events a handler started on."""
+    first_msg_id: int | None
+    last_msg_id: int | None
+    leased_at: datetime
+    """When the lease was taken (or taken over)."""
+    last_heartbeat: datetime
+    expires_at: datetime
+    """When its lock ends unless renewed (``last_heartbeat`` + the queue's ``dead_interval``), or
+    when maintenance released it or its worker ceded it."""
+    expired: bool
+    """Past ``expires_at`` or released by maintenance: the next receive of any worker takes it over."""
+    released: bool
+    """Released by maintenance, or ceded: free for any worker."""
+    max_delivery_count: int | None
+    """The highest delivery count of its events (None: no event left in it)."""
+    redelivered: int
+    """Its events delivered more than once."""
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,12 @@ $views$;
 --   queue_name, consumer_name; worker  the worker's label (host:pid:name) or worker name;
 --   batch_id, msg_id; started_at; last_heartbeat  the later of the event's progress report and
 --   the holder's heartbeat; running_for; silent_for  time since last_heartbeat; percent; stage;
---   counters.
+--   counters; expires_at  when its holder's batch (a lease, for a share consumer) is taken over
+--   unless renewed: last heartbeat + the queue's dead_interval, or when maintenance released it
+--   (NULL for a consumer receiving without a worker name: nobody takes its batch over);
+--   delivery_count  the hand-out this is: 1 + its failed deliveries so far (nacks, and crashes of
+--   earlier hand-outs whose handler had started), the retry_count receive returned + 1 (NULL for
+--   a progress row written before schema 0032).
 CREATE OR REPLACE VIEW pglogq.in_flight AS
 SELECT q.queue_name,
        s.consumer_name,
@@ -50,7 +55,10 @@ SELECT q.queue_name,
        clock_timestamp() - greatest(p.heartbeat_at, s.heartbeat_at) AS silent_for,
        p.percent,
        p.stage,
-       p.counters
+       p.counters,
+       CASE WHEN s.parent_id IS NOT NULL THEN least(s.released_at, s.heartbeat_at + q.dead_interval) END AS expires_at,
+       p.retry_count + coalesce(a.crashes, 0) + 1 AS delivery_count
   FROM pglogq.progress p
   JOIN pglogq.subscription s ON s.sub_id = p.sub_id AND s.batch_id = p.batch_id
-  JOIN pglogq.queue q ON q.queue_id = s.queue_id;
+  JOIN pglogq.queue q ON q.queue_id = s.queue_id
+  LEFT JOIN pglogq.attempt a ON a.sub_id = p.sub_id AND a.msg_id = p.msg_id;

@@ -1,22 +1,25 @@
-"""``pglogq consumer``: subscribe, unsubscribe, list and seek consumers."""
+"""``pglogq consumer``: subscribe, unsubscribe, list and seek consumers; list share consumers' leases."""
 
 from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
 
 import click
 
 from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.confirm import confirm, yes_option
 from pglogq.cli.errors import CliError, Exit
-from pglogq.cli.output import ago, duration, emit_json, fmt, print_table
+from pglogq.cli.output import ago, console, duration, emit_json, fmt, print_table, short, table
 from pglogq.cli.params import Int8, seek_position_callback
 from pglogq.errors import BatchOpen, UnknownConsumer
-from pglogq.models import SeekPlan
+from pglogq.models import ConsumerInfo, Lease, SeekPlan
 
 
 @click.group()
 @common_options
 def consumer() -> None:
-    """Subscribe, unsubscribe, list and seek consumers."""
+    """Subscribe, unsubscribe, list and seek consumers; the leases of share consumers."""
 
 
 @consumer.command()
@@ -83,8 +86,10 @@ def list_(app: App, queue: str | None) -> None:
 
     JSON: [{"queue_name", "consumer_name", "last_tick", "lag" (s), "lag_events",
     "pending_events", "last_seen", "batch_id", "batch_open_since", "workers", "open_batches",
-    "retry_depth", "dead_letters", "skipped_events", "skipped_at", "share"}]; a share consumer's
-    name is marked "(share)" in the table.
+    "retry_depth", "dead_letters", "skipped_events", "skipped_at", "share", "in_flight_events",
+    "oldest_in_flight" (s), "expired_leases", "redelivered"}] (the last four: null for an
+    ordinary consumer); a share consumer's name is marked "(share)" in the table, and its
+    "in flight" column counts its leased events (with the leases past expiry).
     """
     rows = app.client.consumer_info(queue, conn=app.conn)  # unknown queue → not found (3), not an empty list
     if app.json:
@@ -97,6 +102,71 @@ def list_(app: App, queue: str | None) -> None:
         right=["lag", "lag events", "pending", "open", "dead"],
         empty="no consumers",
     )
+    shares = share_table(rows)
+    if shares is not None:
+        console().print(shares)
+
+
+def share_table(rows: list[ConsumerInfo]) -> Any:
+    """The share consumers' leases in one table (None when there is no share consumer)."""
+    shares = [r for r in rows if r.in_flight_events is not None]
+    if not shares:
+        return None
+    return table(
+        ["queue", "share consumer", "in flight", "oldest", "expired leases", "redelivered"],
+        [[r.queue_name, r.consumer_name, r.in_flight_events, duration(r.oldest_in_flight), r.expired_leases,
+          r.redelivered] for r in shares],
+        title="Share consumers (leased events)", right=["in flight", "oldest", "expired leases", "redelivered"],
+        overflow="ellipsis",
+    )
+
+
+def lock(x: Lease, now: datetime | None = None) -> str:
+    """When a lease's lock ends, as a table cell."""
+    now = now or datetime.now(x.expires_at.tzinfo)
+    if x.worker is None:
+        return "ceded"
+    if x.expired:
+        return "released" if x.released else "expired " + duration(now - x.expires_at) + " ago"
+    return "in " + duration(x.expires_at - now)
+
+
+@consumer.command()
+@click.argument("queue", required=False)
+@click.argument("name", required=False)
+@common_options
+@json_option
+@pass_app
+def leases(app: App, queue: str | None, name: str | None) -> None:
+    """List the leases of share consumers (of QUEUE, or consumer NAME of QUEUE): who holds what.
+
+    One row per lease a worker holds: its worker ("-": a tail its worker ceded, free for the
+    next worker that asks), its events (leased, not acknowledged) and how many of them a
+    handler started, when its lock ends unless renewed (its last heartbeat + the queue's
+    dead_interval; "expired": the next receive of any worker takes it over), and the highest
+    delivery count of its events (1: first delivery; each nack, and each crash of a started
+    handler, adds one) with how many of them were delivered before.  An ordinary consumer has
+    no leases.
+
+    JSON: [{"queue_name", "consumer_name", "worker", "batch_id", "events", "returned",
+    "started", "first_msg_id", "last_msg_id", "leased_at", "last_heartbeat", "expires_at",
+    "expired", "released", "max_delivery_count", "redelivered"}]
+    """
+    rows = app.client.leases(queue, name, conn=app.conn)
+    if app.json:
+        emit_json(rows)
+        return
+    print_table(*lease_rows(rows), empty="no leases", overflow="ellipsis")
+
+
+def lease_rows(rows: list[Lease]) -> tuple[list[str], list[list[Any]]]:
+    """The columns and rows of a table of leases (``consumer leases``, ``status``)."""
+    now = datetime.now().astimezone()
+    return (["consumer", "worker", "events", "started", "lock", "deliveries"],
+            [[f"{x.queue_name}/{x.consumer_name}", short(x.worker or "-", 22), x.events, x.started, lock(x, now),
+              "-" if x.max_delivery_count is None else
+              f"{x.max_delivery_count}" + (f" ({x.redelivered} again)" if x.redelivered else "")]
+             for x in rows])
 
 
 def describe_plan(queue: str, name: str, plan: SeekPlan) -> list[str]:

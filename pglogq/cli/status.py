@@ -14,6 +14,7 @@ from rich.text import Text
 from pglogq import health
 from pglogq.cli import queries as cq
 from pglogq.cli.app import App, common_options, json_option, pass_app
+from pglogq.cli.consumer import lease_rows, share_table
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import ago, console, duration, emit_json, emit_json_line, jsonable, short, size, table
 from pglogq.cli.params import Seconds, duration_callback
@@ -63,6 +64,9 @@ def collect(app: App, queue: str | None, thresholds: health.Thresholds) -> dict[
         if len(schedules) == SCHEDULES_SHOWN and row[1]:
             crow = conn.execute(cq.SCHEDULE_COUNT, (queue,)).fetchone()
             schedules_total = int(crow[0]) if crow else schedules_total
+    # the leases of share consumers, when one holds any (an ordinary consumer has none)
+    leases = (client.leases(queue, conn=conn)
+              if any(c.in_flight_events or c.expired_leases for c in consumers) else [])
     flights = [_InFlight(str(r.get("queue_name")), str(r.get("consumer_name")), r.get("worker"), r.get("msg_id"),
                          r["silent_for"])
                for r in in_flight or [] if isinstance(r.get("silent_for"), timedelta)]
@@ -72,6 +76,7 @@ def collect(app: App, queue: str | None, thresholds: health.Thresholds) -> dict[
         "queues": queues,
         "consumers": consumers,
         "in_flight": in_flight,
+        "leases": leases,
         "schedules": schedules,
         "schedules_total": schedules_total,
         "ticker_last_run": ticker_last_run,
@@ -95,14 +100,18 @@ def render(data: dict[str, Any]) -> Group:
               ago(c.last_seen), c.open_batches] for c in data["consumers"]],
             title="Consumers", right=["lag", "events", "pending", "seen", "open"], overflow="ellipsis",
         ))
+        parts.append(share_table(data["consumers"]))
+    if data.get("leases"):
+        parts.append(table(*lease_rows(data["leases"]), title="Leases (share consumers)",
+                           right=["events", "started", "deliveries"], overflow="ellipsis"))
     if data["in_flight"]:
         # the columns that fit 80: who, what, for how long, how far; the rest is in --json
         parts.append(table(
-            ["consumer", "worker", "msg", "running", "silent", "progress"],
+            ["consumer", "worker", "msg", "try", "running", "silent", "progress"],
             [[f"{r.get('queue_name')}/{r.get('consumer_name')}", short(str(r.get("worker") or "-"), 22),
-              r.get("msg_id"), duration(r.get("running_for")), duration(r.get("silent_for")),
-              _progress(r)] for r in data["in_flight"]],
-            title="In flight", right=["msg", "running", "silent"], overflow="ellipsis",
+              r.get("msg_id"), r.get("delivery_count") or "-", duration(r.get("running_for")),
+              duration(r.get("silent_for")), _progress(r)] for r in data["in_flight"]],
+            title="In flight", right=["msg", "try", "running", "silent"], overflow="ellipsis",
         ))
     if data.get("schedules"):
         now = datetime.now().astimezone()
@@ -142,6 +151,7 @@ def to_json(data: dict[str, Any]) -> dict[str, Any]:
         "queues": [jsonable(asdict(q)) for q in data["queues"]],
         "consumers": [jsonable(asdict(c)) for c in data["consumers"]],
         "in_flight": jsonable(data["in_flight"]),
+        "leases": [jsonable(asdict(x)) for x in data.get("leases") or []],
         "schedules": None if data.get("schedules") is None
                      else [jsonable(asdict(r)) for r in data["schedules"]],
         "schedules_total": data.get("schedules_total"),
@@ -178,21 +188,23 @@ def status(app: App, queue: str | None, watch: float | None, count: int | None, 
     """Show queues, consumers, in-flight events, ticker health and blocked rotation.
 
     Queues: event rate, age of the last tick, events not ticked yet, size on disk, dead
-    letters.  Consumers: lag (time and events), pending events, last seen, open batches.
-    In flight (when the pglogq.in_flight view exists): each running event with its worker
-    and progress.  Schedules (when any, for a role that may list them): name, queue, cron and
+    letters.  Consumers: lag (time and events), pending events, last seen, open batches, and
+    for a share consumer its leased events (and leases past expiry).  Leases (when a share
+    consumer holds any): each worker's lease, its events, lock expiry and delivery counts.
+    In flight (when the pglogq.in_flight view exists): each running event with its worker,
+    delivery count ("try") and progress.  Schedules (when any, for a role that may list them): name, queue, cron and
     next run of the 10 soonest due, and how many more there are.  Warnings: no tick while
     events wait (is a ticker running?), rotation blocked and by what, consumers behind and
     silent, workers silent with an event in flight.
 
     JSON: {"queues": [queue list objects], "consumers": [consumer list objects],
-    "in_flight": [objects]|null, "schedules": [schedule list objects, the 10 soonest
-    due]|null (null: not readable by this role), "schedules_total": int|null,
-    "ticker_last_run": str|null,
+    "in_flight": [objects]|null, "leases": [consumer leases objects],
+    "schedules": [schedule list objects, the 10 soonest due]|null (null: not readable by this
+    role), "schedules_total": int|null, "ticker_last_run": str|null,
     "warnings": [{"kind", "queue", "consumer", "message"}]}; with --watch one compact
     document per line.  Warning kinds (the same rules as the dashboard's warnings and the
     ticker's pglogq_health_warning metric): paused (information only), ticker_stalled,
-    rotation_blocked, consumer_stale, worker_silent; with their options dead_letters,
+    rotation_blocked, consumer_stale, worker_silent, lease_expired; with their options dead_letters,
     consumer_lagging, backlog.
 
     With --check: exit 0 when nothing but paused queues is reported, 11 when anything else is.

@@ -23,12 +23,24 @@ traced before, and ``import pglogq`` never imports OpenTelemetry.  Then:
 A retried message gets one span per attempt, each a child of the same producer span, so the
 whole story — request, send, failed attempt, retry, final ack — is one trace.
 
+- a call of the client's ``receive`` (``Client.receive``, ``AsyncClient.receive``: how a worker of
+  a share consumer takes its lease today) that returns events gets a CLIENT span ``receive
+  <queue>`` from the call's start to its return, a child of the current span if any (an empty
+  poll gets none; the runtime's own receive loop gets none: its handler spans say it all).  It
+  carries the page's size (for a worker of a share consumer, its lease:
+  ``messaging.batch.message_count`` and ``messaging.pglogq.lease.size``), the worker
+  (``messaging.client.id``), the highest delivery count of its events
+  (``messaging.pglogq.delivery_count.max``: 1 + failed deliveries so far) and how many were
+  delivered before (``messaging.pglogq.redelivered``).
+
 Attributes follow the OpenTelemetry messaging conventions: ``messaging.system = "pglogq"``,
-``messaging.operation.type`` / ``.name`` (``send`` / ``process``),
+``messaging.operation.type`` / ``.name`` (``send`` / ``process`` / ``receive``),
 ``messaging.destination.name`` (the queue), ``messaging.message.id``,
 ``messaging.consumer.group.name`` (the consumer), ``messaging.client.id`` (the worker label),
 ``messaging.batch.message_count``; pglogq's own under ``messaging.pglogq.``:
-``message.retry_count``, ``message.type``, ``batch.id``, ``outcome``.
+``message.retry_count``, ``message.delivery_count`` (retry_count + 1), ``message.type``,
+``batch.id``, ``outcome``, and on a receive span ``lease.size``, ``delivery_count.max``,
+``redelivered``.
 
 The SQL statements themselves are not traced here: add psycopg's instrumentation
 (``opentelemetry-instrumentation-psycopg``) for spans of every statement; they nest under these.
@@ -181,11 +193,35 @@ class _OtelTracer:
         else:
             attributes["messaging.message.id"] = str(first.msg_id)
             attributes["messaging.pglogq.message.retry_count"] = first.retry_count
+            attributes["messaging.pglogq.message.delivery_count"] = first.retry_count + 1
             if first.type is not None:
                 attributes["messaging.pglogq.message.type"] = first.type
         return self.tracer.start_span(
             f"process {consumer.queue}", context=parent, kind=SpanKind.CONSUMER, attributes=attributes, links=links
         )
+
+    def received(self, queue: str, consumer: str, worker: str | None, messages: Sequence[Any],
+                 started_ns: int) -> None:
+        if not self.active:
+            return
+        counts = [m.retry_count + 1 for m in messages]
+        attributes: dict[str, Any] = {
+            "messaging.system": SYSTEM,
+            "messaging.operation.type": "receive",
+            "messaging.operation.name": "receive",
+            "messaging.destination.name": queue,
+            "messaging.consumer.group.name": consumer,
+            "messaging.batch.message_count": len(messages),
+            "messaging.pglogq.batch.id": messages[0].batch_id,
+            "messaging.pglogq.lease.size": len(messages),
+            "messaging.pglogq.delivery_count.max": max(counts),
+            "messaging.pglogq.redelivered": sum(1 for c in counts if c > 1),
+        }
+        if worker is not None:
+            attributes["messaging.client.id"] = worker
+        span = self.tracer.start_span(f"receive {queue}", kind=SpanKind.CLIENT, attributes=attributes,
+                                      start_time=started_ns)
+        span.end()
 
     def settle(self, deliveries: Sequence[Any], acked: bool) -> None:
         groups: dict[int, tuple[trace.Span, list[Any]]] = {}

@@ -297,9 +297,11 @@ async def queue_page(request: Request, dash: Dashboard) -> Response:
         workers.setdefault((f.consumer_name, f.worker or "(consumer itself)"), []).append(f)
     # read on every render, not sampled: few rows, and a schedule just added shows at once
     schedules = await dash.client.schedule_list(name)
+    # the leases of its share consumers, likewise read on every render (who holds what changes fast)
+    leases = await dash.client.leases(name) if any(c.share for c in consumers) else []
     return render(request, dash, "queue.html", {
         "snap": snap, "s": dash.sampler, "q": info, "consumers": consumers, "in_flight": in_flight,
-        "schedules": schedules,
+        "schedules": schedules, "leases": leases,
         "workers": workers, "warnings": [w for w in snap.warnings if w.queue == name],
         "stored": snap.stored.get(name), "silent_after": dash.sampler.thresholds.silent_after,
     }, fragment="_queue.html")

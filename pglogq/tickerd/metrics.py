@@ -21,7 +21,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import psycopg
 from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pglogq.health import Finding, Thresholds, assess, ticker_engine_ok
@@ -53,6 +53,17 @@ CONSUMER_GAUGES: list[tuple[str, str, int]] = [
     ("retry_depth", "The consumer's nacked events waiting for their retry.", 8),
     ("dead_letters", "The consumer's events in the dead-letter queue.", 9),
 ]
+SHARE_GAUGES: list[tuple[str, str, int]] = [
+    # a share consumer only (no series for an ordinary one): its workers' leases
+    ("in_flight", "Events a share consumer's workers hold in leases, not acknowledged.", 11),
+    ("oldest_in_flight_seconds", "Age of a share consumer's oldest lease holding events (0: none).", 12),
+    ("expired_leases", "A share consumer's leases past their lock's expiry (or released), not taken over yet"
+     " (pglogq status: lease_expired).", 13),
+    ("redelivered_events", "Leased events of a share consumer delivered more than once (delivery count above 1).",
+     14),
+]
+DELIVERY_BUCKETS: tuple[int, ...] = (1, 2, 3, 5, 10)
+"""The upper bounds of pglogq_share_delivery_count's buckets (then +Inf)."""
 
 # who: the consumer, or the transaction with its database (it may be another database of the
 # server: tick snapshots are server-wide); not the ages and times, which change every scrape
@@ -90,6 +101,7 @@ class _Consumer:
     last_seen: datetime | None
     open_batches: int
     batch_open_since: datetime | None
+    expired_leases: int | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +123,8 @@ def findings(queues: list[tuple[Any, ...]], consumers: list[tuple[Any, ...]], wo
     qs = [_Queue(r[0], bool(r[1]), _seconds(r[3]), _seconds(r[4]) if r[4] else None, r[13], int(r[9] or 0))
           for r in queues]
     cs = [_Consumer(r[0], r[1], _seconds(r[2]), r[3], r[4], None if r[5] is None else now - timedelta(seconds=r[5]),
-                    int(r[7] or 0), None if r[10] is None else now - timedelta(seconds=r[10])) for r in consumers]
+                    int(r[7] or 0), None if r[10] is None else now - timedelta(seconds=r[10]),
+                    r[13] if len(r) > 13 else None) for r in consumers]
     ws = [_Worker(r[0], r[1], r[2], None, timedelta(seconds=float(r[3] or 0))) for r in workers]
     return assess(qs, cs, ws, now=now, thresholds=thresholds)
 
@@ -127,7 +140,8 @@ class TickerCollector(Collector):
         self._engines = engines
         self._timeout = timeout
 
-    def _read(self, dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    def _read(self, dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]],
+                                       list[tuple[Any, ...]]]:
         with psycopg.connect(
             dsn, autocommit=True, connect_timeout=max(1, round(self._timeout)),
             application_name="pglogq-ticker metrics",
@@ -136,7 +150,10 @@ class TickerCollector(Collector):
             queues = conn.execute(q.QUEUE_INFO).fetchall()
             consumers = conn.execute(q.CONSUMER_INFO).fetchall()
             workers = conn.execute(q.IN_FLIGHT_SILENCE).fetchall()
-        return queues, consumers, workers
+            # the leases are read only when a share consumer holds some
+            leases = (conn.execute(q.SHARE_LEASES).fetchall()
+                      if any(r[11] for r in consumers if len(r) > 11) else [])
+        return queues, consumers, workers, leases
 
     def collect(self) -> Iterator[Metric]:
         engines = list(self._engines())
@@ -175,6 +192,12 @@ class TickerCollector(Collector):
             " stopped worker grows it (pglogq status: worker_silent).", labels=wlabels)
         in_flight = GaugeMetricFamily("pglogq_worker_in_flight_events", "Events a worker reports as being handled.",
                                       labels=wlabels)
+        share_g = {name: GaugeMetricFamily(f"pglogq_share_{name}", doc, labels=clabels)
+                   for name, doc, _ in SHARE_GAUGES}
+        deliveries = GaugeHistogramMetricFamily(
+            "pglogq_share_delivery_count",
+            "A share consumer's leases by the highest delivery count of their events (1: first delivery;"
+            " more: redelivered after nacks or crashes).", labels=clabels)
         warning = GaugeMetricFamily(
             "pglogq_health_warning",
             "1 for each finding of pglogq.health (the rules of `pglogq status` and the dashboard's warnings,"
@@ -195,7 +218,7 @@ class TickerCollector(Collector):
             if st.last_poll_at is not None:
                 poll_age.add_metric(lab, max(0.0, now - st.last_poll_at))
             try:
-                queues, consumers, workers = self._read(e.dsn)
+                queues, consumers, workers, leases = self._read(e.dsn)
             except psycopg.Error:
                 scrape_ok.add_metric(lab, 0.0)
                 continue
@@ -210,6 +233,10 @@ class TickerCollector(Collector):
                 cl = [e.label, row[0], row[1]]
                 for name, _, col in CONSUMER_GAUGES:
                     consumer_g[name].add_metric(cl, _num(row[col]))
+                if row[11] is not None:  # a share consumer
+                    for name, _, col in SHARE_GAUGES:
+                        share_g[name].add_metric(cl, float(row[col] or 0))
+                    _delivery_histogram(deliveries, cl, [r[2] for r in leases if (r[0], r[1]) == (row[0], row[1])])
             for row in workers:
                 wl = [e.label, row[0], row[1], str(row[2] or "")]
                 silent.add_metric(wl, _num(row[3]))
@@ -224,7 +251,15 @@ class TickerCollector(Collector):
         yield from queue_g.values()
         yield from (paused, blocked)
         yield from consumer_g.values()
-        yield from (silent, in_flight, warning)
+        yield from share_g.values()
+        yield from (deliveries, silent, in_flight, warning)
+
+
+def _delivery_histogram(family: GaugeHistogramMetricFamily, labels: list[str], counts: list[int]) -> None:
+    """One consumer's leases by their highest delivery count, as cumulative buckets."""
+    buckets = [(str(b), float(sum(1 for c in counts if c <= b))) for b in DELIVERY_BUCKETS]
+    buckets.append(("+Inf", float(len(counts))))
+    family.add_metric(labels, buckets, gsum_value=float(sum(counts)))
 
 
 def health(engines: Iterable[Engine]) -> tuple[bool, dict[str, Any]]:

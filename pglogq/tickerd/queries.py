@@ -43,8 +43,14 @@ QUEUE_INFO: LiteralString = (
 CONSUMER_INFO: LiteralString = (
     "SELECT queue_name, consumer_name, extract(epoch FROM lag)::float8, lag_events, pending_events,"
     " extract(epoch FROM clock_timestamp() - last_seen)::float8, workers, open_batches,"
-    " retry_depth, dead_letters, extract(epoch FROM clock_timestamp() - batch_open_since)::float8"
+    " retry_depth, dead_letters, extract(epoch FROM clock_timestamp() - batch_open_since)::float8,"
+    " in_flight_events, extract(epoch FROM oldest_in_flight)::float8, expired_leases, redelivered"
     " FROM pglogq.consumer_info(NULL, NULL)"
+)
+# the leases of share consumers, for the histogram of their delivery counts
+SHARE_LEASES: LiteralString = (
+    "SELECT queue_name, consumer_name, max_delivery_count FROM pglogq.leases(NULL, NULL)"
+    " WHERE max_delivery_count IS NOT NULL"
 )
 # workers with events in flight: the longest silence (no heartbeat, no progress) of each
 IN_FLIGHT_SILENCE: LiteralString = (

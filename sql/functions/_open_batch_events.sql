@@ -5,7 +5,8 @@
 --             (not returned yet); after_txid, after_id  only the events after this key in
 --             transaction order (NULL: from the start); lim  at most this many events of each
 --             holder, the first in transaction order (NULL: all); msg_type  only events of this
---             type (NULL: any); skip_ids  events left out (NULL: none)
+--             type (NULL: any); skip_ids  events left out (NULL: none); leases_only  only the
+--             leases of a share consumer's workers (not the batch its consumer row hands out)
 -- Returns:    rows (holder, ev_id, ev_type, ev_time, ev_retry, ev_priority, ev_txid): holder is
 --             the sub_id of the consumer or worker whose batch holds the event.  Cancelled events
 --             are left out.
@@ -22,7 +23,9 @@
 -- Bounded by what is asked: each holder's events are read in (ev_txid, ev_id) index order from
 -- the larger of after and, when the batch is read in transaction order (a big batch, or one with
 -- only default-priority events: one probe of the priority index), the page's start (want 0) or
--- end (want 1); want 0 of such a batch stops at the page's end, and lim stops the read: a page
+-- end (want 1); want 0 of such a batch stops at the page's end, want 1 at a lease's end (the rest
+-- of the batch is other workers' leases: a share consumer's leases cost their own events), and
+-- lim stops the read: a page
 -- of jobs costs its rows, not the batch (a 10,000-event batch cost 25 ms a page).  enable_sort
 -- off, as in _batch_page: the children's estimates (often not analysed) made the planner read
 -- the whole rest of the batch and sort it, where the index gives the order.  jit off: a
@@ -31,7 +34,7 @@
 CREATE OR REPLACE FUNCTION pglogq._open_batch_events(
     queue_id integer, consumer_sub_id integer, want integer, after_txid xid8 DEFAULT NULL,
     after_id bigint DEFAULT NULL, lim integer DEFAULT NULL, msg_type text DEFAULT NULL,
-    skip_ids bigint[] DEFAULT NULL)
+    skip_ids bigint[] DEFAULT NULL, leases_only boolean DEFAULT false)
 RETURNS TABLE (holder integer, ev_id bigint, ev_type text, ev_time timestamptz, ev_retry integer,
                ev_priority smallint, ev_txid xid8)
 LANGUAGE plpgsql STABLE
@@ -60,9 +63,10 @@ BEGIN
          WHERE (h.sub_id = _open_batch_events.consumer_sub_id OR h.parent_id = _open_batch_events.consumer_sub_id)
            AND h.batch_id IS NOT NULL
            AND (_open_batch_events.want = 1 OR h.page_end_txid IS NOT NULL)
+           AND (NOT _open_batch_events.leases_only OR h.lease_end_txid IS NOT NULL)
     ), hb AS (
-        -- each holder's start key (the larger of after and the page's bound) and, for want 0,
-        -- the last key of its page
+        -- each holder's start key (the larger of after and the page's bound) and its last key:
+        -- for want 0 its page's, for want 1 its lease's (a worker of a share consumer)
         SELECT hs.*, b.b_txid, b.b_id,
                CASE WHEN b.b_txid IS NULL
                          OR (_open_batch_events.after_txid IS NOT NULL
@@ -72,8 +76,12 @@ BEGIN
                          OR (_open_batch_events.after_txid IS NOT NULL
                              AND (_open_batch_events.after_txid, _open_batch_events.after_id) > (b.b_txid, b.b_id))
                     THEN _open_batch_events.after_id ELSE b.b_id END AS k_id,
-               CASE WHEN hs.txorder AND _open_batch_events.want = 0 THEN (hs.hrow).page_end_txid END AS top_txid,
-               CASE WHEN hs.txorder AND _open_batch_events.want = 0 THEN (hs.hrow).page_end_id END AS top_id
+               CASE WHEN NOT hs.txorder THEN NULL
+                    WHEN _open_batch_events.want = 0 THEN (hs.hrow).page_end_txid
+                    ELSE (hs.hrow).lease_end_txid END AS top_txid,
+               CASE WHEN NOT hs.txorder THEN NULL
+                    WHEN _open_batch_events.want = 0 THEN (hs.hrow).page_end_id
+                    ELSE (hs.hrow).lease_end_id END AS top_id
           FROM hs, LATERAL (
               SELECT CASE WHEN NOT hs.txorder THEN NULL
                           WHEN _open_batch_events.want = 0 THEN (hs.hrow).page_txid

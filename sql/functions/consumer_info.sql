@@ -9,6 +9,12 @@
 --             skipped_events / skipped_at (what the retention limit made it skip, see maint_retention),
 --             share (a share consumer: open_batches counts its workers' leases, and the batch it
 --             is handing out).
+--             A share consumer's leases (NULL for an ordinary consumer; see pglogq.leases):
+--             in_flight_events (events its workers hold in leases, not acknowledged), oldest_in_flight
+--             (age of the oldest lease holding events: since it was taken, or taken over),
+--             expired_leases (leases past their lock's expiry, or released by maintenance, that no
+--             worker took over yet: the next receive of any worker takes them), redelivered (leased
+--             events delivered more than once: a delivery count above 1).
 --             On a partitioned queue: last_tick, lag and the counts are those of the consumer's
 --             cursor, which follows its slowest partition (so lag_events and pending_events count
 --             every event after it, also those a faster partition passed: an upper bound);
@@ -16,7 +22,8 @@
 --             partitions' open batches.
 -- Raises:     PQ001 for_queue names no queue; PQ002 for_consumer names no consumer (of for_queue,
 --             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
--- Tables:     queue, subscription, tick, retry, dead_letter_count (read).
+-- Tables:     queue, subscription, tick, retry, dead_letter_count (read); for a share consumer
+--             event, cancelled, attempt, dead_letter (read, through _lease_events).
 -- Plans: custom (plan_cache_mode); for one queue every tick read names its id, so that the plan
 -- reads and locks that queue's tick partitions only (a lateral read keyed by the joined queue
 -- row is pruned only at run time: planned and locked over every queue's partitions).
@@ -24,7 +31,8 @@ CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
                workers integer, open_batches integer, retry_depth bigint, dead_letters bigint,
-               skipped_events bigint, skipped_at timestamptz, share boolean)
+               skipped_events bigint, skipped_at timestamptz, share boolean,
+               in_flight_events bigint, oldest_in_flight interval, expired_leases integer, redelivered bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp
 SET plan_cache_mode = force_custom_plan AS $$
@@ -59,7 +67,8 @@ BEGIN
              WHERE (w.parent_id = s.sub_id OR w.sub_id = s.sub_id) AND w.batch_id IS NOT NULL),
            (SELECT count(*) FROM pglogq.retry r WHERE r.sub_id = s.sub_id),
            coalesce((SELECT c.dead_letters FROM pglogq.dead_letter_count c WHERE c.sub_id = s.sub_id), 0),
-           s.skipped_events, s.skipped_at, s.share
+           s.skipped_events, s.skipped_at, s.share,
+           sh.in_flight_events, sh.oldest_in_flight, sh.expired_leases, sh.redelivered
       FROM pglogq.subscription s
       JOIN pglogq.queue q ON q.queue_id = s.queue_id
       LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
@@ -71,6 +80,23 @@ BEGIN
                                 WHERE w.parent_id = s.sub_id OR w.sub_id = s.sub_id), s.last_tick)) pos ON true
       LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
                           AND t.tick_id > pos.tick_id ORDER BY t.tick_id LIMIT 1) nxt ON true
+      -- share consumers only: their workers' leases (an ordinary consumer reads nothing here)
+      LEFT JOIN LATERAL (
+          SELECT coalesce(sum(le.events), 0)::bigint AS in_flight_events,
+                 clock_timestamp() - min(w.batch_started_at) FILTER (WHERE le.events > 0) AS oldest_in_flight,
+                 (count(*) FILTER (WHERE w.worker_name NOT LIKE 'ceded.%'
+                                     AND (w.released_at IS NOT NULL
+                                          OR w.heartbeat_at + q.dead_interval <= clock_timestamp())))::integer
+                     AS expired_leases,
+                 coalesce(sum(le.redelivered), 0)::bigint AS redelivered
+            FROM pglogq.subscription w
+            LEFT JOIN (SELECT x.holder, count(*) AS events, count(*) FILTER (WHERE x.delivery_count > 1) AS redelivered
+                         FROM pglogq._lease_events(q.queue_id, s.sub_id) x
+                        WHERE s.share  -- a one-time filter: never read for an ordinary consumer
+                        GROUP BY x.holder) le
+              ON le.holder = w.sub_id
+           WHERE s.share AND w.parent_id = s.sub_id AND w.batch_id IS NOT NULL AND w.lease_end_txid IS NOT NULL
+          HAVING s.share) sh ON true
      WHERE s.parent_id IS NULL
        AND (qid IS NULL OR s.queue_id = qid)
        AND (consumer_info.for_queue IS NULL OR q.queue_name = consumer_info.for_queue)

@@ -95,11 +95,13 @@ BEGIN
                 SELECT e.ev_id, e.ev_type, e.ev_time, e.ev_retry, e.ev_txid,
                        coalesce(p.worker, pglogq._worker_name(h), c.consumer_name) AS worker,
                        coalesce(p.started_at, h.batch_started_at) AS since,
-                       greatest(p.heartbeat_at, h.heartbeat_at) AS beat, p.percent, p.stage
+                       greatest(p.heartbeat_at, h.heartbeat_at) AS beat, p.percent, p.stage,
+                       e.ev_retry + coalesce(a.crashes, 0) AS tries  -- failed deliveries before this one
                   FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0, k1::text::xid8, k2,
                                                  msg_type => only_type) e
                   JOIN pglogq.subscription h ON h.sub_id = e.holder
                   LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
+                  LEFT JOIN pglogq.attempt a ON a.sub_id = h.sub_id AND a.msg_id = e.ev_id
                  WHERE NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
             ), failed AS (
                 SELECT r.msg_id
@@ -110,7 +112,7 @@ BEGIN
                  WHERE b.lo IS NOT NULL
             )
             SELECT c.consumer_name, 'in-flight'::text, pg.ev_id, pg.ev_type, pg.ev_time, pg.worker, pg.since,
-                   pg.beat, pg.percent, pg.stage, NULL::timestamptz, pg.ev_retry,
+                   pg.beat, pg.percent, pg.stage, NULL::timestamptz, pg.tries,
                    NULL::text, NULL::bigint, format('%s/1/%s/%s', c.consumer_name, pg.ev_txid, pg.ev_id)
               FROM pg
              WHERE NOT EXISTS (SELECT 1 FROM failed f WHERE f.msg_id = pg.ev_id)

@@ -4,12 +4,14 @@
 --             consumer, state, detail (a sentence), type, created_at (when sent: NULL when the
 --             event is not stored any more), worker, since, last_heartbeat, percent, stage
 --             (in-flight), due_at (retry: when it comes back; waiting: a delayed send's time),
---             attempts (retry, dead: failed deliveries so far), reason (retry, dead: the last
+--             attempts (retry, dead: failed deliveries so far; in-flight: failed deliveries before
+--             this one, so its delivery count is attempts + 1), reason (retry, dead: the last
 --             nack's), dead_id (dead).  state: 'waiting' (not handed to this consumer yet: sent,
 --             delayed until due_at, or in its open batch after the page it holds); 'in-flight' (in
 --             the page a worker of this consumer holds: worker, since (its handler's start, or the
 --             batch's when nothing was reported yet), percent and stage as last reported,
---             last_heartbeat); 'retry' (failed, comes back to this consumer at due_at); 'dead' (in
+--             last_heartbeat; a worker of a share consumer's lease: detail adds the delivery count and
+--             when the lease's lock ends unless renewed, see pglogq.leases); 'retry' (failed, comes back to this consumer at due_at); 'dead' (in
 --             the dead-letter queue); 'cancelled' (withdrawn by cancel before this consumer started
 --             it); 'done' (handed to this consumer and its page acknowledged; an event whose dead
 --             letter was purged leaves no other trace and shows as done); 'skipped' (never handed to
@@ -98,15 +100,18 @@ BEGIN
         END IF;
         SELECT coalesce(p.worker, pglogq._worker_name(x), c.consumer_name) AS worker, p.started_at,
                p.percent, p.stage,
-               greatest(p.heartbeat_at, x.heartbeat_at) AS beat INTO d
+               greatest(p.heartbeat_at, x.heartbeat_at) AS beat, p.retry_count + coalesce(a.crashes, 0) AS tries,
+               CASE WHEN x.lease_end_txid IS NOT NULL THEN least(x.released_at, x.heartbeat_at + q.dead_interval) END
+                   AS lease_ends INTO d
           FROM pglogq.progress p
           JOIN pglogq.subscription x ON x.sub_id = p.sub_id AND x.batch_id = p.batch_id
+          LEFT JOIN pglogq.attempt a ON a.sub_id = p.sub_id AND a.msg_id = p.msg_id
          WHERE (x.sub_id = c.sub_id OR x.parent_id = c.sub_id) AND p.msg_id = wanted
          LIMIT 1;
         IF FOUND THEN
             state := 'in-flight'; worker := d.worker; since := d.started_at; percent := d.percent;
-            stage := d.stage; last_heartbeat := d.beat;
-            detail := 'being handled (progress reported)';
+            stage := d.stage; last_heartbeat := d.beat; attempts := d.tries;
+            detail := 'being handled (progress reported)' || pglogq._lease_detail(d.tries, d.lease_ends);
             RETURN NEXT;
             CONTINUE;
         END IF;
@@ -168,7 +173,11 @@ BEGIN
             ELSIF pos = 0 THEN
                 state := 'in-flight'; worker := coalesce(pglogq._worker_name(h), c.consumer_name);
                 since := h.batch_started_at; last_heartbeat := h.heartbeat_at;
-                detail := 'in the page a worker holds (no progress reported)';
+                attempts := r.ev_retry + coalesce((SELECT a.crashes FROM pglogq.attempt a
+                                                    WHERE a.sub_id = h.sub_id AND a.msg_id = r.ev_id), 0);
+                detail := 'in the page a worker holds (no progress reported)' || pglogq._lease_detail(
+                    attempts, CASE WHEN h.lease_end_txid IS NOT NULL
+                                   THEN least(h.released_at, h.heartbeat_at + q.dead_interval) END);
             ELSE
                 state := 'waiting'; detail := 'in an open batch of this consumer, after the page its worker holds';
             END IF;

@@ -10,8 +10,9 @@
 --             stop handling it.
 -- Raises:     PQ008 unknown batch id (NULL, below 1, or never issued); PQ010 msg_id is not in the page of the batch;
 --             PQ025 invalid percent, stage, counters or worker.
--- Tables:     progress (insert or update one row), sub_state (heartbeat), event (read, on the
---             first report of an event only), queue (read: its urgent lane).
+-- Tables:     progress (insert or update one row; its retry_count, the event's, on the first
+--             report: the delivery count pglogq.in_flight shows), sub_state (heartbeat), event
+--             (read, on the first report of an event only), queue (read: its urgent lane).
 -- One row per running event; ack deletes the rows of its batch and a takeover those of the
 -- silent worker, so the table holds at most the events in flight.  Read it through the view
 -- pglogq.in_flight.
@@ -25,6 +26,7 @@ DECLARE
     prev_snap pg_snapshot;
     cur_snap pg_snapshot;
     now_ts timestamptz := clock_timestamp();
+    tries integer;  -- the event's failed deliveries its copy carries (the delivery count's base)
 BEGIN
     IF percent IS NOT NULL AND (percent < 0 OR percent > 100 OR percent = 'NaN'::numeric) THEN
         RAISE EXCEPTION 'invalid percent %: use 0..100', percent USING ERRCODE = 'PQ025';
@@ -60,8 +62,8 @@ BEGIN
          WHERE t.queue_id = h.queue_id AND t.tick_id = h.batch_prev_tick;
         SELECT t.tick_snapshot INTO cur_snap FROM pglogq.tick t
          WHERE t.queue_id = h.queue_id AND t.tick_id = h.batch_cur_tick;
-        IF h.page_end_txid IS NULL OR NOT EXISTS (
-            SELECT 1 FROM pglogq.event x
+        IF h.page_end_txid IS NOT NULL THEN
+            SELECT x.ev_retry INTO tries FROM pglogq.event x
              WHERE x.ev_queue = h.queue_id AND x.ev_id = report_progress.msg_id
                AND x.ev_txid >= pg_snapshot_xmin(prev_snap) AND x.ev_txid < pg_snapshot_xmax(cur_snap)
                AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
@@ -72,20 +74,23 @@ BEGIN
                              OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id)
                         WHEN h.stream = -1 THEN x.ev_priority > 100
                         ELSE x.ev_partition = h.stream END
-               AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0) THEN
+               AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0
+             LIMIT 1;
+        END IF;
+        IF NOT FOUND OR h.page_end_txid IS NULL THEN
             RAISE EXCEPTION 'message % is not in the page of batch % that receive returned', msg_id, batch_id
                 USING ERRCODE = 'PQ010';
         END IF;
         INSERT INTO pglogq.progress AS p (sub_id, batch_id, msg_id, worker, started_at, heartbeat_at,
-                                          percent, stage, counters)
+                                          percent, stage, counters, retry_count)
         VALUES (h.sub_id, report_progress.batch_id, report_progress.msg_id,
                 coalesce(report_progress.worker, pglogq._worker_name(h)),
                 least(coalesce(report_progress.started_at, now_ts), now_ts), now_ts,
-                report_progress.percent, report_progress.stage, report_progress.counters)
+                report_progress.percent, report_progress.stage, report_progress.counters, tries)
         ON CONFLICT ON CONSTRAINT progress_pkey DO UPDATE
            SET batch_id = EXCLUDED.batch_id, worker = EXCLUDED.worker, started_at = EXCLUDED.started_at,
                heartbeat_at = EXCLUDED.heartbeat_at, percent = EXCLUDED.percent, stage = EXCLUDED.stage,
-               counters = EXCLUDED.counters;
+               counters = EXCLUDED.counters, retry_count = EXCLUDED.retry_count;
     END IF;
     UPDATE pglogq.sub_state s SET heartbeat_at = now_ts, last_seen = now_ts, released_at = NULL
      WHERE s.sub_id = h.sub_id;

@@ -288,8 +288,8 @@ def test_status_json_and_warnings(dsn: str) -> None:
     ok(dsn, "queue", "create", "idle")
     ok(dsn, "consumer", "subscribe", "orders", "billing")
     st = js(dsn, "status")
-    assert set(st) == {"queues", "consumers", "in_flight", "schedules", "schedules_total", "ticker_last_run",
-                       "warnings"}
+    assert set(st) == {"queues", "consumers", "in_flight", "leases", "schedules", "schedules_total",
+                       "ticker_last_run", "warnings"}
     assert st["schedules"] == []
     assert [q["queue_name"] for q in st["queues"]] == ["idle", "orders"]
     assert st["consumers"][0]["consumer_name"] == "billing"

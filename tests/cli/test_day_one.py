@@ -235,7 +235,7 @@ def test_status_in_flight_reads_at_80_columns(dsn: str) -> None:
     lines = out.splitlines()
     assert all(len(line) <= 80 for line in lines), "\n".join(line for line in lines if len(line) > 80)
     header = next(line for line in lines if "worker" in line and "running" in line)
-    assert header.split() == ["consumer", "worker", "msg", "running", "silent", "progress"], header
+    assert header.split() == ["consumer", "worker", "msg", "try", "running", "silent", "progress"], header
     assert "42%" in out  # progress on one line, no folded words
     for word in ("consumer_name", "cons umer", "last_heartbeat"):
         assert word not in out

@@ -41,6 +41,15 @@ def _trouble(dsn: str, client: pglogq.Client) -> None:
     make_dead_letters(client, "payments", "ledger", [{"n": 1}])
     client.create_queue("archive")
     client.set_queue_config("archive", "paused", True)
+    # a share consumer whose only worker fell silent holding its lease, and nobody asks since
+    client.create_queue("sharejobs")
+    client.subscribe("sharejobs", "senders", share=True)
+    client.send("sharejobs", {"n": 1})
+    client.tick("sharejobs", force=True)
+    assert client.receive("sharejobs", "senders", worker="gone", max_messages=1).messages
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '1 hour'"
+                     " WHERE worker_name = 'gone'")
 
 
 def _cli(dsn: str) -> set[tuple[str, str, str | None]]:
@@ -75,6 +84,7 @@ def test_status_dashboard_and_metrics_give_the_same_findings(dsn: str, client: p
         ("backlog", "orders", "mailer"),
         ("dead_letters", "payments", None),
         ("paused", "archive", None),
+        ("lease_expired", "sharejobs", "senders"),
     }
     assert expected <= cli, cli
     assert {k for k, _, _ in cli} <= set(KINDS)

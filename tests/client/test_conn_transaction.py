@@ -124,6 +124,7 @@ CALLS: dict[str, list[Variant]] = {
     "queue_info": [V("", False, lambda p: args("q"))],
     "consumer_info": [V("", False, lambda p: args("q"))],
     "in_flight": [V("", False, lambda p: args())],
+    "leases": [V("", False, lambda p: args("q", "sh"))],
     "stored_events": [V("", False, lambda p: args("q"))],
     "ticker_last_run": [V("", False, lambda p: args())],
     "ticker_holder": [V("", False, lambda p: args())],

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -149,6 +150,7 @@ def test_one_trace_from_web_request_through_retry_to_ack(provider: TracerProvide
         assert attrs["messaging.consumer.group.name"] == "mailer"
         assert attrs["messaging.message.id"] == str(msg_id)
         assert attrs["messaging.pglogq.message.retry_count"] == retry_count
+        assert attrs["messaging.pglogq.message.delivery_count"] == retry_count + 1
         assert attrs["messaging.pglogq.message.type"] == "order.created"
     assert failed.status.status_code == StatusCode.ERROR
     assert failed.status.description is not None and "smtp server away" in failed.status.description
@@ -405,3 +407,46 @@ def test_abandoned_page_ends_its_span_as_dropped(provider: TracerProvider, clien
     assert calls == [1, 1, 2]
     outcomes = [dict(s.attributes or {})["messaging.pglogq.outcome"] for s in spans(provider, "process orders")]
     assert outcomes == ["dropped", "ack", "ack"]
+
+
+def test_receive_of_a_lease_gets_a_span_with_its_size_and_delivery_count(
+        provider: TracerProvider, client: pglogq.Client, dsn: str) -> None:
+    client.create_queue("jobs")
+    client.subscribe("jobs", "senders", share=True)
+    ids = [client.send("jobs", {"n": n}) for n in range(3)]
+    client.tick("jobs", force=True)
+    mine = client.receive("jobs", "senders", worker="idle", max_messages=1)
+    assert [m.msg_id for m in mine] == ids[:1]
+    first = spans(provider, "receive jobs")
+    assert len(first) == 1 and first[0].kind == SpanKind.CLIENT
+    dead = client.receive("jobs", "senders", worker="dead", max_messages=2, start_first=2)
+    assert [m.msg_id for m in dead] == ids[1:]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '1 hour'"
+                     " WHERE worker_name = 'dead'")
+    again = client.receive("jobs", "senders", worker="idle")  # the same page until acknowledged: a span too
+    assert [m.msg_id for m in again] == ids[:1] and again.ack()
+    with provider.get_tracer("test").start_as_current_span("poll") as poll:
+        taken = client.receive("jobs", "senders", worker="w2", max_messages=10)
+    assert [(m.msg_id, m.retry_count) for m in taken] == [(ids[1], 1)]  # halved after the crash
+    assert client.receive("jobs", "senders", worker="nobody", max_messages=10).messages == []  # no span
+    got = sorted(spans(provider, "receive jobs"), key=lambda s: s.start_time or 0)
+    assert len(got) == 4
+    attrs = dict(got[-1].attributes or {})
+    assert attrs == {
+        "messaging.system": "pglogq",
+        "messaging.operation.type": "receive",
+        "messaging.operation.name": "receive",
+        "messaging.destination.name": "jobs",
+        "messaging.consumer.group.name": "senders",
+        "messaging.client.id": "w2",
+        "messaging.batch.message_count": 1,
+        "messaging.pglogq.batch.id": taken.id,
+        "messaging.pglogq.lease.size": 1,
+        "messaging.pglogq.delivery_count.max": 2,
+        "messaging.pglogq.redelivered": 1,
+    }
+    assert got[-1].parent is not None and got[-1].parent.span_id == poll.get_span_context().span_id
+    assert dict(got[1].attributes or {})["messaging.pglogq.lease.size"] == 2
+    assert dict(got[1].attributes or {})["messaging.pglogq.delivery_count.max"] == 1
+    assert (got[-1].start_time or 0) <= (got[-1].end_time or 0)

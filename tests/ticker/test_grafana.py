@@ -70,6 +70,11 @@ def test_every_queried_metric_is_exported(dsn: str, client: pglogq.Client, daemo
     batch = client.receive("q", "c", worker="w1")  # an event in flight: the worker series exist
     assert batch.id is not None
     client.report_progress(batch.id, batch.messages[0].msg_id, percent=50, worker="w1")
+    client.create_queue("sq")  # a share consumer holding a lease: the share series exist
+    client.subscribe("sq", "sc", share=True)
+    client.send("sq", {"x": 1})
+    client.tick("sq", force=True)
+    assert client.receive("sq", "sc", worker="w2").messages
     port = free_port()
     daemon("--dsn", dsn, "--metrics-port", str(port), "--maint-interval", "100ms", "--rotate-interval", "200ms")
 
@@ -84,10 +89,23 @@ def test_every_queried_metric_is_exported(dsn: str, client: pglogq.Client, daemo
     def complete() -> str:
         t = scrape()
         series = ("pglogq_ticker_maintenance_steps_total{", "pglogq_consumer_lag_seconds{",
-                  "pglogq_worker_silent_seconds{")
+                  "pglogq_worker_silent_seconds{", "pglogq_share_delivery_count_bucket{")
         return t if all(s in t for s in series) else ""
 
     text = wait_for(complete, "every series")
+    # the share consumer's lease: one event in flight, first delivery, not expired; the ordinary
+    # consumer has no share series
+    share = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+             for line in text.splitlines() if line.startswith("pglogq_share_")}
+    db = re.search(r'pglogq_share_in_flight\{consumer="sc",database="([^"]*)"', text)
+    assert db, text
+    lab = f'consumer="sc",database="{db.group(1)}"'
+    assert share[f'pglogq_share_in_flight{{{lab},queue="sq"}}'] == 1.0
+    assert share[f'pglogq_share_expired_leases{{{lab},queue="sq"}}'] == 0.0
+    assert share[f'pglogq_share_redelivered_events{{{lab},queue="sq"}}'] == 0.0
+    assert share[f'pglogq_share_delivery_count_bucket{{{lab},le="1",queue="sq"}}'] == 1.0
+    assert share[f'pglogq_share_delivery_count_gsum{{{lab},queue="sq"}}'] == 1.0
+    assert not [k for k in share if 'consumer="c"' in k]
     exported = set(re.findall(r"^(pglogq_[a-z_]+)[{ ]", text, re.M))
     queried = {m for e in grafana_exprs() + alert_exprs() for m in METRIC.findall(e)}
     assert queried, "no metric found in the queries"

@@ -1,0 +1,12 @@
+-- 0032_progress_delivery: the delivery count of an event being handled, without reading the event.
+--
+-- pglogq.progress.retry_count  the event's failed deliveries that its copy in the log carries
+--                              (nacks: the retry_count receive returned, without crash counts),
+--                              written by report_progress on the event's first report, when it
+--                              reads the event anyway.  The view pglogq.in_flight adds the crash
+--                              counts of the holder (pglogq.attempt) and 1: the delivery count.
+--                              NULL for rows made before this migration (their count is unknown
+--                              until the next hand-out).
+-- A progress row exists per running event and goes with its batch: the column is written once per
+-- hand-out, never per stored event.
+ALTER TABLE pglogq.progress ADD COLUMN IF NOT EXISTS retry_count integer;
