@@ -127,7 +127,8 @@ class _Page:
         self.abandon.set()
         log.warning(
             "batch %d of %s/%s is no longer this worker's (%s): another worker took it over after this "
-            "one was silent for the queue's dead_interval; dropping it unacknowledged",
+            "one was silent for the queue's dead_interval, or a seek or the retention limit ended it; "
+            "dropping it unacknowledged",
             self.batch_id, self.queue, self.consumer, how,
         )
 

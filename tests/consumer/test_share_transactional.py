@@ -253,3 +253,32 @@ def test_transactional_slots_need_share_and_a_connection_each(mode: str, dsn: st
     with pytest.raises(ValueError, match=r"\(6 at once\).*max_size >= 7 \(this one has 6\)"):
         cls(small, "q", "c", transactional=True, share=True, workers=2, concurrency=3)
     cls(client_cls(dsn, max_size=7), "q", "c", transactional=True, share=True, workers=2, concurrency=3)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_seek_that_ends_a_slots_lease_rolls_its_effects_back(mode: str, client: pglogq.Client, dsn: str) -> None:
+    # a slot's transaction is held open after the handler's write; an operator seeks the share
+    # consumer back (force): the lease ends, the slot's ack is refused when the handler returns,
+    # so its transaction rolls back with the write; the event is handed out again and done once
+    gate = prepare(client, dsn)
+    effects = Effects(mode)
+    t0 = client.seek_plan("q", "c", to="latest").target_tick
+    gate.execute("SELECT pg_advisory_lock(1)")
+    try:
+        msg = client.send("q", {}, type="held")
+        client.tick("q", force=True)
+        with running(mode, spec_for(dsn, effects, concurrency=2)) as r:
+            wait_for(lambda: waiting_at(gate, 1) is not None, "the slot held at the handler gate", timeout=60)
+            plan = client.seek("q", "c", to=t0, force=True)
+            assert plan.open_batches == 1  # the held slot's lease
+            gate.execute("SELECT pg_advisory_unlock(1)")
+            wait_for(lambda: len(effects.calls) == 2 and state_of(client, msg) == "done", "the event done again",
+                     timeout=60)
+            r.stop()
+            stats = r.join()
+    finally:
+        gate.execute("SELECT pg_advisory_unlock_all()")
+    assert effects_of(gate, msg) == 1
+    assert effects.calls == [(msg, 0), (msg, 0)]  # a new delivery, not a failed attempt
+    assert stats.lost_pages == 1 and stats.handled == 1
+    gate.close()
