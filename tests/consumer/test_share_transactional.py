@@ -38,8 +38,9 @@ from tests.support.waiting import wait_for
 
 class Effects:
     """The handler: the event's effect in its transaction, then (type 'held') the handler gate;
-    type 'fail' writes, then raises Nack (its write is rolled back to the handler's savepoint, the event is
-    released for a retry).  Every call is recorded (msg_id, retry_count)."""
+    type 'fail' writes, then raises Nack (its write is rolled back to the handler's savepoint, the
+    event is released for a retry); type 'reject' the same with ``dead=True`` (a dead letter at
+    once, its retries left unused).  Every call is recorded (msg_id, retry_count)."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
@@ -56,6 +57,8 @@ class Effects:
             msg.conn.execute(HANDLER_GATE)
         if msg.type == "fail":
             raise pglogq.Nack("failed on purpose", retry_after=3600)
+        if msg.type == "reject":
+            raise pglogq.Nack("cannot ever succeed", dead=True)
         return None
 
     async def _async(self, msg: Any) -> None:
@@ -64,6 +67,8 @@ class Effects:
             await msg.conn.execute(HANDLER_GATE)
         if msg.type == "fail":
             raise pglogq.Nack("failed on purpose", retry_after=3600)
+        if msg.type == "reject":
+            raise pglogq.Nack("cannot ever succeed", dead=True)
 
 
 def prepare(client: pglogq.Client, dsn: str) -> psycopg.Connection[Any]:
@@ -282,3 +287,53 @@ def test_a_seek_that_ends_a_slots_lease_rolls_its_effects_back(mode: str, client
     assert effects.calls == [(msg, 0), (msg, 0)]  # a new delivery, not a failed attempt
     assert stats.lost_pages == 1 and stats.handled == 1
     gate.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_accept_reject_and_release_commit_with_the_handlers_writes(mode: str, client: pglogq.Client,
+                                                                   dsn: str) -> None:
+    # the three outcomes of a share group, each in the slot's transaction: accepted (acked with
+    # its effect), released (a retry later, its write rolled back), rejected (a dead letter at
+    # once whatever retries are left, its write rolled back, its reason kept)
+    gate = prepare(client, dsn)
+    client.set_queue_config("q", "max_retries", 5)
+    effects = Effects(mode)
+    ok = client.send("q", {}, type="ok")
+    failed = client.send("q", {}, type="fail")
+    rejected = client.send("q", {}, type="reject")
+    client.tick("q", force=True)
+    stats = run_once(mode, spec_for(dsn, effects, concurrency=2), stop_when_idle=True)
+    stats2 = run_once(mode, spec_for(dsn, effects, worker="rest"), stop_when_idle=True)  # what a slot left
+    assert (stats.handled + stats2.handled, stats.retried + stats2.retried, stats.dead + stats2.dead) == (1, 1, 1)
+    assert [state_of(client, m) for m in (ok, failed, rejected)] == ["done", "retry", "dead"]
+    assert [effects_of(gate, m) for m in (ok, failed, rejected)] == [1, 0, 0]
+    (dead,) = client.dlq_inspect("q", "c")
+    assert (dead.msg_id, dead.reason) == (rejected, "cannot ever succeed")
+    gate.close()
+
+
+def test_nack_dead_is_checked() -> None:
+    assert pglogq.Nack("x").dead is False
+    assert pglogq.Nack("x", dead=True).dead is True
+    with pytest.raises(TypeError, match="dead must be True or False"):
+        pglogq.Nack("x", dead=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_rejected_event_of_a_key_is_dead_at_once_and_its_key_goes_on(mode: str, client: pglogq.Client,
+                                                                       dsn: str) -> None:
+    # a partitioned queue: a lease is a partition's page, whose first failure is nacked at once
+    # (strict order); a rejected one goes to the dead-letter queue, not a retry holding its key
+    client.create_queue("q", partitions=2)
+    client.set_queue_config("q", "max_retries", 5)
+    client.subscribe("q", "c", share=True)
+    with psycopg.connect(dsn, autocommit=True) as gate:
+        gate.execute(EFFECT_DDL)
+        rejected = client.send("q", {}, type="reject", key="k")
+        after = client.send("q", {}, type="ok", key="k")
+        client.tick("q", force=True)
+        effects = Effects(mode)
+        stats = run_once(mode, spec_for(dsn, effects), stop_when_idle=True)
+        assert (stats.dead, stats.retried) == (1, 0)
+        assert [state_of(client, m) for m in (rejected, after)] == ["dead", "done"]
+        assert [effects_of(gate, m) for m in (rejected, after)] == [0, 1]
