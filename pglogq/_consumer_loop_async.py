@@ -125,7 +125,8 @@ class _Page:
         self.abandon.set()
         log.warning(
             "batch %d of %s/%s is no longer this worker's (%s): another worker took it over after this "
-            "one was silent for the queue's dead_interval; dropping it unacknowledged",
+            "one was silent for the queue's dead_interval, or a seek or the retention limit ended it; "
+            "dropping it unacknowledged",
             self.batch_id, self.queue, self.consumer, how,
         )
 
@@ -153,6 +154,7 @@ class AsyncDelivery(Message):
     _pending: tuple[float | None, str | None, dict[str, Any] | None] | None = None
     _verdict: str | None = None  # 'ack', 'retry' or 'dead' once the page is finished
     _failure: str | None = None  # why it was nacked
+    _reject = False  # its handler raised Nack(dead=True): to the dead-letter queue at once
     _span: Any = None  # the tracing span of its handler call (pglogq.contrib.otel)
 
     # pglogq.Message's own are by field
@@ -568,8 +570,9 @@ class ReceiveLoop:
         last = page.deliveries[-1].message
         try:
             async with self.client.connection(conn) as c, c.transaction():
+                dead = d.message.decode_error is not None or _rejected(outcome)
                 d._verdict = await self.client.nack(d.message, retry_after=_retry_delay(d, after, policy),
-                                                    reason=reason, dead=d.message.decode_error is not None, conn=c)
+                                                    reason=reason, dead=dead, conn=c)
                 d._failure = reason
                 if d._verdict != "dead":
                     page.finishing = True
@@ -784,6 +787,9 @@ class ReceiveLoop:
                 failures.extend((d, d._failure or "", None, None) for d in unit.items if d._verdict is not None)
                 continue
             reason, after, policy = self._failure(unit, outcome)
+            if _rejected(outcome):
+                for d in unit.items:
+                    d._reject = True
             failures.extend((d, reason, after, policy) for d in unit.items if not d.skipped)
         page.finishing = True
         verdicts: list[str] = []
@@ -829,7 +835,7 @@ class ReceiveLoop:
                     # straight to the dead-letter queue, not max_retries retries first
                     undecodable = d.message.decode_error is not None
                     d._verdict = await self.client.nack(d.message, retry_after=_retry_delay(d, after, policy),
-                                                        reason=reason, dead=undecodable, conn=c)
+                                                        reason=reason, dead=undecodable or d._reject, conn=c)
                     d._failure = reason
                 verdicts.append(d._verdict)
             await self.client.ack(page.batch_id, last=last, conn=c)
@@ -1112,6 +1118,11 @@ def _skip(items: list[AsyncDelivery]) -> None:
     """The unit's events were given back (cede): never started here."""
     for d in items:
         d.skipped = True
+
+
+def _rejected(outcome: Outcome) -> bool:
+    """Whether a failed call raised ``Nack(dead=True)``: its events go to the dead-letter queue."""
+    return isinstance(outcome[1], Nack) and outcome[1].dead
 
 
 def _retry_delay(d: AsyncDelivery, after: Any, policy: RetryPolicy | None) -> Any:

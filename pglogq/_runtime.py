@@ -189,11 +189,16 @@ class Nack(Exception):
 
     The message is nacked with ``reason`` (exactly, without the exception's class name) and, if
     given, ``retry_after`` (a timedelta or seconds; else the consumer's retry policy, else the
-    queue's ``retry_delay``).  An expected failure: the runtime logs one WARNING line, its
-    traceback only at DEBUG; any other exception keeps its traceback at WARNING."""
+    queue's ``retry_delay``).  ``dead=True`` rejects it: straight to the dead-letter queue
+    whatever retries are left (a failure no retry can mend), as ``nack(..., dead=True)``.  An
+    expected failure: the runtime logs one WARNING line, its traceback only at DEBUG; any other
+    exception keeps its traceback at WARNING."""
 
-    def __init__(self, reason: str, *, retry_after: timedelta | float | None = None) -> None:
+    def __init__(self, reason: str, *, retry_after: timedelta | float | None = None, dead: bool = False) -> None:
         super().__init__(reason)
+        if not isinstance(dead, bool):
+            raise TypeError(f"dead must be True or False, got {dead!r}")
+        self.dead = dead
         self.reason = str(reason)
         if retry_after is not None and not isinstance(retry_after, timedelta):
             if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)):

@@ -136,7 +136,7 @@ class AsyncConsumer:
     partitioned queue are read in parallel, the batches of an unpartitioned one shared.  Each
     loop has its own heartbeat and listener connection; ``stop()`` stops them all, ``run``
     returns their summed :class:`RunStats` (``max_batches`` counts per loop).  ``workers > 1``
-    refuses ``transactional=True`` (one page transaction at a time).
+    refuses ``transactional=True`` (one page transaction at a time), unless ``share=True``.
 
     ``client_or_dsn`` may also be a sharded client (:class:`AsyncShardedClient`, of a cluster): the
     consumer then runs ``workers`` receive loops on every shard of the map (read when ``run``
@@ -183,8 +183,13 @@ class AsyncConsumer:
     (``cede``) for any idle slot or worker to take at once, and ``stop()`` lets each slot finish
     the event it runs and gives back the rest of its lease (``stop(abandon=True)`` gives back
     all of it).  The slots share one LISTEN connection (and one client whose pool grows to at
-    most ``2 * slots + 2`` connections); each slot's heartbeat keeps its lease.  ``transactional``
-    share consumers run one slot.  Not with a sharded client.
+    most ``2 * slots + 2`` connections); each slot's heartbeat keeps its lease.  With
+    ``transactional`` (and ``share=True``: an ordinary transactional consumer runs one page
+    transaction at a time) each slot runs its lease in a transaction of its own on
+    ``msg.conn``, and the lease's outcomes (the ack, and the nacks of failed events: a release
+    with the retry delay) commit in it with the handlers' writes, or not at all: a crash at any
+    point leaves each event either done with its effects or available again without them.  Not
+    with a sharded client.
     """
 
     def __init__(
@@ -223,8 +228,9 @@ class AsyncConsumer:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         if not 1 <= workers <= 1024:
             raise ValueError(f"workers must be within 1..1024, got {workers}")
-        if transactional and workers != 1:
-            raise ValueError("transactional consumers run one page transaction at a time (workers=1)")
+        if transactional and workers != 1 and share is not True:
+            raise ValueError("transactional consumers run one page transaction at a time (workers=1); "
+                             "a share consumer (share=True) runs a transaction per handler slot")
         if message_timeout is not None and message_timeout <= 0:
             raise ValueError(f"message_timeout must be positive, got {message_timeout}")
         if listen_dsn is not None and (not isinstance(listen_dsn, str) or not listen_dsn.strip()):
@@ -242,8 +248,9 @@ class AsyncConsumer:
                 raise ValueError(f"{name} must be positive, got {value}")
         if isinstance(start_ahead, bool) or not isinstance(start_ahead, (int, float)) or not 0 <= start_ahead <= 60:
             raise ValueError(f"start_ahead must be within 0..60 seconds, got {start_ahead!r}")
-        if transactional and concurrency != 1:
-            raise ValueError("transactional consumers run one handler at a time (concurrency=1)")
+        if transactional and concurrency != 1 and share is not True:
+            raise ValueError("transactional consumers run one handler at a time (concurrency=1); "
+                             "a share consumer (share=True) runs a transaction per handler slot")
         if share is not None and not isinstance(share, bool):
             raise TypeError(f"share must be True, False or None, got {share!r}")
         if share and isinstance(client_or_dsn, AsyncClusterClient):
@@ -256,15 +263,18 @@ class AsyncConsumer:
                 "a thread consumer cannot interrupt a handler that holds the page's transaction: "
                 "use AsyncConsumer, or bound the handler's SQL with statement_timeout"
             )
+        # a transaction per page at once (per handler slot of a share consumer), and one more
+        # connection for the heartbeats, start marks and cedes beside them
+        held = workers * concurrency if share else 1
         if (
             transactional
             and isinstance(client_or_dsn, AsyncClient)
-            and client_or_dsn.max_size < 2
+            and client_or_dsn.max_size < held + 1
         ):
             raise ValueError(
-                f"a transactional consumer holds one connection of its client's pool for the page's "
-                f"transaction and needs another for heartbeats, progress and acks: give it a client "
-                f"with max_size >= 2 (this one has {client_or_dsn.max_size}), or a DSN"
+                f"a transactional consumer holds one connection of its client's pool for each page's "
+                f"transaction ({held} at once) and needs another for heartbeats, progress and acks: give it "
+                f"a client with max_size >= {held + 1} (this one has {client_or_dsn.max_size}), or a DSN"
             )
         if worker == "auto":
             worker = auto_worker_name()

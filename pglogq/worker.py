@@ -81,7 +81,9 @@ def _configure(consumer: AnyConsumer, worker: str | None, concurrency: int | Non
         consumer.worker_name = name
         consumer.label = name
     if concurrency is not None:
-        if concurrency < 1 or (consumer.transactional and concurrency != 1):
+        # a transactional consumer runs one handler at a time, unless it is a share consumer (a
+        # transaction per handler slot)
+        if concurrency < 1 or (consumer.transactional and concurrency != 1 and not (share or consumer.share)):
             raise click.BadParameter(f"invalid concurrency {concurrency}")
         consumer.concurrency = concurrency
     if share:

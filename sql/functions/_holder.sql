@@ -3,8 +3,8 @@
 --             anybody's current batch (default); false: return a row of NULLs instead
 -- Returns:    the holder's subscription row, locked FOR NO KEY UPDATE.
 -- Raises:     PQ008 unknown batch id (NULL, below 1, or never issued); PQ009 (strict only) not
---             the current batch of any holder: acknowledged already, closed, or taken over by
---             another worker.
+--             the current batch of any holder: acknowledged already, closed (seek, retention),
+--             or taken over by another worker.
 -- Tables:     subscription (lock, through the unique index on batch_id), batch_seq (read).
 -- A batch id is a plain number from pglogq.batch_seq (issued by _take_batch, one per batch and
 -- holder): nothing is encoded in it.  The holder is the row whose batch_id is that id; an id at
@@ -30,7 +30,8 @@ BEGIN
     IF strict THEN
         RAISE EXCEPTION 'batch % is not the current batch of any consumer or worker', batch_id
             USING ERRCODE = 'PQ009',
-                  HINT = 'it was acknowledged already, or another worker took it over after this one fell silent';
+                  HINT = 'it was acknowledged already, another worker took it over after this one fell silent, '
+                         'or a seek (force) or the retention limit ended it';
     END IF;
     RETURN h;
 END $$;

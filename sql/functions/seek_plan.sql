@@ -17,7 +17,9 @@
 --             ticks counted them: negative = that many events are delivered again, positive =
 --             that many are skipped; retried and replayed events of every consumer count),
 --             earliest_tick, earliest_tick_time, latest_tick, latest_tick_time,
---             open_batches (of the consumer and its workers; seek refuses while > 0 unless forced).
+--             open_batches (of the consumer and its workers; seek refuses while > 0 unless forced;
+--             of a share consumer: the leases out, its workers' and the events ceded and not
+--             taken over yet, not the batch it is handing out, which is nobody's).
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ017 target outside what the queue
 --             still keeps (rotation truncated it, or the tick was pruned); PQ019 invalid position
 --             (also a time that is not finite, such as 'infinity') or not exactly one of
@@ -154,7 +156,10 @@ BEGIN
     earliest_tick_time := lo.tick_time;
     latest_tick := hi.tick_id;
     latest_tick_time := hi.tick_time;
+    -- a share consumer hands its batch out from its own row (and, unpartitioned, its urgent
+    -- lane's stream): no worker holds those, a seek takes nothing from under anyone there
     SELECT count(*)::integer INTO open_batches FROM pglogq.subscription s
-     WHERE (s.sub_id = c.sub_id OR s.parent_id = c.sub_id) AND s.batch_id IS NOT NULL;
+     WHERE (s.sub_id = c.sub_id OR s.parent_id = c.sub_id) AND s.batch_id IS NOT NULL
+       AND NOT (c.share AND (s.sub_id = c.sub_id OR (s.stream IS NOT DISTINCT FROM -1 AND q.partitions <= 1)));
     RETURN NEXT;
 END $$;

@@ -104,3 +104,28 @@ def test_killed_share_worker_loses_only_its_leases(client: pglogq.Client, dsn: s
     again = [m for m, n in counts if n > 1]
     assert len(again) <= 2, again  # only what A's two slots held when killed ran again
     assert len(client.receive("q", "c", worker="late")) == 0
+
+
+def test_transactional_share_worker_takes_concurrency(client: pglogq.Client, dsn: str, tmp_path: Path) -> None:
+    # a transactional consumer runs one handler at a time, unless it is a share consumer: then
+    # --concurrency N is N slots, each with its own transaction (was refused: invalid concurrency)
+    from tests.support.consumers import EFFECT_DDL
+
+    client.create_queue("q")
+    client.subscribe("q", "c", share=True)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(EFFECT_DDL)
+    ids = client.send_batch("q", [{"n": i} for i in range(10)], type="job")
+    client.tick("q", force=True)
+    log = tmp_path / "worker-t.log"
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", T_QUEUE="q", T_CONSUMER="c",
+               T_WORKER="t", T_SLOTS="1")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([PGLOGQ, "worker", "--dsn", dsn, "--concurrency", "3", "--stop-when-idle",
+                                 "tests.support.consumers:make_tx_share_worker"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+    assert proc.wait(120) == 0, log.read_text()
+    rest = client.receive("q", "c", worker="late", max_messages=100)  # what a slot's drain left
+    done = rows(dsn, "SELECT msg_id, worker FROM effect ORDER BY msg_id")
+    assert sorted([m for m, _ in done] + [m.msg_id for m in rest]) == ids  # each once
+    assert {w for _, w in done} <= {"t-0", "t-1", "t-2"}

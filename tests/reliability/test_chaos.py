@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import psycopg
@@ -200,6 +201,10 @@ def test_short_share_chaos_run_never_has_one_event_at_two_live_workers(tmp_path:
         assert s["poison_not_dead"] == 0, (name, s)
         assert s["killer_not_dead"] == 0, (name, s)
         assert s["delivered_ids"] >= report["sends"]["ok"]
+        # each page's effects commit in its ack's transaction: kills, cuts and server crashes
+        # around the COMMIT never apply one twice nor leave an event done without it
+        assert s["effects_applied_twice"] == 0, (name, s)
+        assert s["done_without_effect"] == 0, (name, s)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # the run did what it claims: the share workers' pages were recorded (the in-flight check had
     # something to check), a lease was left behind by a killed worker at least once (confirmed in
@@ -285,6 +290,21 @@ def test_schedule_is_a_function_of_the_seed() -> None:
     assert schedule(3, 60) == schedule(3, 60)
     assert schedule(3, 60) != schedule(4, 60)
     assert {k for _, k in schedule(3, 20)} == set(MEAN_INTERVAL)
+
+
+def test_checker_counts_effects_applied_twice_and_missing(tmp_path: Path) -> None:
+    """Share mode: an event whose effect was committed twice, and a delivered event (not a dead
+    letter) with no effect, are each counted; a dead letter needs none."""
+    p = Recorder(tmp_path / "producer-p1.log")
+    for i in range(1, 5):
+        p.write("invoke", f"p1:{i}")
+        p.write("ok", f"p1:{i}")
+    c = Recorder(tmp_path / "consumer-c3.log")
+    c.write_many([("deliver", f"p1:{i}", 1, "c3", "-", 0) for i in range(1, 5)])
+    effects = {"c3": Counter({"p1:1": 1, "p1:2": 2})}
+    s = check(tmp_path, ["c3"], {"c3": {"p1:4"}}, set(), effects=effects)["subscribers"]["c3"]
+    assert (s["effects_applied_twice"], s["done_without_effect"]) == (1, 1)  # p1:2 twice, p1:3 none
+    assert "effects_applied_twice" not in check(tmp_path, ["c3"], {}, set())["subscribers"]["c3"]
 
 
 def test_checker_finds_lost_unexpected_and_duplicates(tmp_path: Path) -> None:

@@ -247,3 +247,44 @@ def make_worker() -> pglogq.Consumer | pglogq.AsyncConsumer:
         save(msg, msg.worker, started)
 
     return c
+
+
+# -- a transactional share consumer's worker process -----------------------------------------
+#
+#   PYTHONPATH=. python -m pglogq.worker --dsn DSN tests.support.consumers:make_tx_share_worker
+#
+# configured by T_QUEUE, T_CONSUMER, T_WORKER and T_SLOTS; its handler writes the event's effect
+# in the event's own transaction (EFFECT_DDL): an insert, then the handler gate (advisory lock 1,
+# shared: a test that holds it exclusively holds the handler after its write, before COMMIT); the
+# commit gate (lock 2) holds the COMMIT itself, through a deferred trigger.
+
+EFFECT_DDL = """
+CREATE TABLE IF NOT EXISTS effect (msg_id bigint NOT NULL, worker text NOT NULL, retry_count integer NOT NULL);
+CREATE OR REPLACE FUNCTION effect_commit_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(2);
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS effect_commit_gate ON effect;
+CREATE CONSTRAINT TRIGGER effect_commit_gate AFTER INSERT ON effect DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION effect_commit_gate();
+"""
+EFFECT_INSERT = "INSERT INTO effect VALUES (%s, %s, %s)"
+HANDLER_GATE = "SELECT pg_advisory_xact_lock_shared(1)"
+
+
+def make_tx_share_worker() -> pglogq.Consumer:
+    import os
+
+    env = os.environ
+    c = pglogq.Consumer(env["PGLOGQ_DSN"], env["T_QUEUE"], env["T_CONSUMER"], worker=env.get("T_WORKER", "auto"),
+                        share=True, transactional=True, concurrency=int(env.get("T_SLOTS", "2")),
+                        heartbeat_interval=0.2, poll_interval=0.2)
+
+    @c.handler()
+    def handle(msg: pglogq.Delivery) -> None:
+        assert msg.conn is not None
+        msg.conn.execute(EFFECT_INSERT, (msg.msg_id, msg.worker, msg.retry_count))
+        msg.conn.execute(HANDLER_GATE)
+
+    return c

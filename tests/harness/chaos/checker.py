@@ -258,9 +258,12 @@ def check(
     poison: set[str],
     killers: set[str] | None = None,
     dead_interval: float = math.inf,
+    effects: dict[str, Counter[str]] | None = None,
 ) -> dict[str, Any]:
     """The report of a run (see the module's docstring); ``dead_interval`` (seconds) is the
-    queue's, for the keyed checks."""
+    queue's, for the keyed checks; ``effects`` (share mode): per consumer, how many effect rows
+    each event's acks committed (written in the ack's transaction): more than one is an effect
+    applied twice, none for a delivered event that is not a dead letter is one done without it."""
     sends = read_sends(directory)
     keyed = read_keyed(directory)
     deliveries = read_deliveries(directory)
@@ -318,6 +321,10 @@ def check(
             "lease_takeovers": lease_takeovers,
             "expired_live_holders": expired_live,
             "rerun_after_kill": rerun_after_kill(mine),
+            **({} if effects is None else {
+                "effects_applied_twice": sum(1 for n in effects.get(sub, Counter()).values() if n > 1),
+                "done_without_effect": len(ids - sub_dead - set(effects.get(sub, Counter()))),
+            }),
             "examples": {"lost": lost[:10], "unexpected": unexpected[:10], "duplicated": dup[:10],
                          "skipped_within_limit": wrongly_skipped[:10],
                          "per_key_order_violations": disorder[:10], "same_key_in_flight": overlaps[:10],

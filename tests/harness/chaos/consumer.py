@@ -22,7 +22,10 @@ is in flight long enough for an overlap to show.
 With ``--share`` (the harness's ``share`` mode: the consumer is a share consumer and each
 receive names the worker, so it returns a lease of the next events no other worker holds) it
 records pages and handler ends the same way, so that the checker can tell whether one event was
-in flight at two workers at once.
+in flight at two workers at once.  Its pages' effects are written in the ack's transaction (a
+transactional handler): one row of ``chaos_effect`` per event acknowledged (not nacked), so that
+the checker can count effects applied twice (which kills, cuts and server crashes at any point of
+the COMMIT must never cause) and events done without their effect.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ RECEIVE = (
 MARK = "SELECT pglogq.mark_started(%s, %s, %s::xid8)"
 NACK = "SELECT pglogq.nack(%s, %s, %s::interval, %s, %s::xid8)"
 ACK = "SELECT pglogq.ack(%s, %s, %s::xid8)"  # with the page's last message: see ack.sql
+EFFECT = "INSERT INTO chaos_effect (consumer, msg_id) SELECT %s, unnest(%s::text[])"
+EFFECT_DDL = "CREATE TABLE IF NOT EXISTS chaos_effect (consumer text NOT NULL, msg_id text NOT NULL)"
 
 
 class Consumer:
@@ -55,6 +60,7 @@ class Consumer:
         keyed: bool = False, share: bool = False,
     ) -> None:
         self.keyed = keyed
+        self.share = share  # the effects of acknowledged events written in the ack's transaction
         self.paged = keyed or share  # record pages and handler ends
         self.token = secrets.token_hex(4)  # page ids stay unique across restarts of the process
         self.pages = 0
@@ -137,9 +143,14 @@ class Consumer:
         self.handled(self.record(rows, called, returned))
         batch = rows[0][0]
         with conn.transaction():
+            done: list[str] = []
             for row in rows:
                 if row[2].get("poison") or self.rng.random() < 0.01:
                     conn.execute(NACK, (batch, row[1], "0.2 s", "chaos", row[4]))
+                else:
+                    done.append(row[2]["id"])
+            if self.share and done:
+                conn.execute(EFFECT, (self.consumer, done))
             conn.execute(ACK, (batch, rows[-1][1], rows[-1][4]))
         return True
 

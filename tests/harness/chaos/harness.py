@@ -37,6 +37,7 @@ import psycopg
 from tests.harness import child_env
 from tests.harness.chaos import nemesis
 from tests.harness.chaos.checker import check, client_faults
+from tests.harness.chaos.consumer import EFFECT_DDL
 from tests.harness.chaos.history import Recorder, is_killer, is_poison
 from tests.harness.chaos.proxy import FaultyProxy
 from tests.harness.chaos.server import ChaosServer, free_port
@@ -147,6 +148,9 @@ class Harness:
             for c in PLAIN_CONSUMERS:
                 client.subscribe(QUEUE, c)
             client.subscribe(QUEUE, COOP_CONSUMER, share=self.share)
+        if self.share:
+            with psycopg.connect(self.server.dsn, autocommit=True) as conn:
+                conn.execute(EFFECT_DDL)
         self.proxy = FaultyProxy(free_port(), self.server.port, seed=self.seed)
         self.proxy.start_in_thread()
         self.client_dsn = (
@@ -464,6 +468,16 @@ class Harness:
                 out.setdefault(consumer, set()).add(ev)
         return out
 
+    def effects(self) -> dict[str, Counter[str]]:
+        """Share mode: the effects each consumer's acks committed (chaos_effect), per event."""
+        out: dict[str, Counter[str]] = {}
+        with psycopg.connect(self.server.dsn, autocommit=True) as conn:
+            for consumer, ev, n in conn.execute(
+                "SELECT consumer, msg_id, count(*) FROM chaos_effect GROUP BY 1, 2"
+            ).fetchall():
+                out.setdefault(consumer, Counter())[ev] = int(n)
+        return out
+
     def skipped_events(self) -> dict[str, int]:
         """What retention says it made each consumer skip (consumer_info.skipped_events)."""
         with psycopg.connect(self.server.dsn, autocommit=True) as conn:
@@ -481,6 +495,7 @@ class Harness:
             self.log(f"drained: {drained}")
             self.sample_cursors()
             dead = self.dead_letters()
+            effects = self.effects() if self.share else None
             behind = self.cursors_behind_streams()
             skipped_db = self.skipped_events()
             for p in self.procs:
@@ -489,7 +504,7 @@ class Harness:
             poison = {i for i in invoked if is_poison(i)}
             killers = {i for i in invoked if is_killer(i)}
             report = check(self.hist, [*PLAIN_CONSUMERS, COOP_CONSUMER], dead, poison - killers, killers,
-                           dead_interval=DEAD_INTERVAL_S)
+                           dead_interval=DEAD_INTERVAL_S, effects=effects)
             faults = Counter(self.faults)
             faults.update(self.proxy.counts)
             faults.update(client_faults(self.hist))
@@ -510,6 +525,7 @@ class Harness:
                 s["lost"] == 0 and s["unexpected"] == 0 and s["skipped_within_limit"] == 0
                 and s["per_key_order_violations"] == 0 and s["same_key_in_flight"] == 0
                 and s["same_event_in_flight"] == 0
+                and s.get("effects_applied_twice", 0) == 0 and s.get("done_without_effect", 0) == 0
                 for s in report["subscribers"].values()
             )
             if not report["passed"]:

@@ -109,15 +109,18 @@ def share_lines(report: dict[str, Any]) -> list[str]:
         "",
         "| subscriber | deliveries in recorded pages | same event in flight at two workers"
         " | events of a killed holder handed to another worker"
-        " | leases taken over from a silent worker | ... from one that was still alive |",
+        " | leases taken over from a silent worker | ... from one that was still alive"
+        " | effects applied twice | events done without their effect |",
         "| ---------- | ---------------------------: | ----------------------------------:"
         " | ------------------------------------------------:"
-        " | -------------------------------------: | --------------------------------: |",
+        " | -------------------------------------: | --------------------------------:"
+        " | --------------------: | -------------------------------: |",
     ]
     for name, v in report["subscribers"].items():
         lines.append(f"| {name} | {v['paged_events']} | {v['same_event_in_flight']} | {v['rerun_after_kill']} | "
                      f"{v['lease_takeovers']} | "
-                     f"{v['expired_live_holders']} |")
+                     f"{v['expired_live_holders']} | {v.get('effects_applied_twice', '-')} | "
+                     f"{v.get('done_without_effect', '-')} |")
     return lines
 
 
