@@ -1046,7 +1046,7 @@ class Client:
 
         Raises :class:`~pglogq.errors.UnknownQueue` and :class:`~pglogq.errors.UnknownConsumer`
         as :meth:`consumer_info` does."""
-        params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
+        params = (a.name(queue, "queue"), a.name(consumer, "consumer"))
         return [cv.info(Lease, r) for r in self._rows(q.LEASES, params, conn)]
 
     def stored_events(self, queue: str, *, conn: AnyConn | None = None) -> int:

@@ -1044,7 +1044,7 @@ class AsyncClient:
 
         Raises :class:`~pglogq.errors.UnknownQueue` and :class:`~pglogq.errors.UnknownConsumer`
         as :meth:`consumer_info` does."""
-        params = (v.name(queue, "queue"), v.name(consumer, "consumer"))
+        params = (a.name(queue, "queue"), a.name(consumer, "consumer"))
         return [cv.info(Lease, r) for r in await self._rows(q.LEASES, params, conn)]
 
     async def stored_events(self, queue: str, *, conn: AnyConn | None = None) -> int:

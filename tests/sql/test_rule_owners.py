@@ -523,7 +523,7 @@ def test_takeover_follows_one_rule_for_every_kind_of_holder(client: pglogq.Clien
 # columns of a holder's state that outlive its batches (the cursor, liveness, skips, the stream's
 # worker); every other column of sub_state belongs to the open batch
 _NOT_OF_THE_BATCH = {"sub_id", "state_part", "last_tick", "last_seen", "heartbeat_at", "skipped_events",
-                     "skipped_at", "handed_from", "lease_worker"}
+                     "skipped_at", "handed_from", "lease_worker", "share_handed", "share_window"}
 # the page handed out: what ends with each page (acknowledged, or taken back after a crash)
 _PAGE = {"page_end_prio", "page_end_txid", "page_end_id", "page_more", "started_prio", "started_txid",
          "started_id"}
@@ -574,7 +574,7 @@ def test_every_reset_clears_what_close_batch_clears(dsn: str) -> None:
     over = _segment(take, "UPDATE pglogq.attempt a SET sub_id = h.sub_id", "RETURN h;")
     assert batch - _WRITTEN_BY_RECEIVE - _fields_assigned(over) == set(), "_take_batch's takeover"
     new = take[take.rindex("h.batch_id := nextval"):]
-    lease_end = {"lease_end_prio", "lease_end_txid", "lease_end_id"}
+    lease_end = {"lease_end_prio", "lease_end_txid", "lease_end_id", "lease_stream", "lease_seq"}
     assert batch - _WRITTEN_BY_RECEIVE - lease_end - _fields_assigned(new) == set(), "_take_batch's new batch"
     # _share_lease: a lease
     lease = _source("_share_lease")
