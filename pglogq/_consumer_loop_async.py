@@ -6,7 +6,7 @@ name, its page sizing, the page being handled and its heartbeat, its wake-up.  T
 (``consumer_async.py``) holds the settings and the handlers and makes its loops when ``run``
 starts; a layer above (``pglogq.cluster``) runs loops of its own kind, one per shard, through the
 hooks a loop calls (``_receive``, ``_learn_partitioned``, ``_error_wait``, ``_log_error``,
-``_drained``, ``_conninfo``, ``_send_probe``).
+``_idle``, ``_drained``, ``_conninfo``, ``_send_probe``).
 
 The page, its handler calls and its heartbeat are described in the consumer module's docstring.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import operator
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -393,6 +394,7 @@ class ReceiveLoop:
                     self._log_error(exc, wait)
                     await _concurrency_async.wait_event(self._stop_event, wait)
                     continue
+                self._idle()
                 if stop_when_idle and self._drained():
                     break
                 if await wake.wait(self.poll_interval):
@@ -425,6 +427,9 @@ class ReceiveLoop:
 
     def _log_error(self, exc: BaseException, wait: float) -> None:
         log.warning("%r: database error (%s); trying again in %g s", self, exc, wait)
+
+    def _idle(self) -> None:
+        """A receive found nothing: the loop waits for a wake-up next (or ends its drain)."""
 
     def _drained(self) -> bool:
         """Whether a drain (``stop_when_idle``) ends now that a receive found nothing."""
@@ -901,9 +906,16 @@ class ShareSlot(ReceiveLoop):
     listener (``wakeup``)."""
 
     def __init__(
-        self, consumer: AsyncConsumer, client: AsyncClient, name: str, wakeup: AsyncSharedWakeup
+        self,
+        consumer: AsyncConsumer,
+        client: AsyncClient,
+        name: str,
+        wakeup: AsyncSharedWakeup,
+        group: SlotGroup | None = None,
     ) -> None:
         super().__init__(consumer, client, name)
+        self._group = SlotGroup(consumer) if group is None else group
+        self._group.join(self)
         self.concurrency = 1  # a slot runs its lease in order, one event at a time
         self._runner = _concurrency_async.Runner(1, self.message_timeout)
         self.cede_after = consumer.cede_after
@@ -916,6 +928,27 @@ class ShareSlot(ReceiveLoop):
     async def listen(self) -> AnyWakeup:
         self.wakeup = self._shared
         return self._shared
+
+    async def serve(self, stop_when_idle: bool, max_batches: int | None) -> None:
+        try:
+            await super().serve(stop_when_idle, max_batches)
+        finally:
+            self._group.leave(self, stop_when_idle)
+
+    async def _receive(self) -> AsyncBatch | None:
+        if not self._group.busy(self):
+            self.stop()  # the drain is over (every slot found nothing)
+            return None
+        return await super()._receive()
+
+    def _idle(self) -> None:
+        self._group.idle(self)
+
+    def _drained(self) -> bool:
+        """A drain ends only when every slot of the consumer found nothing (none holds a lease that
+        could cede events, nothing ceded is waiting): until then an idle slot waits, and takes
+        what a busy one gives back."""
+        return self._group.drained()
 
     def stop(self, *, abandon: bool = False) -> None:
         super().stop(abandon=abandon)
@@ -1022,6 +1055,70 @@ class ShareSlot(ReceiveLoop):
                 return
             if await self.client.cede(page.batch_id):
                 self.stats.ceded += min(page.ceded_at, len(page.deliveries))
+
+
+class SlotGroup:
+    """What the handler slots of one share consumer's run know of each other: which are idle
+    (their last receive found nothing, they wait for a wake-up) and which are busy (receiving,
+    or handling a lease).
+
+    A drain (``run(stop_when_idle=True)``) ends when every slot still serving is idle: then no
+    slot holds a lease that could cede events, and the last receive found nothing ceded either;
+    the slot that sees it stops the consumer, which wakes the others.  Until then an idle slot
+    waits on the shared listener: a cede notifies it, and it takes the tail.  Its state changes
+    without awaiting, under a thread lock (so it serves asyncio tasks as well as threads)."""
+
+    def __init__(self, consumer: AsyncConsumer) -> None:
+        self.consumer = consumer
+        self._lock = threading.Lock()
+        self._slots: list[ShareSlot] = []
+        self._idle: set[int] = set()  # ids of the idle slots
+        self._gone: set[int] = set()  # ids of the slots whose serve returned
+        self.over = False
+        """True once a drain found every slot idle: the slots return."""
+
+    def join(self, slot: ShareSlot) -> None:
+        with self._lock:
+            self._slots.append(slot)
+
+    def busy(self, slot: ShareSlot) -> bool:
+        """``slot`` is about to receive: busy until a receive finds nothing.  False when the drain
+        is over already (the slot must not take anything more)."""
+        with self._lock:
+            if self.over:
+                return False
+            self._idle.discard(id(slot))
+            return True
+
+    def idle(self, slot: ShareSlot) -> None:
+        """``slot``'s receive found nothing."""
+        with self._lock:
+            self._idle.add(id(slot))
+
+    def _all_idle(self) -> bool:
+        return all(id(s) in self._idle or id(s) in self._gone for s in self._slots)
+
+    def drained(self) -> bool:
+        """Whether a drain ends (called by an idle slot): every slot is idle or gone."""
+        with self._lock:
+            if not self.over and self._all_idle():
+                self.over = True
+            over = self.over
+        if over:
+            self.consumer.stop()  # wakes the slots waiting on the listener: they return
+        return over
+
+    def leave(self, slot: ShareSlot, stop_when_idle: bool) -> None:
+        """``slot``'s serve returned (stopped, ``max_batches``, failed): a drain no longer waits
+        for it."""
+        with self._lock:
+            self._gone.add(id(slot))
+            self._idle.discard(id(slot))
+            end = stop_when_idle and not self.over and self._all_idle() and len(self._gone) < len(self._slots)
+            if end:
+                self.over = True
+        if end:
+            self.consumer.stop()
 
 
 class _EachCalls:

@@ -45,7 +45,7 @@ from pglogq import _concurrency_async
 from pglogq._consumer_loop_async import PAGE_MAX as PAGE_MAX
 from pglogq._consumer_loop_async import PAGE_MIN as PAGE_MIN
 from pglogq._consumer_loop_async import PAGE_SECONDS as PAGE_SECONDS
-from pglogq._consumer_loop_async import RECOVERABLE, AnyWakeup, ReceiveLoop, ShareSlot
+from pglogq._consumer_loop_async import RECOVERABLE, AnyWakeup, ReceiveLoop, ShareSlot, SlotGroup
 from pglogq._consumer_loop_async import AsyncDelivery as AsyncDelivery
 from pglogq._consumer_loop_async import HandlerLeftTransactionFailed as HandlerLeftTransactionFailed
 from pglogq._runtime import (
@@ -182,9 +182,11 @@ class AsyncConsumer:
     ``cede_after`` seconds (default 0.2) the lease's events not started yet are given back
     (``cede``) for any idle slot or worker to take at once, and ``stop()`` lets each slot finish
     the event it runs and gives back the rest of its lease (``stop(abandon=True)`` gives back
-    all of it).  The slots share one LISTEN connection (and one client whose pool grows to at
-    most ``2 * slots + 2`` connections); each slot's heartbeat keeps its lease.  ``transactional``
-    share consumers run one slot.  Not with a sharded client.
+    all of it).  A drain (``stop_when_idle``) returns once every slot has found nothing: a slot
+    that finds nothing while another runs waits, and takes what that one cedes.  The slots share
+    one LISTEN connection (and one client whose pool grows to at most ``2 * slots + 2``
+    connections); each slot's heartbeat keeps its lease.  ``transactional`` share consumers run
+    one slot.  Not with a sharded client.
     """
 
     def __init__(
@@ -474,7 +476,8 @@ class AsyncConsumer:
         listener = AsyncWakeup(conninfo, self.queue, self._stop_event, self._send_probe, self.listen_probe_timeout)
         self.wakeup = listener
         shared = AsyncSharedWakeup(listener)
-        slots = [ShareSlot(self, client, name, shared) for name in names]
+        group = SlotGroup(self)
+        slots = [ShareSlot(self, client, name, shared, group) for name in names]
         self._attach(slots)
         try:
             runs = await _concurrency_async.gather(
