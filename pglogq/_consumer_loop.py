@@ -75,6 +75,14 @@ LEASE_MIN = 1
 the smallest (after a slow event): one event, so that a slot that meets a long job holds no other
 event behind it."""
 
+IDLE_CEDE_AFTER = 0.02
+"""A share consumer's slot gives back its lease's unstarted tail once the running event has run
+this long (or ``cede_after`` when shorter) while another slot of the same consumer is idle (its
+receive found nothing): the idle slot takes it at once.  Not at once: quick jobs, those that
+grow a lease, would be ceded back and forth between the slots (a cede, a receive and leases back
+to one event each time); a job that has run 20 ms is long beside the two or three round trips a
+cede and the idle slot's receive cost."""
+
 NO_CEDE = 1 << 62
 """``_Page.ceded_at`` of a page nothing of which was ceded."""
 
@@ -316,6 +324,7 @@ class ReceiveLoop:
         self._stopping = False
         self._stop_event = _concurrency.Event()
         self._hb_stop = _concurrency.Event()
+        self._hb_wake = _concurrency.Event()  # set: the heartbeat side looks at once (stop, poke)
         self._runner = _concurrency.Runner(self.concurrency, self.message_timeout)
         self._strict_runner = _concurrency.Runner(1, self.message_timeout)
 
@@ -408,6 +417,7 @@ class ReceiveLoop:
             self._runner.close()
             self._strict_runner.close()
             self._hb_stop.set()
+            self._hb_wake.set()
             beat.join()
             wake.close()
 
@@ -443,8 +453,10 @@ class ReceiveLoop:
     """How often (seconds) the heartbeat side calls :meth:`_watch`, at most (its step is half the
     shortest of this, the heartbeat, progress and start-ahead intervals)."""
 
-    def _watch(self, page: _Page) -> None:
-        """Called by the heartbeat side at each step while ``page`` is handled."""
+    def _watch(self, page: _Page) -> float | None:
+        """Called by the heartbeat side at each step while ``page`` is handled; the seconds until
+        it wants to be called again, when sooner than the next step (None: at the next step)."""
+        return None
 
     def _before_start(self, page: _Page, index: int) -> bool:
         """Whether the event at ``index`` of a page marked ``ceding`` may start (False: it was
@@ -863,14 +875,19 @@ class ReceiveLoop:
     def _heartbeat_loop(self) -> None:
         step = max(0.02, min(self.heartbeat_interval, self.progress_interval, self._watch_every,
                              self.start_ahead if self.start_ahead > 0 else float("inf")) / 2)
+        wait = step
         while not self._hb_stop.is_set():
-            _concurrency.wait_event(self._hb_stop, step)
+            _concurrency.wait_event(self._hb_wake, wait)
+            self._hb_wake.clear()  # before looking: a poke from now on is seen at the next wait
+            wait = step
             page = self._page
             if page is None or page.finishing or page.lost:
                 continue
             try:
                 self._release(page)
-                self._watch(page)
+                soon = self._watch(page)
+                if soon is not None:
+                    wait = max(0.001, min(step, soon))
                 self._beat(page)
             except (PglogqError, *RECOVERABLE) as exc:
                 log.warning("%r: heartbeat of batch %d failed: %s", self, page.batch_id, exc)
@@ -976,21 +993,35 @@ class ShareSlot(ReceiveLoop):
             return
         super()._paced(page)
 
-    def _watch(self, page: _Page) -> None:
-        """Give the lease's tail back when its running event has run for ``cede_after`` (or at once
-        when stopping)."""
+    def poke(self) -> None:
+        """Have the heartbeat side look at the lease now (another slot went idle)."""
+        self._hb_wake.set()
+
+    def _watch(self, page: _Page) -> float | None:
+        """Give the lease's tail back when its running event has run for ``cede_after``, or for
+        ``IDLE_CEDE_AFTER`` while another slot of the consumer is idle (or at once when stopping);
+        the seconds until that time comes."""
         if page.ceded_at != NO_CEDE:
-            return
+            return None
         i = page.started
         if i + 1 >= len(page.deliveries):
-            return  # nothing after the event that started last
+            return None  # nothing after the event that started last
         if not self._stopping:
             if i < 0:
-                return
+                return None
             d = page.deliveries[i]
-            if not d.running or time.monotonic() - d._t0 < self.cede_after:
-                return
+            if not d.running:
+                return None
+            after, why = self.cede_after, f"cede_after ({self.cede_after:g} s)"
+            if after > IDLE_CEDE_AFTER and self._group.others_idle(self):
+                after, why = IDLE_CEDE_AFTER, f"{IDLE_CEDE_AFTER * 1000:g} ms while another slot is idle"
+            left = after - (time.monotonic() - d._t0)
+            if left > 0:
+                return left
+            self._cede(page, why)
+            return None
         self._cede(page)
+        return None
 
     def _before_start(self, page: _Page, index: int) -> bool:
         if self._stopping and index > page.started:
@@ -1000,7 +1031,7 @@ class ShareSlot(ReceiveLoop):
                 pass  # a cede under way: wait for it to settle
         return index < page.ceded_at
 
-    def _cede(self, page: _Page) -> None:
+    def _cede(self, page: _Page, why: str = "") -> None:
         """Give back the events of the lease after the last one started (``cede``).
 
         Under the page's lock, with ``releasing`` set before ``started`` is read (the handler side
@@ -1044,8 +1075,7 @@ class ShareSlot(ReceiveLoop):
         self.stats.ceded += n - keep - 1
         log.info("%r: gave back %d unstarted event(s) of lease %d (%s) for other workers to take",
                  self, n - keep - 1, page.batch_id,
-                 "stopping" if self._stopping else f"message {page.deliveries[keep].msg_id} runs longer than "
-                 f"cede_after ({self.cede_after:g} s)")
+                 "stopping" if self._stopping else f"message {page.deliveries[keep].msg_id} runs longer than {why}")
 
     def _give_back(self, page: _Page) -> None:
         """An abandoned lease goes back whole (no failed attempt counted), for another worker to
@@ -1093,9 +1123,18 @@ class SlotGroup:
             return True
 
     def idle(self, slot: ShareSlot) -> None:
-        """``slot``'s receive found nothing."""
+        """``slot``'s receive found nothing: the busy slots look at once whether to give their
+        lease's tail to it (``ShareSlot._watch``)."""
         with self._lock:
             self._idle.add(id(slot))
+            busy = [s for s in self._slots if id(s) not in self._idle and id(s) not in self._gone]
+        for s in busy:
+            s.poke()
+
+    def others_idle(self, slot: ShareSlot) -> bool:
+        """Whether a slot other than ``slot`` is idle."""
+        idle = self._idle  # read without the lock: a set's length and membership are safe to read
+        return len(idle) > (id(slot) in idle)
 
     def _all_idle(self) -> bool:
         return all(id(s) in self._idle or id(s) in self._gone for s in self._slots)

@@ -42,8 +42,9 @@ from typing import Any, TypeVar
 
 from pglogq import _concurrency
 
-# what users import from here: the delivery, the page sizes the docstrings name, and the reason
-# a transactional handler's message is nacked with
+# what users import from here: the delivery, the page sizes and the idle cede time the docstrings
+# name, and the reason a transactional handler's message is nacked with
+from pglogq._consumer_loop import IDLE_CEDE_AFTER as IDLE_CEDE_AFTER
 from pglogq._consumer_loop import PAGE_MAX as PAGE_MAX
 from pglogq._consumer_loop import PAGE_MIN as PAGE_MIN
 from pglogq._consumer_loop import PAGE_SECONDS as PAGE_SECONDS
@@ -182,7 +183,8 @@ class Consumer:
     subscribes itself).  A slot's lease is sized like a page (``max_messages``; None: adaptive, but
     from one event, falling back to one after a slow event); when an event has run for
     ``cede_after`` seconds (default 0.2) the lease's events not started yet are given back
-    (``cede``) for any idle slot or worker to take at once, and ``stop()`` lets each slot finish
+    (``cede``) for any idle slot or worker to take at once (after ``IDLE_CEDE_AFTER``, 20 ms, when
+    another slot of this consumer is idle), and ``stop()`` lets each slot finish
     the event it runs and gives back the rest of its lease (``stop(abandon=True)`` gives back
     all of it).  A drain (``stop_when_idle``) returns once every slot has found nothing: a slot
     that finds nothing while another runs waits, and takes what that one cedes.  The slots share

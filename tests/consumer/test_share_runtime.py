@@ -157,6 +157,32 @@ def test_stop_finishes_the_running_event_and_cedes_the_rest(mode: str, client: p
     jobs.ran_once([long_id, *short])
 
 
+def test_an_idle_slot_gets_the_tail_without_waiting_for_cede_after(mode: str, client: pglogq.Client,
+                                                                  dsn: str) -> None:
+    # a lease of 10, the long job first; cede_after far away (an hour): the tail comes back only
+    # because the other slot of the process is idle (its receive found nothing), and that slot
+    # runs it while the long job is held
+    share_queue(client)
+    jobs = Jobs(mode)
+    long_id = client.send("q", {}, type="long")
+    short = client.send_batch("q", [{"n": i} for i in range(9)], type="short")
+    client.tick("q", force=True)
+    spec = spec_for(dsn, jobs, concurrency=2, worker="i", max_messages=10, cede_after=3600)
+    with running(mode, spec) as r, jobs:
+        assert jobs.long_started.wait(60)
+        idle = ({"i-0", "i-1"} - {jobs.long_worker}).pop()
+        wait_for(lambda: set(short) <= set(jobs.done), "the tail run by the idle slot", timeout=30)
+        assert long_id not in jobs.done
+        assert {w for m in short for w in jobs.calls[m]} == {idle}
+        jobs.release.set()
+        wait_for(lambda: long_id in jobs.done, "the long job done", timeout=60)
+        r.stop()
+        stats = r.join()
+    jobs.ran_once([long_id, *short])
+    assert (stats.handled, stats.ceded, stats.failed) == (10, 9, 0)
+    assert len(client.receive("q", "c", worker="late")) == 0
+
+
 def worker_rows(dsn: str) -> set[str]:
     """The worker names of the share consumer that have received at least once."""
     with psycopg.connect(dsn) as conn:
