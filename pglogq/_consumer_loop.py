@@ -86,6 +86,12 @@ cede and the idle slot's receive cost."""
 NO_CEDE = 1 << 62
 """``_Page.ceded_at`` of a page nothing of which was ceded."""
 
+ERROR_BACKOFF_MAX = 10.0
+"""The longest wait of a receive loop between attempts while its database keeps failing: the wait
+starts at ``poll_interval`` and doubles at each failure in a row up to this (or ``poll_interval``
+when that is longer).  A worker whose server went away neither hammers it nor logs a warning
+every ``poll_interval``, and goes on within this long once the server is back."""
+
 RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolTimeout)
 """Errors a receive loop survives (it waits and tries again): the database is away for a while."""
 
@@ -284,6 +290,9 @@ class ReceiveLoop:
     recoverable: tuple[type[BaseException], ...] = RECOVERABLE
     """What :meth:`serve` survives (it waits and receives again); anything else ends the loop."""
 
+    backoff_max: float = ERROR_BACKOFF_MAX
+    """The longest wait after failures in a row (see :meth:`_error_wait`)."""
+
     def __init__(
         self,
         consumer: Consumer,
@@ -322,6 +331,8 @@ class ReceiveLoop:
         self.wakeup: AnyWakeup | None = None
         self._page: _Page | None = None
         self._stopping = False
+        self._failures_in_row = 0  # receives (or pages) that failed since the last receive that worked
+        self._failing_since = 0.0
         self._stop_event = _concurrency.Event()
         self._hb_stop = _concurrency.Event()
         self._hb_wake = _concurrency.Event()  # set: the heartbeat side looks at once (stop, poke)
@@ -384,6 +395,8 @@ class ReceiveLoop:
                         if self._partitioned is None:
                             self._partitioned = self._learn_partitioned()
                         batch = self._receive()
+                        if self._failures_in_row:
+                            self._recovered()
                         if batch is None:
                             continue  # nothing to wait for: receive again at once
                         if batch:
@@ -434,11 +447,24 @@ class ReceiveLoop:
         return rows[0].partitions > 1
 
     def _error_wait(self) -> float:
-        """The wait after a database error before the next receive."""
-        return self.poll_interval
+        """The wait after a database error before the next receive: ``poll_interval``, doubling at
+        each failure in a row up to :attr:`backoff_max`."""
+        self._failures_in_row += 1
+        if self._failures_in_row == 1:
+            self._failing_since = time.monotonic()
+        longest = max(self.poll_interval, self.backoff_max)
+        return float(min(longest, self.poll_interval * 2.0 ** min(self._failures_in_row - 1, 32)))
 
     def _log_error(self, exc: BaseException, wait: float) -> None:
-        log.warning("%r: database error (%s); trying again in %g s", self, exc, wait)
+        more = f" (failure {self._failures_in_row} in a row)" if self._failures_in_row > 1 else ""
+        log.warning("%r: database error (%s); trying again in %g s%s", self, " ".join(str(exc).split()) or
+                    type(exc).__name__, wait, more)
+
+    def _recovered(self) -> None:
+        """A receive worked after failures in a row: say so, and start the backoff afresh."""
+        log.warning("%r: the database is reachable again after %d failed attempt(s) over %.1f s", self,
+                    self._failures_in_row, time.monotonic() - self._failing_since)
+        self._failures_in_row = 0
 
     def _idle(self) -> None:
         """A receive found nothing: the loop waits for a wake-up next (or ends its drain)."""

@@ -40,8 +40,9 @@ from typing import Any, TypeVar
 
 from pglogq import _concurrency_async
 
-# what users import from here: the delivery, the page sizes and the idle cede time the docstrings
-# name, and the reason a transactional handler's message is nacked with
+# what users import from here: the delivery, the page sizes, the idle cede time and the error
+# backoff the docstrings name, and the reason a transactional handler's message is nacked with
+from pglogq._consumer_loop_async import ERROR_BACKOFF_MAX as ERROR_BACKOFF_MAX
 from pglogq._consumer_loop_async import IDLE_CEDE_AFTER as IDLE_CEDE_AFTER
 from pglogq._consumer_loop_async import PAGE_MAX as PAGE_MAX
 from pglogq._consumer_loop_async import PAGE_MIN as PAGE_MIN
@@ -114,9 +115,11 @@ class AsyncConsumer:
     ``retry_policy`` the ``retry_after`` of nacks (a handler's own ``retry_policy`` wins; None: the
     server's rule, the type's ``set_type_config`` else the queue's ``retry_delay``);
     ``message_timeout`` seconds a handler call may take (then it is nacked);
-    ``poll_interval`` longest wait for a tick notification; ``heartbeat_interval`` keep it well
-    under the queue's ``dead_interval`` (a third at most); ``transactional`` run the handlers of a
-    page in the transaction that acknowledges it (``msg.conn``), each in a savepoint;
+    ``poll_interval`` longest wait for a tick notification (and the first wait after a database
+    error: a loop whose database keeps failing logs each failure with its reason and waits twice
+    as long after each one in a row, up to ``ERROR_BACKOFF_MAX``, 10 s); ``heartbeat_interval``
+    keep it well under the queue's ``dead_interval`` (a third at most); ``transactional`` run the
+    handlers of a page in the transaction that acknowledges it (``msg.conn``), each in a savepoint;
     ``start_ahead`` seconds an event may count as started before its handler starts (quick
     handlers are marked started in groups; 0: one round trip before every handler call) - for
     that long (counted from the page's first handler start: the preparation of a large page
@@ -442,13 +445,18 @@ class AsyncConsumer:
         """Whether the subscription is a share consumer (``consumer_info``), checked against the
         ``share`` setting.  A database that cannot be reached is waited for as by a receive loop;
         False when stopped meanwhile."""
+        failures = 0
         while not self._stopping:
             try:
                 rows = await self.client.consumer_info(self.queue, self.consumer_name)
                 break
             except RECOVERABLE as exc:
-                log.warning("%r: database error (%s); trying again in %g s", self, exc, self.poll_interval)
-                await _concurrency_async.wait_event(self._stop_event, self.poll_interval)
+                # as a receive loop waits (ReceiveLoop._error_wait): doubling up to ERROR_BACKOFF_MAX
+                failures += 1
+                longest = max(self.poll_interval, ERROR_BACKOFF_MAX)
+                wait = min(longest, self.poll_interval * 2.0 ** min(failures - 1, 32))
+                log.warning("%r: database error (%s); trying again in %g s", self, " ".join(str(exc).split()), wait)
+                await _concurrency_async.wait_event(self._stop_event, wait)
         else:
             return False
         shared = bool(rows[0].share)
