@@ -1,16 +1,16 @@
 """Nightly reports: long jobs on several workers, with progress and automatic retry.
 
-Six report jobs are queued; two cooperating workers of the subscription "reports" take
-different jobs, report their progress (percent, stage, counters) while they run, and the
-"inventory" report fails once: it is retried automatically after a short delay and then
-succeeds.  Meanwhile the main thread watches the view pglogq.in_flight, as `pglogq status` or a
-dashboard would.  Run it:
+Six report jobs are queued; two workers of the share consumer "reports" (subscribed with
+``share=True``: any idle worker takes the next job) take different jobs, report their progress
+(percent, stage, counters) while they run, and the "inventory" report fails once: it is
+retried automatically after a short delay and then succeeds.  Meanwhile the main thread watches
+the view pglogq.in_flight, as `pglogq status` or a dashboard would.  Run it:
 
     python examples/report_jobs.py        # PGLOGQ_DSN, else the embedded PostgreSQL
 
 It creates (or reuses) the queue "report_jobs_demo" and drops it at the end.  In production each
-worker is its own process (``pglogq worker myapp.reports:consumer --worker auto``), on as many
-machines as needed, and the pglogq-ticker daemon ticks and pumps retries.
+worker is its own process (``pglogq worker myapp.reports:consumer --concurrency 4``: four jobs
+at once), on as many machines as needed, and the pglogq-ticker daemon ticks and pumps retries.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ STAGES = ["querying", "rendering", "uploading"]
 def make_worker(client: pglogq.Client, name: str, done: list[tuple[str, str, int]]) -> pglogq.Consumer:
     worker = pglogq.Consumer(
         client, QUEUE, "reports",
-        worker=name,  # one of several cooperating workers of the subscription
+        worker=name,  # its handler slot is named f"{name}-0" (one job at a time)
         retry_policy=pglogq.RetryPolicy.fixed(timedelta(seconds=0.3)),
         heartbeat_interval=0.5,  # keep well under the queue's dead_interval
         poll_interval=0.2,
@@ -61,8 +61,7 @@ def main() -> None:
         client.install_schema()  # idempotent
         client.drop_queue(QUEUE, force=True)
         client.create_queue(QUEUE)
-        client.subscribe(QUEUE, "reports")
-        client.set_queue_config(QUEUE, "batch_max_events", 1)  # one job per batch: jobs spread over workers
+        client.subscribe(QUEUE, "reports", share=True)  # jobs: any idle worker takes the next one
         client.set_queue_config(QUEUE, "dead_interval", "10 seconds")  # a silent worker loses its job
         for report in REPORTS:
             client.send(QUEUE, {"report": report}, type="report.generate")

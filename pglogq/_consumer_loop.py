@@ -8,7 +8,7 @@ name, its page sizing, the page being handled and its heartbeat, its wake-up.  T
 (``consumer.py``) holds the settings and the handlers and makes its loops when ``run``
 starts; a layer above (``pglogq.cluster``) runs loops of its own kind, one per shard, through the
 hooks a loop calls (``_receive``, ``_learn_partitioned``, ``_error_wait``, ``_log_error``,
-``_drained``, ``_conninfo``, ``_send_probe``).
+``_idle``, ``_drained``, ``_conninfo``, ``_send_probe``).
 
 The page, its handler calls and its heartbeat are described in the consumer module's docstring.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import operator
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -74,8 +75,22 @@ LEASE_MIN = 1
 the smallest (after a slow event): one event, so that a slot that meets a long job holds no other
 event behind it."""
 
+IDLE_CEDE_AFTER = 0.02
+"""A share consumer's slot gives back its lease's unstarted tail once the running event has run
+this long (or ``cede_after`` when shorter) while another slot of the same consumer is idle (its
+receive found nothing): the idle slot takes it at once.  Not at once: quick jobs, those that
+grow a lease, would be ceded back and forth between the slots (a cede, a receive and leases back
+to one event each time); a job that has run 20 ms is long beside the two or three round trips a
+cede and the idle slot's receive cost."""
+
 NO_CEDE = 1 << 62
 """``_Page.ceded_at`` of a page nothing of which was ceded."""
+
+ERROR_BACKOFF_MAX = 10.0
+"""The longest wait of a receive loop between attempts while its database keeps failing: the wait
+starts at ``poll_interval`` and doubles at each failure in a row up to this (or ``poll_interval``
+when that is longer).  A worker whose server went away neither hammers it nor logs a warning
+every ``poll_interval``, and goes on within this long once the server is back."""
 
 RECOVERABLE = (psycopg.OperationalError, psycopg.InterfaceError, OSError, PoolTimeout)
 """Errors a receive loop survives (it waits and tries again): the database is away for a while."""
@@ -277,6 +292,9 @@ class ReceiveLoop:
     recoverable: tuple[type[BaseException], ...] = RECOVERABLE
     """What :meth:`serve` survives (it waits and receives again); anything else ends the loop."""
 
+    backoff_max: float = ERROR_BACKOFF_MAX
+    """The longest wait after failures in a row (see :meth:`_error_wait`)."""
+
     def __init__(
         self,
         consumer: Consumer,
@@ -315,8 +333,11 @@ class ReceiveLoop:
         self.wakeup: AnyWakeup | None = None
         self._page: _Page | None = None
         self._stopping = False
+        self._failures_in_row = 0  # receives (or pages) that failed since the last receive that worked
+        self._failing_since = 0.0
         self._stop_event = _concurrency.Event()
         self._hb_stop = _concurrency.Event()
+        self._hb_wake = _concurrency.Event()  # set: the heartbeat side looks at once (stop, poke)
         self._runner = _concurrency.Runner(self.concurrency, self.message_timeout)
         self._strict_runner = _concurrency.Runner(1, self.message_timeout)
 
@@ -376,6 +397,8 @@ class ReceiveLoop:
                         if self._partitioned is None:
                             self._partitioned = self._learn_partitioned()
                         batch = self._receive()
+                        if self._failures_in_row:
+                            self._recovered()
                         if batch is None:
                             continue  # nothing to wait for: receive again at once
                         if batch:
@@ -397,6 +420,7 @@ class ReceiveLoop:
                     self._log_error(exc, wait)
                     _concurrency.wait_event(self._stop_event, wait)
                     continue
+                self._idle()
                 if stop_when_idle and self._drained():
                     break
                 if wake.wait(self.poll_interval):
@@ -408,6 +432,7 @@ class ReceiveLoop:
             self._runner.close()
             self._strict_runner.close()
             self._hb_stop.set()
+            self._hb_wake.set()
             beat.join()
             wake.close()
 
@@ -424,11 +449,27 @@ class ReceiveLoop:
         return rows[0].partitions > 1
 
     def _error_wait(self) -> float:
-        """The wait after a database error before the next receive."""
-        return self.poll_interval
+        """The wait after a database error before the next receive: ``poll_interval``, doubling at
+        each failure in a row up to :attr:`backoff_max`."""
+        self._failures_in_row += 1
+        if self._failures_in_row == 1:
+            self._failing_since = time.monotonic()
+        longest = max(self.poll_interval, self.backoff_max)
+        return float(min(longest, self.poll_interval * 2.0 ** min(self._failures_in_row - 1, 32)))
 
     def _log_error(self, exc: BaseException, wait: float) -> None:
-        log.warning("%r: database error (%s); trying again in %g s", self, exc, wait)
+        more = f" (failure {self._failures_in_row} in a row)" if self._failures_in_row > 1 else ""
+        log.warning("%r: database error (%s); trying again in %g s%s", self, " ".join(str(exc).split()) or
+                    type(exc).__name__, wait, more)
+
+    def _recovered(self) -> None:
+        """A receive worked after failures in a row: say so, and start the backoff afresh."""
+        log.warning("%r: the database is reachable again after %d failed attempt(s) over %.1f s", self,
+                    self._failures_in_row, time.monotonic() - self._failing_since)
+        self._failures_in_row = 0
+
+    def _idle(self) -> None:
+        """A receive found nothing: the loop waits for a wake-up next (or ends its drain)."""
 
     def _drained(self) -> bool:
         """Whether a drain (``stop_when_idle``) ends now that a receive found nothing."""
@@ -440,8 +481,10 @@ class ReceiveLoop:
     """How often (seconds) the heartbeat side calls :meth:`_watch`, at most (its step is half the
     shortest of this, the heartbeat, progress and start-ahead intervals)."""
 
-    def _watch(self, page: _Page) -> None:
-        """Called by the heartbeat side at each step while ``page`` is handled."""
+    def _watch(self, page: _Page) -> float | None:
+        """Called by the heartbeat side at each step while ``page`` is handled; the seconds until
+        it wants to be called again, when sooner than the next step (None: at the next step)."""
+        return None
 
     def _before_start(self, page: _Page, index: int) -> bool:
         """Whether the event at ``index`` of a page marked ``ceding`` may start (False: it was
@@ -864,14 +907,19 @@ class ReceiveLoop:
     def _heartbeat_loop(self) -> None:
         step = max(0.02, min(self.heartbeat_interval, self.progress_interval, self._watch_every,
                              self.start_ahead if self.start_ahead > 0 else float("inf")) / 2)
+        wait = step
         while not self._hb_stop.is_set():
-            _concurrency.wait_event(self._hb_stop, step)
+            _concurrency.wait_event(self._hb_wake, wait)
+            self._hb_wake.clear()  # before looking: a poke from now on is seen at the next wait
+            wait = step
             page = self._page
             if page is None or page.finishing or page.lost:
                 continue
             try:
                 self._release(page)
-                self._watch(page)
+                soon = self._watch(page)
+                if soon is not None:
+                    wait = max(0.001, min(step, soon))
                 self._beat(page)
             except (PglogqError, *RECOVERABLE) as exc:
                 log.warning("%r: heartbeat of batch %d failed: %s", self, page.batch_id, exc)
@@ -909,9 +957,16 @@ class ShareSlot(ReceiveLoop):
     listener (``wakeup``)."""
 
     def __init__(
-        self, consumer: Consumer, client: Client, name: str, wakeup: AsyncSharedWakeup
+        self,
+        consumer: Consumer,
+        client: Client,
+        name: str,
+        wakeup: AsyncSharedWakeup,
+        group: SlotGroup | None = None,
     ) -> None:
         super().__init__(consumer, client, name)
+        self._group = SlotGroup(consumer) if group is None else group
+        self._group.join(self)
         self.concurrency = 1  # a slot runs its lease in order, one event at a time
         self._runner = _concurrency.Runner(1, self.message_timeout)
         self.cede_after = consumer.cede_after
@@ -924,6 +979,27 @@ class ShareSlot(ReceiveLoop):
     def listen(self) -> AnyWakeup:
         self.wakeup = self._shared
         return self._shared
+
+    def serve(self, stop_when_idle: bool, max_batches: int | None) -> None:
+        try:
+            super().serve(stop_when_idle, max_batches)
+        finally:
+            self._group.leave(self, stop_when_idle)
+
+    def _receive(self) -> Batch | None:
+        if not self._group.busy(self):
+            self.stop()  # the drain is over (every slot found nothing)
+            return None
+        return super()._receive()
+
+    def _idle(self) -> None:
+        self._group.idle(self)
+
+    def _drained(self) -> bool:
+        """A drain ends only when every slot of the consumer found nothing (none holds a lease that
+        could cede events, nothing ceded is waiting): until then an idle slot waits, and takes
+        what a busy one gives back."""
+        return self._group.drained()
 
     def stop(self, *, abandon: bool = False) -> None:
         super().stop(abandon=abandon)
@@ -949,21 +1025,35 @@ class ShareSlot(ReceiveLoop):
             return
         super()._paced(page)
 
-    def _watch(self, page: _Page) -> None:
-        """Give the lease's tail back when its running event has run for ``cede_after`` (or at once
-        when stopping)."""
+    def poke(self) -> None:
+        """Have the heartbeat side look at the lease now (another slot went idle)."""
+        self._hb_wake.set()
+
+    def _watch(self, page: _Page) -> float | None:
+        """Give the lease's tail back when its running event has run for ``cede_after``, or for
+        ``IDLE_CEDE_AFTER`` while another slot of the consumer is idle (or at once when stopping);
+        the seconds until that time comes."""
         if page.ceded_at != NO_CEDE:
-            return
+            return None
         i = page.started
         if i + 1 >= len(page.deliveries):
-            return  # nothing after the event that started last
+            return None  # nothing after the event that started last
         if not self._stopping:
             if i < 0:
-                return
+                return None
             d = page.deliveries[i]
-            if not d.running or time.monotonic() - d._t0 < self.cede_after:
-                return
+            if not d.running:
+                return None
+            after, why = self.cede_after, f"cede_after ({self.cede_after:g} s)"
+            if after > IDLE_CEDE_AFTER and self._group.others_idle(self):
+                after, why = IDLE_CEDE_AFTER, f"{IDLE_CEDE_AFTER * 1000:g} ms while another slot is idle"
+            left = after - (time.monotonic() - d._t0)
+            if left > 0:
+                return left
+            self._cede(page, why)
+            return None
         self._cede(page)
+        return None
 
     def _before_start(self, page: _Page, index: int) -> bool:
         if self._stopping and index > page.started:
@@ -973,7 +1063,7 @@ class ShareSlot(ReceiveLoop):
                 pass  # a cede under way: wait for it to settle
         return index < page.ceded_at
 
-    def _cede(self, page: _Page) -> None:
+    def _cede(self, page: _Page, why: str = "") -> None:
         """Give back the events of the lease after the last one started (``cede``).
 
         Under the page's lock, with ``releasing`` set before ``started`` is read (the handler side
@@ -1017,8 +1107,7 @@ class ShareSlot(ReceiveLoop):
         self.stats.ceded += n - keep - 1
         log.info("%r: gave back %d unstarted event(s) of lease %d (%s) for other workers to take",
                  self, n - keep - 1, page.batch_id,
-                 "stopping" if self._stopping else f"message {page.deliveries[keep].msg_id} runs longer than "
-                 f"cede_after ({self.cede_after:g} s)")
+                 "stopping" if self._stopping else f"message {page.deliveries[keep].msg_id} runs longer than {why}")
 
     def _give_back(self, page: _Page) -> None:
         """An abandoned lease goes back whole (no failed attempt counted), for another worker to
@@ -1030,6 +1119,79 @@ class ShareSlot(ReceiveLoop):
                 return
             if self.client.cede(page.batch_id):
                 self.stats.ceded += min(page.ceded_at, len(page.deliveries))
+
+
+class SlotGroup:
+    """What the handler slots of one share consumer's run know of each other: which are idle
+    (their last receive found nothing, they wait for a wake-up) and which are busy (receiving,
+    or handling a lease).
+
+    A drain (``run(stop_when_idle=True)``) ends when every slot still serving is idle: then no
+    slot holds a lease that could cede events, and the last receive found nothing ceded either;
+    the slot that sees it stops the consumer, which wakes the others.  Until then an idle slot
+    waits on the shared listener: a cede notifies it, and it takes the tail.  Its state changes
+    without awaiting, under a thread lock (so it serves asyncio tasks as well as threads)."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self._lock = threading.Lock()
+        self._slots: list[ShareSlot] = []
+        self._idle: set[int] = set()  # ids of the idle slots
+        self._gone: set[int] = set()  # ids of the slots whose serve returned
+        self.over = False
+        """True once a drain found every slot idle: the slots return."""
+
+    def join(self, slot: ShareSlot) -> None:
+        with self._lock:
+            self._slots.append(slot)
+
+    def busy(self, slot: ShareSlot) -> bool:
+        """``slot`` is about to receive: busy until a receive finds nothing.  False when the drain
+        is over already (the slot must not take anything more)."""
+        with self._lock:
+            if self.over:
+                return False
+            self._idle.discard(id(slot))
+            return True
+
+    def idle(self, slot: ShareSlot) -> None:
+        """``slot``'s receive found nothing: the busy slots look at once whether to give their
+        lease's tail to it (``ShareSlot._watch``)."""
+        with self._lock:
+            self._idle.add(id(slot))
+            busy = [s for s in self._slots if id(s) not in self._idle and id(s) not in self._gone]
+        for s in busy:
+            s.poke()
+
+    def others_idle(self, slot: ShareSlot) -> bool:
+        """Whether a slot other than ``slot`` is idle."""
+        idle = self._idle  # read without the lock: a set's length and membership are safe to read
+        return len(idle) > (id(slot) in idle)
+
+    def _all_idle(self) -> bool:
+        return all(id(s) in self._idle or id(s) in self._gone for s in self._slots)
+
+    def drained(self) -> bool:
+        """Whether a drain ends (called by an idle slot): every slot is idle or gone."""
+        with self._lock:
+            if not self.over and self._all_idle():
+                self.over = True
+            over = self.over
+        if over:
+            self.consumer.stop()  # wakes the slots waiting on the listener: they return
+        return over
+
+    def leave(self, slot: ShareSlot, stop_when_idle: bool) -> None:
+        """``slot``'s serve returned (stopped, ``max_batches``, failed): a drain no longer waits
+        for it."""
+        with self._lock:
+            self._gone.add(id(slot))
+            self._idle.discard(id(slot))
+            end = stop_when_idle and not self.over and self._all_idle() and len(self._gone) < len(self._slots)
+            if end:
+                self.over = True
+        if end:
+            self.consumer.stop()
 
 
 class _EachCalls:

@@ -42,12 +42,14 @@ from typing import Any, TypeVar
 
 from pglogq import _concurrency
 
-# what users import from here: the delivery, the page sizes the docstrings name, and the reason
-# a transactional handler's message is nacked with
+# what users import from here: the delivery, the page sizes, the idle cede time and the error
+# backoff the docstrings name, and the reason a transactional handler's message is nacked with
+from pglogq._consumer_loop import ERROR_BACKOFF_MAX as ERROR_BACKOFF_MAX
+from pglogq._consumer_loop import IDLE_CEDE_AFTER as IDLE_CEDE_AFTER
 from pglogq._consumer_loop import PAGE_MAX as PAGE_MAX
 from pglogq._consumer_loop import PAGE_MIN as PAGE_MIN
 from pglogq._consumer_loop import PAGE_SECONDS as PAGE_SECONDS
-from pglogq._consumer_loop import RECOVERABLE, AnyWakeup, ReceiveLoop, ShareSlot
+from pglogq._consumer_loop import RECOVERABLE, AnyWakeup, ReceiveLoop, ShareSlot, SlotGroup
 from pglogq._consumer_loop import Delivery as Delivery
 from pglogq._consumer_loop import HandlerLeftTransactionFailed as HandlerLeftTransactionFailed
 from pglogq._runtime import (
@@ -115,9 +117,11 @@ class Consumer:
     ``retry_policy`` the ``retry_after`` of nacks (a handler's own ``retry_policy`` wins; None: the
     server's rule, the type's ``set_type_config`` else the queue's ``retry_delay``);
     ``message_timeout`` seconds a handler call may take (then it is nacked);
-    ``poll_interval`` longest wait for a tick notification; ``heartbeat_interval`` keep it well
-    under the queue's ``dead_interval`` (a third at most); ``transactional`` run the handlers of a
-    page in the transaction that acknowledges it (``msg.conn``), each in a savepoint;
+    ``poll_interval`` longest wait for a tick notification (and the first wait after a database
+    error: a loop whose database keeps failing logs each failure with its reason and waits twice
+    as long after each one in a row, up to ``ERROR_BACKOFF_MAX``, 10 s); ``heartbeat_interval``
+    keep it well under the queue's ``dead_interval`` (a third at most); ``transactional`` run the
+    handlers of a page in the transaction that acknowledges it (``msg.conn``), each in a savepoint;
     ``start_ahead`` seconds an event may count as started before its handler starts (quick
     handlers are marked started in groups; 0: one round trip before every handler call) - for
     that long (counted from the page's first handler start: the preparation of a large page
@@ -182,16 +186,18 @@ class Consumer:
     subscribes itself).  A slot's lease is sized like a page (``max_messages``; None: adaptive, but
     from one event, falling back to one after a slow event); when an event has run for
     ``cede_after`` seconds (default 0.2) the lease's events not started yet are given back
-    (``cede``) for any idle slot or worker to take at once, and ``stop()`` lets each slot finish
+    (``cede``) for any idle slot or worker to take at once (after ``IDLE_CEDE_AFTER``, 20 ms, when
+    another slot of this consumer is idle), and ``stop()`` lets each slot finish
     the event it runs and gives back the rest of its lease (``stop(abandon=True)`` gives back
-    all of it).  The slots share one LISTEN connection (and one client whose pool grows to at
-    most ``2 * slots + 2`` connections); each slot's heartbeat keeps its lease.  With
-    ``transactional`` (and ``share=True``: an ordinary transactional consumer runs one page
-    transaction at a time) each slot runs its lease in a transaction of its own on
-    ``msg.conn``, and the lease's outcomes (the ack, and the nacks of failed events: a release
-    with the retry delay) commit in it with the handlers' writes, or not at all: a crash at any
-    point leaves each event either done with its effects or available again without them.  Not
-    with a sharded client.
+    all of it).  A drain (``stop_when_idle``) returns once every slot has found nothing: a slot
+    that finds nothing while another runs waits, and takes what that one cedes.  The slots share
+    one LISTEN connection (and one client whose pool grows to at most ``2 * slots + 2``
+    connections); each slot's heartbeat keeps its lease.  With ``transactional`` (and
+    ``share=True``: an ordinary transactional consumer runs one page transaction at a time) each
+    slot runs its lease in a transaction of its own on ``msg.conn``, and the lease's outcomes (the
+    ack, and the nacks of failed events: a release with the retry delay) commit in it with the
+    handlers' writes, or not at all: a crash at any point leaves each event either done with its
+    effects or available again without them.  Not with a sharded client.
     """
 
     def __init__(
@@ -450,13 +456,18 @@ class Consumer:
         """Whether the subscription is a share consumer (``consumer_info``), checked against the
         ``share`` setting.  A database that cannot be reached is waited for as by a receive loop;
         False when stopped meanwhile."""
+        failures = 0
         while not self._stopping:
             try:
                 rows = self.client.consumer_info(self.queue, self.consumer_name)
                 break
             except RECOVERABLE as exc:
-                log.warning("%r: database error (%s); trying again in %g s", self, exc, self.poll_interval)
-                _concurrency.wait_event(self._stop_event, self.poll_interval)
+                # as a receive loop waits (ReceiveLoop._error_wait): doubling up to ERROR_BACKOFF_MAX
+                failures += 1
+                longest = max(self.poll_interval, ERROR_BACKOFF_MAX)
+                wait = min(longest, self.poll_interval * 2.0 ** min(failures - 1, 32))
+                log.warning("%r: database error (%s); trying again in %g s", self, " ".join(str(exc).split()), wait)
+                _concurrency.wait_event(self._stop_event, wait)
         else:
             return False
         shared = bool(rows[0].share)
@@ -486,7 +497,8 @@ class Consumer:
         listener = Wakeup(conninfo, self.queue, self._stop_event, self._send_probe, self.listen_probe_timeout)
         self.wakeup = listener
         shared = AsyncSharedWakeup(listener)
-        slots = [ShareSlot(self, client, name, shared) for name in names]
+        group = SlotGroup(self)
+        slots = [ShareSlot(self, client, name, shared, group) for name in names]
         self._attach(slots)
         try:
             runs = _concurrency.gather(

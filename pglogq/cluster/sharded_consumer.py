@@ -142,6 +142,7 @@ class ShardLoop(ReceiveLoop):
     loop: it tries again after ``poll_interval``, doubling up to ``SHARD_BACKOFF_MAX`` seconds."""
 
     recoverable = (*RECOVERABLE, UnknownQueue, UnknownConsumer)
+    backoff_max = SHARD_BACKOFF_MAX  # the other shards flow meanwhile
 
     def __init__(
         self, consumer: Consumer, client: Client, name: str | None, shard: str, run: ShardedRun
@@ -149,7 +150,6 @@ class ShardLoop(ReceiveLoop):
         super().__init__(consumer, client, name)
         self.shard: str = shard
         self.run = run
-        self._failures_in_row = 0
         self._gated: ConsumerGated | None = None  # what gated the last receive
         self._last_look = False  # a drain's gated loop looked at the fence after the old shard's loops ended
 
@@ -176,15 +176,7 @@ class ShardLoop(ReceiveLoop):
                 return None
             self._gated = exc
             batch = Batch(None, self.queue, self.consumer_name, [], self.client)
-        self._failures_in_row = 0
         return batch
-
-    def _error_wait(self) -> float:
-        """``poll_interval``, doubling at each failure in a row up to ``SHARD_BACKOFF_MAX`` (the
-        other shards flow meanwhile)."""
-        self._failures_in_row += 1
-        longest = max(self.poll_interval, SHARD_BACKOFF_MAX)
-        return float(min(longest, self.poll_interval * 2.0 ** (self._failures_in_row - 1)))
 
     def _log_error(self, exc: BaseException, wait: float) -> None:
         if isinstance(exc, (UnknownQueue, UnknownConsumer)):

@@ -13,6 +13,7 @@ import threading
 from collections import defaultdict
 from typing import Any
 
+import psycopg
 import pytest
 
 import pglogq
@@ -156,6 +157,66 @@ def test_stop_finishes_the_running_event_and_cedes_the_rest(mode: str, client: p
     jobs.ran_once([long_id, *short])
 
 
+def test_an_idle_slot_gets_the_tail_without_waiting_for_cede_after(mode: str, client: pglogq.Client,
+                                                                  dsn: str) -> None:
+    # a lease of 10, the long job first; cede_after far away (an hour): the tail comes back only
+    # because the other slot of the process is idle (its receive found nothing), and that slot
+    # runs it while the long job is held
+    share_queue(client)
+    jobs = Jobs(mode)
+    long_id = client.send("q", {}, type="long")
+    short = client.send_batch("q", [{"n": i} for i in range(9)], type="short")
+    client.tick("q", force=True)
+    spec = spec_for(dsn, jobs, concurrency=2, worker="i", max_messages=10, cede_after=3600)
+    with running(mode, spec) as r, jobs:
+        assert jobs.long_started.wait(60)
+        idle = ({"i-0", "i-1"} - {jobs.long_worker}).pop()
+        wait_for(lambda: set(short) <= set(jobs.done), "the tail run by the idle slot", timeout=30)
+        assert long_id not in jobs.done
+        assert {w for m in short for w in jobs.calls[m]} == {idle}
+        jobs.release.set()
+        wait_for(lambda: long_id in jobs.done, "the long job done", timeout=60)
+        r.stop()
+        stats = r.join()
+    jobs.ran_once([long_id, *short])
+    assert (stats.handled, stats.ceded, stats.failed) == (10, 9, 0)
+    assert len(client.receive("q", "c", worker="late")) == 0
+
+
+def worker_rows(dsn: str) -> set[str]:
+    """The worker names of the share consumer that have received at least once."""
+    with psycopg.connect(dsn) as conn:
+        return {r[0] for r in conn.execute("SELECT worker_name FROM pglogq.subscriber WHERE worker_name IS NOT NULL")}
+
+
+def test_a_drain_ends_only_when_every_slot_is_idle(mode: str, client: pglogq.Client, dsn: str) -> None:
+    # one lease of 10 (the long job first) taken by one slot; the other slot's receive finds
+    # nothing while the long job runs.  Only then is the busy slot allowed to cede (cede_after is
+    # lowered by the test): a drain must not have let the idle slot go, it takes the ceded tail
+    # and runs it while the long job is still held
+    share_queue(client)
+    jobs = Jobs(mode)
+    long_id = client.send("q", {}, type="long")
+    short = client.send_batch("q", [{"n": i} for i in range(9)], type="short")
+    client.tick("q", force=True)
+    spec = spec_for(dsn, jobs, concurrency=2, worker="d", max_messages=10, cede_after=3600)
+    with running(mode, spec, stop_when_idle=True) as r, jobs:
+        assert jobs.long_started.wait(60)
+        idle = ({"d-0", "d-1"} - {jobs.long_worker}).pop()
+        wait_for(lambda: idle in worker_rows(dsn), "the other slot's receive (it finds nothing)", timeout=60)
+        for slot in r.consumer._loops:
+            slot.cede_after = 0.05  # now the busy slot gives its tail back
+        wait_for(lambda: set(short) <= set(jobs.done), "the ceded events run while the long job runs",
+                 timeout=30)
+        assert long_id not in jobs.done
+        assert {w for m in short for w in jobs.calls[m]} == {idle}
+        jobs.release.set()
+        stats = r.join()  # the drain ends once both slots are idle
+    jobs.ran_once([long_id, *short])
+    assert (stats.handled, stats.ceded, stats.failed) == (10, 9, 0)
+    assert len(client.receive("q", "c", worker="late")) == 0
+
+
 def test_many_slots_drain_every_event_once(mode: str, client: pglogq.Client, dsn: str) -> None:
     # workers x concurrency slots, adaptive leases: a drain handles each event once
     share_queue(client)
@@ -166,12 +227,11 @@ def test_many_slots_drain_every_event_once(mode: str, client: pglogq.Client, dsn
         client.tick("q", force=True)
     spec = spec_for(dsn, jobs, workers=2, concurrency=2, worker="p")
     stats = run_once(mode, spec, stop_when_idle=True)
-    # a slot that finds nothing ends the drain for itself: the others finish what is left; what
-    # a drain left (a slot that ended first while a lease was being handed out) the next one takes
+    # the drain ended only once every slot found nothing: it left nothing behind
     rest = run_once(mode, spec_for(dsn, jobs, worker="p2"), stop_when_idle=True)
     jobs.ran_once(ids)
-    assert stats.handled + rest.handled == len(ids)
-    assert {w for ws in jobs.calls.values() for w in ws} <= {"p-0", "p-1", "p-2", "p-3", "p2-0"}
+    assert (stats.handled, rest.handled) == (len(ids), 0)
+    assert {w for ws in jobs.calls.values() for w in ws} <= {"p-0", "p-1", "p-2", "p-3"}
 
 
 def test_share_setting_must_match_the_subscription(mode: str, client: pglogq.Client, dsn: str) -> None:

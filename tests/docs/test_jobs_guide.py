@@ -58,3 +58,27 @@ def test_job_ids_are_not_assumed() -> None:
     for b in blocks_of(GUIDE):
         if b.lang in ("bash", "sh"):
             assert not re.search(r"pglogq job show \S+ \d+", b.code), f"{b.where}: {b.code}"
+
+
+def test_the_guide_runs_its_jobs_on_a_share_consumer() -> None:
+    """Jobs want any idle worker to take the next one (a share consumer), not whole batches: every
+    subscription the guide makes is a share one, and it says when to choose which kind."""
+    subscribes = [
+        node for tree in _python_blocks() for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "subscribe"
+    ]
+    assert subscribes, "the guide subscribes nothing any more"
+    for call in subscribes:
+        share = [k for k in call.keywords if k.arg == "share"]
+        assert share and ast.unparse(share[0].value) == "True", ast.unparse(call)
+    text = GUIDE.read_text(encoding="utf-8")
+    assert "## Share consumer or ordinary consumer: which one" in text
+    assert "--share" in text
+
+
+def test_the_tutorials_job_chapter_uses_a_share_consumer() -> None:
+    tutorial = DOCS / "tutorial.md"
+    shell = "\n".join(b.code for b in blocks_of(tutorial) if b.lang == "bash")
+    assert re.search(r"pglogq consumer subscribe \S+ \S+ --share", shell)
+    text = tutorial.read_text(encoding="utf-8")
+    assert "A share consumer for **jobs**" in text and "An ordinary consumer for **event streams**" in text
