@@ -48,13 +48,27 @@ TYPE_CONFIG: LiteralString = (
 )
 LOOKUP: LiteralString = (
     "SELECT consumer, state, %s::pg_catalog.int8, type, created_at, worker, since, last_heartbeat,"
-    " percent::pg_catalog.float8, stage, due_at, attempts, reason, dead_id, detail"
+    " percent::pg_catalog.float8, stage, due_at, attempts, reason, dead_id, detail, NULL::pg_catalog.text,"
+    " finished_at, result::pg_catalog.text, history::pg_catalog.text"
     " FROM pglogq.lookup(%s, %s)"
 )
 JOBS: LiteralString = (
     "SELECT consumer, state, msg_id, type, created_at, worker, since, last_heartbeat, percent::pg_catalog.float8,"
-    " stage, due_at, attempts, reason, dead_id, NULL::pg_catalog.text, cursor"
-    " FROM pglogq.jobs(%s, %s, %s, %s, %s, %s)"
+    " stage, due_at, attempts, reason, dead_id, NULL::pg_catalog.text, cursor, finished_at"
+    " FROM pglogq.jobs(%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+MAX_RESULT_BYTES: LiteralString = "SELECT max_result_bytes FROM pglogq.queue_config(%s)"
+RESULT: LiteralString = (
+    "SELECT outcome, final, attempt, worker, started_at, finished_at, error, result::pg_catalog.text"
+    " FROM pglogq.result(%s, %s, %s)"
+)
+ACK_OUTCOMES: LiteralString = (
+    # the outcomes first (record_outcomes needs the batch open), then the ack, in one statement:
+    # one round trip, and the outcomes commit exactly when the page does
+    "WITH r AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], %s::pg_catalog.int4[],"
+    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], %s::pg_catalog.text[], %s::pg_catalog.text[],"
+    " %s::pg_catalog.text[], %s::pg_catalog.text[]) AS n)"
+    " SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8), r.n FROM r"
 )
 SCHEDULE_ADD: LiteralString = (
     "SELECT pglogq.schedule_add(%s, %s, %s, %s, type => %s, headers => %s, priority => %s, missed => %s)"

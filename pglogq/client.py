@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -53,6 +55,7 @@ from pglogq.models import (
     DeadLetter,
     DeadLetterPreview,
     InFlight,
+    JobResult,
     JobState,
     Message,
     QueueInfo,
@@ -581,7 +584,7 @@ class Client:
             null=False,
         )
         rows = self._rows(q.LOOKUP, (mid, v.name(queue, "queue"), mid), conn)
-        return [JobState(*r) for r in rows]
+        return [cv.job_state(r) for r in rows]
 
     def jobs(
         self,
@@ -592,19 +595,70 @@ class Client:
         state: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
         conn: AnyConn | None = None,
     ) -> list[JobState]:
         """One page of the events of ``queue`` that are not done: per consumer (by name), in-flight,
         then retry, dead and waiting (``state`` picks one).  Pass the last row's ``cursor`` as
-        ``after`` for the next page; fewer than ``limit`` rows means the list is complete."""
+        ``after`` for the next page; fewer than ``limit`` rows means the list is complete.
+
+        Finished jobs come from the consumers' outcome logs: ``state="finished"`` (every outcome)
+        or one outcome (``done``, ``failed``, ``cancelled``, ``stopped``, ``skipped``), newest
+        first, ``since`` / ``until`` bounding when they finished (see ``pglogq.jobs``)."""
         params = (
             v.name(queue, "queue"), v.name(consumer, "consumer"), v.text(type, "event type"),
             v.text(state, "state", InvalidJobsQuery),
             v.integer(limit, "limit", v.INT4, lambda n: InvalidJobsQuery(f"invalid limit {n}: use 1..100000"),
                       null=False),
             v.text(after, "cursor", InvalidJobsQuery),
+            v.moment(since, "since", InvalidJobsQuery), v.moment(until, "until", InvalidJobsQuery),
         )
-        return [JobState(*r) for r in self._rows(q.JOBS, params, conn)]
+        return [cv.job_state(r) for r in self._rows(q.JOBS, params, conn)]
+
+    def result(
+        self, queue: str, msg_id: int, consumer: str, *, timeout: float | timedelta = 30.0,
+    ) -> JobResult | None:
+        """Wait until the handler of ``consumer`` finished event ``msg_id`` for good, and return
+        how (:class:`JobResult`: ``outcome`` done, dead, cancelled or stopped, with the handler's
+        stored ``result``); None when that did not happen within ``timeout`` (seconds, or a
+        timedelta; 0: look once).
+
+        Waits on a connection of its own that LISTENs for the outcomes of the queue (no
+        polling): ``NOTIFY "pglogq.outcome.<queue>"`` at each page a consumer runtime
+        acknowledges.  Needs a direct connection (not a pooler in transaction mode)."""
+        name = v.name(queue, "queue")
+        cons = v.name(consumer, "consumer")
+        mid = v.integer(
+            msg_id, "message id", v.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"'),
+            null=False,
+        )
+        wait = v.interval(timeout, "timeout", InvalidArgument) if isinstance(timeout, timedelta) else None
+        seconds = wait.total_seconds() if wait is not None else timeout
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= 366 * 86400:
+            raise InvalidArgument(f"invalid timeout {timeout!r}: use 0 .. 366 days (seconds or a timedelta)")
+        assert name is not None and cons is not None and mid is not None
+        deadline = time.monotonic() + seconds
+        try:
+            listener = psycopg.Connection.connect(self.conninfo(), autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise CannotConnect(f"cannot connect to the database: {exc}") from exc
+        with listener:
+            try:
+                # LISTEN first, then look: an outcome committed in between is seen by the look
+                listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(f"pglogq.outcome.{name}")))
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
+            while True:
+                rows = self._rows(q.RESULT, (name, cons, mid), listener)
+                if rows and rows[0][1]:
+                    return cv.job_result(name, cons, mid, rows[0])
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                for note in listener.notifies(timeout=left):
+                    if note.payload == cons:
+                        break
 
     # -- schedules -------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ Exception tree::
     │   ├── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, events in flight)
     │   ├── InvalidShardMap         PQ081  (cluster: bad ranges, unknown shard, slot out of range, overlapping move)
     │   ├── ShareWorkerRequired     PQ090  (receive: a share consumer without a worker name)
-    │   └── ShareNotSupported       PQ091  (subscribe, set_queue_config: share consumer with partitions, lane or shards)
+    │   ├── ShareNotSupported       PQ091  (subscribe, set_queue_config: share consumer with partitions, lane or shards)
+    │   └── ResultTooLarge          PQ093  (record_outcomes, a consumer's handler: a result above max_result_bytes)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -473,6 +474,16 @@ class ShareNotSupported(InvalidInput):
     Nothing changed."""
 
     sqlstate = "PQ091"
+
+
+class ResultTooLarge(InvalidInput):
+    """A handler's result is larger than its queue's ``max_result_bytes`` (its stored jsonb size).
+
+    ``record_outcomes`` refuses it and stores nothing; the consumer runtime checks it first and
+    fails the job with this error as its reason (it is nacked: retried, then dead-lettered, as
+    any failure), so the page is acknowledged normally."""
+
+    sqlstate = "PQ093"
 
 
 class CedeRefused(PglogqError):

@@ -1,12 +1,21 @@
--- pglogq.jobs(queue_name, consumer_name, msg_type, in_state, max_rows, after): list the events of a
--- queue that are not done, per consumer, a page at a time.
+-- pglogq.jobs(queue_name, consumer_name, msg_type, in_state, max_rows, after, finished_since,
+-- finished_until): list the events of a queue that are not done, or the finished handler runs of
+-- the outcome log, per consumer, a page at a time.
 -- Parameters: queue_name; consumer_name  only this consumer (NULL: every consumer, by name);
 --             msg_type  only events of this type (NULL: any); in_state  only 'in-flight', 'retry',
---             'dead' or 'waiting' (NULL: all four, in that order); max_rows  1..100000 (default
---             100); after  the cursor of the last row of the previous page (NULL: from the start)
+--             'dead' or 'waiting' (NULL: all four, in that order), or the outcome log: 'finished'
+--             (every outcome), 'done', 'failed', 'cancelled', 'stopped' or 'skipped' (one outcome;
+--             see record_outcomes); max_rows  1..100000 (default 100); after  the cursor of the
+--             last row of the previous page (NULL: from the start); finished_since,
+--             finished_until  the outcome log only: outcomes finished in this time range
+--             (inclusive; NULL: unbounded)
 -- Returns:    rows (consumer, state, msg_id, type, created_at, worker, since, last_heartbeat,
---             percent, stage, due_at, attempts, reason, dead_id, cursor); the states and columns
---             mean what they mean in pglogq.lookup.  Order: consumer name, then state (in-flight,
+--             percent, stage, due_at, attempts, reason, dead_id, cursor, finished_at); the states
+--             and columns mean what they mean in pglogq.lookup.  The outcome log's rows: state is
+--             the outcome, since the handler's start, finished_at its end, attempts the run's
+--             attempt number, reason its error, created_at NULL; newest first (finished_at,
+--             then the order they were recorded in), within the queue's history_retention.
+--             Order of the rest: consumer name, then state (in-flight,
 --             retry, dead, waiting), then in-flight in commit order, retry and dead by msg_id;
 --             waiting: first the rest of the consumer's open batches, then the log after its
 --             cursor, both in commit order, then the delayed sends by msg_id.  Pass the last
@@ -18,7 +27,9 @@
 --             attempt (read; open batches through _open_batch_events, retries through _retries,
 --             the worker through _worker_name: a partitioned queue lists as a queue of one
 --             partition does).
--- Reads only.  Each page costs index range scans from its cursor: the waiting list reads the
+-- Reads only.  Each page costs index range scans from its cursor (the outcome log: a backward
+-- scan of outcome_time_idx, or of outcome_failed_idx for an outcome other than done, from the
+-- cursor: the same time at the first page and half-way through a million outcomes): the waiting list reads the
 -- open batches and then the (ev_txid, ev_id) index from the consumer's cursor tick, so a page takes the same time on a
 -- queue of a million waiting events as on an empty one; with msg_type, events of other types
 -- are read and skipped (a rare type among many waiting events makes a page slower).  An open
@@ -29,10 +40,12 @@
 -- so be listed twice, or not at all) between two pages.
 CREATE OR REPLACE FUNCTION pglogq.jobs(
     queue_name text, consumer_name text DEFAULT NULL, msg_type text DEFAULT NULL, in_state text DEFAULT NULL,
-    max_rows integer DEFAULT 100, after text DEFAULT NULL)
+    max_rows integer DEFAULT 100, after text DEFAULT NULL, finished_since timestamptz DEFAULT NULL,
+    finished_until timestamptz DEFAULT NULL)
 RETURNS TABLE (consumer text, state text, msg_id bigint, type text, created_at timestamptz, worker text,
                since timestamptz, last_heartbeat timestamptz, percent numeric, stage text,
-               due_at timestamptz, attempts integer, reason text, dead_id bigint, cursor text)
+               due_at timestamptz, attempts integer, reason text, dead_id bigint, cursor text,
+               finished_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp
 SET jit = off AS $$
@@ -53,11 +66,21 @@ DECLARE
     snap pg_snapshot;
     parts text[];
     held bigint[];
+    log_only boolean := only_state IN ('finished', 'done', 'failed', 'cancelled', 'stopped', 'skipped');
+    t_lo timestamptz;
+    t_hi timestamptz;
+    s_hi bigint;
 BEGIN
     q := pglogq._queue(queue_name);
-    IF only_state IS NOT NULL AND only_state NOT IN ('in-flight', 'retry', 'dead', 'waiting') THEN
+    IF only_state IS NOT NULL AND only_state NOT IN ('in-flight', 'retry', 'dead', 'waiting') AND NOT log_only THEN
         RAISE EXCEPTION 'invalid state "%"', left(only_state, 80)
-            USING ERRCODE = 'PQ069', HINT = 'one of waiting, in-flight, retry, dead (or NULL: all)';
+            USING ERRCODE = 'PQ069',
+                  HINT = 'one of waiting, in-flight, retry, dead (or NULL: all four); finished, done, failed, '
+                         'cancelled, stopped, skipped (the outcome log)';
+    END IF;
+    IF (finished_since IS NOT NULL OR finished_until IS NOT NULL) AND NOT coalesce(log_only, false) THEN
+        RAISE EXCEPTION 'finished_since and finished_until apply to the outcome log only'
+            USING ERRCODE = 'PQ069', HINT = 'pass in_state => ''finished'' (or one outcome) with them';
     END IF;
     IF left_rows IS NULL OR left_rows < 1 OR left_rows > 100000 THEN
         RAISE EXCEPTION 'invalid max_rows %: use 1..100000', coalesce(left_rows::text, 'NULL')
@@ -68,7 +91,7 @@ BEGIN
     END IF;
     IF after IS NOT NULL THEN
         parts := string_to_array(after, '/');
-        IF cardinality(parts) <> 4 OR parts[1] !~ '^[A-Za-z][A-Za-z0-9_.-]{0,62}$' OR parts[2] !~ '^[1-6]$'
+        IF cardinality(parts) <> 4 OR parts[1] !~ '^[A-Za-z][A-Za-z0-9_.-]{0,62}$' OR parts[2] !~ '^[1-7]$'
            OR parts[3] !~ '^[0-9]{1,20}$' OR parts[4] !~ '^[0-9]{1,19}$'
            OR parts[3]::numeric > 18446744073709551615 OR parts[4]::numeric > 9223372036854775807 THEN
             RAISE EXCEPTION 'invalid cursor "%"', left(after, 80)
@@ -84,6 +107,53 @@ BEGIN
                 AND (jobs.consumer_name IS NULL OR s.consumer_name = jobs.consumer_name)
                 AND (a_cons IS NULL OR s.consumer_name >= a_cons)
               ORDER BY s.consumer_name LOOP
+        IF log_only THEN
+            -- rank 7: the outcome log, newest first; the cursor is (finished_at in microseconds
+            -- since 1970, seq) of the last row
+            t_lo := greatest(coalesce(finished_since, '-infinity'), clock_timestamp() - q.history_retention);
+            IF c.consumer_name = a_cons AND a_rank = 7 THEN
+                t_hi := 'epoch'::timestamptz + a_k1 * interval '1 microsecond';
+                s_hi := a_k2;
+            ELSE
+                t_hi := 'infinity';
+                s_hi := 9223372036854775807;
+            END IF;
+            IF only_state = 'finished' OR only_state = 'done' THEN
+                RETURN QUERY
+                SELECT c.consumer_name, o.outcome, o.msg_id, o.ev_type, NULL::timestamptz, o.worker, o.started_at,
+                       NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, o.attempt, o.error,
+                       NULL::bigint,
+                       format('%s/7/%s/%s', c.consumer_name,
+                              (extract(epoch FROM o.finished_at) * 1000000)::bigint, o.seq),
+                       o.finished_at
+                  FROM pglogq.outcome o
+                 WHERE o.sub_id = c.sub_id AND o.finished_at >= t_lo
+                   AND o.finished_at <= coalesce(finished_until, 'infinity')
+                   AND (o.finished_at, o.seq) < (t_hi, s_hi)
+                   AND (only_state = 'finished' OR o.outcome = 'done')
+                   AND (only_type IS NULL OR o.ev_type = only_type)
+                 ORDER BY o.finished_at DESC, o.seq DESC LIMIT left_rows;
+            ELSE
+                -- an outcome other than done: its own partial index (rare among many done)
+                RETURN QUERY
+                SELECT c.consumer_name, o.outcome, o.msg_id, o.ev_type, NULL::timestamptz, o.worker, o.started_at,
+                       NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, o.attempt, o.error,
+                       NULL::bigint,
+                       format('%s/7/%s/%s', c.consumer_name,
+                              (extract(epoch FROM o.finished_at) * 1000000)::bigint, o.seq),
+                       o.finished_at
+                  FROM pglogq.outcome o
+                 WHERE o.sub_id = c.sub_id AND o.outcome <> 'done' AND o.outcome = only_state
+                   AND o.finished_at >= t_lo AND o.finished_at <= coalesce(finished_until, 'infinity')
+                   AND (o.finished_at, o.seq) < (t_hi, s_hi)
+                   AND (only_type IS NULL OR o.ev_type = only_type)
+                 ORDER BY o.finished_at DESC, o.seq DESC LIMIT left_rows;
+            END IF;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            left_rows := left_rows - n;
+            IF left_rows <= 0 THEN RETURN; END IF;
+            CONTINUE;
+        END IF;
         -- rank 1: in the page a worker holds
         IF (only_state IS NULL OR only_state = 'in-flight') AND NOT (c.consumer_name = a_cons AND a_rank > 1) THEN
             k1 := CASE WHEN c.consumer_name = a_cons AND a_rank = 1 THEN a_k1 ELSE 0 END;
@@ -95,11 +165,13 @@ BEGIN
                 SELECT e.ev_id, e.ev_type, e.ev_time, e.ev_retry, e.ev_txid,
                        coalesce(p.worker, pglogq._worker_name(h), c.consumer_name) AS worker,
                        coalesce(p.started_at, h.batch_started_at) AS since,
-                       greatest(p.heartbeat_at, h.heartbeat_at) AS beat, p.percent, p.stage
+                       greatest(p.heartbeat_at, h.heartbeat_at) AS beat, p.percent, p.stage,
+                       coalesce(a.crashes, 0) AS crashes
                   FROM pglogq._open_batch_events(q.queue_id, c.sub_id, 0, k1::text::xid8, k2,
                                                  msg_type => only_type) e
                   JOIN pglogq.subscription h ON h.sub_id = e.holder
                   LEFT JOIN pglogq.progress p ON p.sub_id = h.sub_id AND p.batch_id = h.batch_id AND p.msg_id = e.ev_id
+                  LEFT JOIN pglogq.attempt a ON a.sub_id = h.sub_id AND a.msg_id = e.ev_id
                  WHERE NOT EXISTS (SELECT 1 FROM pglogq.dead_letter d WHERE d.sub_id = c.sub_id AND d.msg_id = e.ev_id)
             ), failed AS (
                 SELECT r.msg_id
@@ -110,8 +182,9 @@ BEGIN
                  WHERE b.lo IS NOT NULL
             )
             SELECT c.consumer_name, 'in-flight'::text, pg.ev_id, pg.ev_type, pg.ev_time, pg.worker, pg.since,
-                   pg.beat, pg.percent, pg.stage, NULL::timestamptz, pg.ev_retry,
-                   NULL::text, NULL::bigint, format('%s/1/%s/%s', c.consumer_name, pg.ev_txid, pg.ev_id)
+                   pg.beat, pg.percent, pg.stage, NULL::timestamptz, pg.ev_retry + pg.crashes + 1,
+                   NULL::text, NULL::bigint, format('%s/1/%s/%s', c.consumer_name, pg.ev_txid, pg.ev_id),
+                   NULL::timestamptz
               FROM pg
              WHERE NOT EXISTS (SELECT 1 FROM failed f WHERE f.msg_id = pg.ev_id)
              ORDER BY pg.ev_txid, pg.ev_id LIMIT left_rows;
@@ -126,7 +199,7 @@ BEGIN
             RETURN QUERY
             SELECT c.consumer_name, 'retry'::text, r.msg_id, r.ev_type, r.ev_time, NULL::text, r.first_failed_at,
                    NULL::timestamptz, NULL::numeric, NULL::text, r.due_at, r.attempts, r.reason, NULL::bigint,
-                   format('%s/2/0/%s', c.consumer_name, r.msg_id)
+                   format('%s/2/0/%s', c.consumer_name, r.msg_id), NULL::timestamptz
               FROM pglogq._retries(c.sub_id, k2, NULL, only_type, left_rows) r
              ORDER BY r.msg_id;
             GET DIAGNOSTICS n = ROW_COUNT;
@@ -139,7 +212,7 @@ BEGIN
             RETURN QUERY
             SELECT c.consumer_name, 'dead'::text, d.msg_id, d.ev_type, d.ev_time, NULL::text, d.failed_at,
                    NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, d.retry_count + 1, d.reason,
-                   d.dead_id, format('%s/3/0/%s', c.consumer_name, d.msg_id)
+                   d.dead_id, format('%s/3/0/%s', c.consumer_name, d.msg_id), d.failed_at
               FROM pglogq.dead_letter d
              WHERE d.sub_id = c.sub_id AND d.msg_id > k2 AND (only_type IS NULL OR d.ev_type = only_type)
              ORDER BY d.msg_id LIMIT left_rows;
@@ -157,7 +230,8 @@ BEGIN
                 RETURN QUERY
                 SELECT c.consumer_name, 'waiting'::text, e.ev_id, e.ev_type, e.ev_time, NULL::text, NULL::timestamptz,
                        NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, e.ev_retry, NULL::text,
-                       NULL::bigint, format('%s/4/%s/%s', c.consumer_name, e.ev_txid, e.ev_id)
+                       NULL::bigint, format('%s/4/%s/%s', c.consumer_name, e.ev_txid, e.ev_id),
+                       NULL::timestamptz
                   -- after the cursor, of the type, not cancelled, not held for its retry by a
                   -- strict nack (acknowledged up to it: listed as retry), at most a page of each
                   -- holder (the helper's read stops there)
@@ -184,7 +258,7 @@ BEGIN
                 SELECT c.consumer_name, 'waiting'::text, x.ev_id, x.ev_type, x.ev_time, NULL::text,
                        NULL::timestamptz, NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz,
                        x.ev_retry, NULL::text, NULL::bigint,
-                       format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id)
+                       format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id), NULL::timestamptz
                   FROM pglogq.event x
                  WHERE x.ev_queue = q.queue_id
                    AND x.ev_txid = ANY (ARRAY(SELECT r FROM pg_snapshot_xip(snap) r))
@@ -208,7 +282,7 @@ BEGIN
                 SELECT c.consumer_name, 'waiting'::text, x.ev_id, x.ev_type, x.ev_time, NULL::text,
                        NULL::timestamptz, NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz,
                        x.ev_retry, NULL::text, NULL::bigint,
-                       format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id)
+                       format('%s/5/%s/%s', c.consumer_name, x.ev_txid, x.ev_id), NULL::timestamptz
                   FROM pglogq.event x
                  WHERE x.ev_queue = q.queue_id
                    AND x.ev_txid >= greatest(pg_snapshot_xmax(snap), k1::text::xid8)
@@ -234,7 +308,7 @@ BEGIN
             RETURN QUERY
             SELECT c.consumer_name, 'waiting'::text, d.msg_id, d.ev_type, d.ev_time, NULL::text, NULL::timestamptz,
                    NULL::timestamptz, NULL::numeric, NULL::text, d.deliver_at, 0, NULL::text, NULL::bigint,
-                   format('%s/6/0/%s', c.consumer_name, d.msg_id)
+                   format('%s/6/0/%s', c.consumer_name, d.msg_id), NULL::timestamptz
               FROM pglogq.delayed d
              WHERE d.queue_id = q.queue_id AND d.msg_id > k2 AND (only_type IS NULL OR d.ev_type = only_type)
              ORDER BY d.msg_id LIMIT left_rows;
