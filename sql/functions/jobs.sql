@@ -118,6 +118,13 @@ BEGIN
                 t_hi := 'infinity';
                 s_hi := 9223372036854775807;
             END IF;
+            -- finished_until folded into the one upper bound: a scalar bound beside the row
+            -- comparison made the backward scan start at the index's end and filter its way
+            -- down to the cursor (23 ms half-way through a million outcomes, 0.1 ms like this)
+            IF finished_until IS NOT NULL AND (finished_until, 9223372036854775807::bigint) < (t_hi, s_hi) THEN
+                t_hi := finished_until;
+                s_hi := 9223372036854775807;
+            END IF;
             IF only_state = 'finished' OR only_state = 'done' THEN
                 RETURN QUERY
                 SELECT c.consumer_name, o.outcome, o.msg_id, o.ev_type, NULL::timestamptz, o.worker, o.started_at,
@@ -128,7 +135,6 @@ BEGIN
                        o.finished_at
                   FROM pglogq.outcome o
                  WHERE o.sub_id = c.sub_id AND o.finished_at >= t_lo
-                   AND o.finished_at <= coalesce(finished_until, 'infinity')
                    AND (o.finished_at, o.seq) < (t_hi, s_hi)
                    AND (only_state = 'finished' OR o.outcome = 'done')
                    AND (only_type IS NULL OR o.ev_type = only_type)
@@ -144,8 +150,7 @@ BEGIN
                        o.finished_at
                   FROM pglogq.outcome o
                  WHERE o.sub_id = c.sub_id AND o.outcome <> 'done' AND o.outcome = only_state
-                   AND o.finished_at >= t_lo AND o.finished_at <= coalesce(finished_until, 'infinity')
-                   AND (o.finished_at, o.seq) < (t_hi, s_hi)
+                   AND o.finished_at >= t_lo AND (o.finished_at, o.seq) < (t_hi, s_hi)
                    AND (only_type IS NULL OR o.ev_type = only_type)
                  ORDER BY o.finished_at DESC, o.seq DESC LIMIT left_rows;
             END IF;
