@@ -1,6 +1,6 @@
--- pglogq.jobs(queue_name, consumer_name, msg_type, in_state, max_rows, after, finished_since,
--- finished_until): list the events of a queue that are not done, or the finished handler runs of
--- the outcome log, per consumer, a page at a time.
+-- pglogq.jobs(queue_name, consumer_name, msg_type, in_state, max_rows, after, ...): list jobs, a page at a time.
+-- The events of a queue that are not done, or (finished_since, finished_until) the finished
+-- handler runs of the outcome log, per consumer.
 -- Parameters: queue_name; consumer_name  only this consumer (NULL: every consumer, by name);
 --             msg_type  only events of this type (NULL: any); in_state  only 'in-flight', 'retry',
 --             'dead' or 'waiting' (NULL: all four, in that order), or the outcome log: 'finished'

@@ -1,5 +1,6 @@
--- pglogq.record_outcomes(batch_id, msg_ids, attempts, started_at, finished_at, outcomes, errors,
--- results, types): append how the handler runs of a page ended to the consumer's outcome log.
+-- pglogq.record_outcomes(batch_id, msg_ids, attempts, started_at, ...): append how a page's handler runs ended.
+-- The rest of the arguments: finished_at, outcomes, errors, results, types; the rows go to the
+-- consumer's outcome log.
 -- Parameters: batch_id  the holder's current batch (from receive), before its page is acknowledged;
 --             msg_ids  one entry per handler run that ended (at most 100000); the arrays below
 --             have the same length (NULL: every entry NULL, or the default named);
