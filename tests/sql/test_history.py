@@ -150,6 +150,15 @@ def test_bad_outcomes_are_refused_and_change_nothing(client: pglogq.Client, chan
     assert client.lookup("q", m)[0].history == []
 
 
+def test_a_stale_batch_records_nothing(client: pglogq.Client) -> None:
+    [m] = setup(client)
+    batch = client.receive("q", "a")
+    assert ack_with(client, batch) == (True, 1)
+    with pytest.raises(pglogq.StaleBatch):
+        ack_with(client, batch)  # acknowledged already: neither stored again nor acknowledged
+    assert len(client.lookup("q", m)[0].history) == 1
+
+
 def test_history_off_stores_nothing(client: pglogq.Client) -> None:
     [m] = setup(client)
     client.set_queue_config("q", "history_retention", "0")
