@@ -549,7 +549,7 @@ class ReceiveLoop:
                 d._failure = reason
                 if d._verdict != "dead":
                     page.finishing = True
-                    _outcomes.ack(self, page, last, c)
+                    _outcomes.ack(self, page, last, c, failed=True)
                     page.acked = True
         except StaleBatch:
             page.finishing = False
@@ -767,7 +767,7 @@ class ReceiveLoop:
                 # nothing to nack: the ack alone, one statement and one round trip (BEGIN and
                 # COMMIT around it would be two more)
                 verdicts.extend(d._verdict or "" for d, *_ in failures)
-                _outcomes.ack(self, page, last)
+                _outcomes.ack(self, page, last, failed=bool(failures))
             else:
                 self._nack_and_ack(page, failures, verdicts, last, conn)
         except StaleBatch:
@@ -804,7 +804,7 @@ class ReceiveLoop:
                                                         reason=reason, dead=undecodable, conn=c)
                     d._failure = reason
                 verdicts.append(d._verdict)
-            _outcomes.ack(self, page, last, c)
+            _outcomes.ack(self, page, last, c, failed=True)
 
     def _failure(self, unit: Unit[Delivery], outcome: Outcome) -> tuple[str, Any, RetryPolicy | None]:
         """Log a failed handler call; its nack reason, a Nack's retry_after and the retry policy."""

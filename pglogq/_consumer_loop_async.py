@@ -547,7 +547,7 @@ class ReceiveLoop:
                 d._failure = reason
                 if d._verdict != "dead":
                     page.finishing = True
-                    await _outcomes_async.ack(self, page, last, c)
+                    await _outcomes_async.ack(self, page, last, c, failed=True)
                     page.acked = True
         except StaleBatch:
             page.finishing = False
@@ -765,7 +765,7 @@ class ReceiveLoop:
                 # nothing to nack: the ack alone, one statement and one round trip (BEGIN and
                 # COMMIT around it would be two more)
                 verdicts.extend(d._verdict or "" for d, *_ in failures)
-                await _outcomes_async.ack(self, page, last)
+                await _outcomes_async.ack(self, page, last, failed=bool(failures))
             else:
                 await self._nack_and_ack(page, failures, verdicts, last, conn)
         except StaleBatch:
@@ -802,7 +802,7 @@ class ReceiveLoop:
                                                         reason=reason, dead=undecodable, conn=c)
                     d._failure = reason
                 verdicts.append(d._verdict)
-            await _outcomes_async.ack(self, page, last, c)
+            await _outcomes_async.ack(self, page, last, c, failed=True)
 
     def _failure(self, unit: Unit[AsyncDelivery], outcome: Outcome) -> tuple[str, Any, RetryPolicy | None]:
         """Log a failed handler call; its nack reason, a Nack's retry_after and the retry policy."""

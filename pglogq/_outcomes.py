@@ -8,6 +8,13 @@ go to ``pglogq.record_outcomes`` in the statement of the ack (one round trip, co
 page), see docs/how-to/job-history.md.  A queue whose ``history_retention`` is 0 stores none:
 the loop then acknowledges plainly for ``OFF_RECHECK`` seconds before it offers outcomes again.
 
+What it costs is the page's, not its events': the runs that ended plainly (done on their first
+delivery, no result: all of them in the usual page) go as one group, their ids and times as
+arrays already in PostgreSQL's binary format (built by the ``array`` module, not element by
+element), which the server stores as one row; only the other runs (failed, dead, cancelled,
+stopped, skipped, redelivered, with a result) go one by one, and only a page that may have such
+runs is looked through for them.
+
 A handler registered with ``store_result`` is wrapped by :func:`storing`: its JSON return value
 is kept on the delivery (checked against the queue's ``max_result_bytes`` first: a larger one
 fails the job with :class:`pglogq.ResultTooLarge`).
@@ -15,15 +22,23 @@ fails the job with :class:`pglogq.ResultTooLarge`).
 
 from __future__ import annotations
 
+import struct
+import sys
 import time
 import weakref
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
+from psycopg.rows import tuple_row
 
 import pglogq._codec as v
 import pglogq._convert as cv
 from pglogq import _queries as q
-from pglogq.errors import ResultTooLarge
+from pglogq.errors import ResultTooLarge, translate
 from pglogq.models import Message
 
 if TYPE_CHECKING:
@@ -39,6 +54,78 @@ _VERDICT = {"retry": "failed", "dead": "dead"}
 
 _off_until: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 _limits: weakref.WeakKeyDictionary[Any, tuple[float, int]] = weakref.WeakKeyDictionary()
+_with_results: weakref.WeakSet[Any] = weakref.WeakSet()  # pages with a kept result
+
+
+class _Binary:
+    """An array parameter already in PostgreSQL's binary format (``data``)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+class _Int8Array(_Binary):
+    __slots__ = ()
+
+
+class _Float8Array(_Binary):
+    __slots__ = ()
+
+
+class _TextArray(_Binary):
+    __slots__ = ()
+
+
+class _BinaryDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        return bytes(obj.data)
+
+
+class _Int8ArrayDumper(_BinaryDumper):
+    oid = 1016  # int8[]
+
+
+class _Float8ArrayDumper(_BinaryDumper):
+    oid = 1022  # float8[]
+
+
+class _TextArrayDumper(_BinaryDumper):
+    oid = 1009  # text[]
+
+
+_DUMPERS = ((_Int8Array, _Int8ArrayDumper), (_Float8Array, _Float8ArrayDumper), (_TextArray, _TextArrayDumper))
+_HEAD = struct.Struct(">iiiii")  # dimensions, has NULLs, element type, length, lower bound
+_LEN8 = array("I", struct.pack(">i", 8))  # each element's length word, as a native unsigned int
+assert _LEN8.itemsize == 4
+
+
+def _eight_byte_array(values: Sequence[float] | Sequence[int], code: str, element_oid: int) -> bytes:
+    """A one-dimensional int8[] (``code`` "q") or float8[] ("d") without NULLs, in binary format:
+    each element is its length word then its 8 big-endian bytes, interleaved by slice assignment
+    of whole arrays (no Python code per element)."""
+    n = len(values)
+    src = array(code, values)
+    if sys.byteorder == "little":
+        src.byteswap()
+    out = _LEN8 * (3 * n)
+    words = memoryview(out).cast("B").cast("I")
+    vals = memoryview(src).cast("B").cast("I")
+    words[1::3] = vals[0::2]
+    words[2::3] = vals[1::2]
+    return _HEAD.pack(1, 0, element_oid, n, 1) + out.tobytes()
+
+
+def _text_array(texts: Sequence[str | None]) -> bytes:
+    """A one-dimensional text[] in binary format (each distinct text encoded once)."""
+    enc: dict[str | None, bytes] = {}
+    for t in set(texts):
+        b = t.encode("utf-8") if t is not None else b""
+        enc[t] = struct.pack(">i", len(b)) + b if t is not None else struct.pack(">i", -1)
+    return _HEAD.pack(1, int(None in enc), 25, len(texts), 1) + b"".join([enc[t] for t in texts])
 
 
 def _state(d: Delivery, stops: set[int]) -> str:
@@ -54,43 +141,96 @@ def _state(d: Delivery, stops: set[int]) -> str:
     return "done"
 
 
-def page_params(page: _Page) -> tuple[Any, ...]:
-    """``record_outcomes``'s arguments (after the batch id) for every delivery of ``page``."""
+def _split(page: _Page, failed: bool) -> tuple[list[Delivery], list[Delivery], list[str]]:
+    """The page's plain runs (done on their first delivery, no result) and the others, with the
+    others' outcomes; a page that cannot have others is not looked through."""
     ds = page.deliveries
+    if not (failed or page.cancelled or page.stop_ids or page in _with_results) and not any(
+        [d.retry_count for d in ds]
+    ):
+        return ds, [], []
     stops = page.stop_ids
-    states: list[str] | None = [_state(d, stops) for d in ds]
-    errors: list[str | None] | None = None
-    assert states is not None
-    if states.count("done") == len(states):
-        states = None  # the usual page: NULL says "all done" (nothing more to send)
-    else:
-        errors = [d._failure if d._verdict in _VERDICT else None for d in ds]
-    results: list[str | None] | None = None
-    if any("_result" in d.__dict__ for d in ds):
-        results = [d.__dict__.get("_result") for d in ds]
+    plain: list[Delivery] = []
+    odd: list[Delivery] = []
+    states: list[str] = []
+    for d in ds:
+        state = _state(d, stops)
+        if state == "done" and not d.retry_count and "_result" not in d.__dict__:
+            plain.append(d)
+        else:
+            odd.append(d)
+            states.append(state)
+    return plain, odd, states
+
+
+def page_params(page: _Page, failed: bool = False) -> tuple[Any, ...]:
+    """The outcome arguments of ``ACK_GROUP`` (5: the plain runs' ids, starts, ends, types and one
+    type) or of ``ACK_OUTCOMES`` (13: then the others one by one: ids, attempts, starts, ends,
+    outcomes, errors, results, types) for the deliveries of ``page``; ``failed``: some were
+    nacked."""
+    plain, odd, states = _split(page, failed)
+    ids: Any = None
+    starts: Any = None
+    ends: Any = None
+    types: Any = None
+    one_type: str | None = None
+    if plain:
+        walls = [d._wall for d in plain]
+        if 0.0 in walls:  # not run (cannot be: _split says skipped); kept out of the binary arrays
+            odd.extend(d for d in plain if not d._wall)
+            states.extend("skipped" for d in plain if not d._wall)
+            plain = [d for d in plain if d._wall]
+            walls = [d._wall for d in plain]
+        ends_ = [d._ended or time.time() for d in plain]
+        ids = _Int8Array(_eight_byte_array([d.msg_id for d in plain], "q", 20))
+        starts = _Float8Array(_eight_byte_array(walls, "d", 701))
+        ends = _Float8Array(_eight_byte_array(ends_, "d", 701))
+        kinds = [d.type for d in plain]
+        distinct = set(kinds)
+        if len(distinct) == 1:
+            one_type = distinct.pop()
+        else:
+            types = _TextArray(_text_array(kinds))
+    if not odd:
+        return (ids, starts, ends, types, one_type)
     return (
-        [d.msg_id for d in ds],
-        [d.retry_count + 1 for d in ds],
-        [d._wall or None for d in ds],
-        [d._ended or None for d in ds],
+        ids, starts, ends, types, one_type,
+        [d.msg_id for d in odd],
+        [d.retry_count + 1 for d in odd],
+        [d._wall or None for d in odd],
+        [d._ended or None for d in odd],
         states,
-        errors,
-        results,
-        [d.type for d in ds],
+        [d._failure if d._verdict in _VERDICT else None for d in odd],
+        [d.__dict__.get("_result") for d in odd] if page in _with_results else None,
+        [d.type for d in odd],
     )
 
 
-def ack(loop: ReceiveLoop, page: _Page, last: Message | None, conn: Any = None) -> bool:
+def ack(loop: ReceiveLoop, page: _Page, last: Message | None, conn: Any = None, failed: bool = False) -> bool:
     """Acknowledge ``page`` (what ``client.ack(page.batch_id, last=last, conn=conn)`` does) and
-    append its outcomes to the consumer's outcome log in the same statement."""
+    append its outcomes to the consumer's outcome log in the same statement; ``failed``: some of
+    its deliveries were nacked."""
     client = loop.client
     now = time.monotonic()
     if not page.deliveries or _off_until.get(loop, 0.0) > now:
         return client.ack(page.batch_id, last=last, conn=conn)
     batch_id, last = cv.ack_args(page.batch_id, last)
-    params = (batch_id, *page_params(page), batch_id, last.msg_id if last else None, last.txid if last else None)
-    rows = client._rows(q.ACK_OUTCOMES, params, conn)
-    acked, stored = rows[0]
+    outcomes = page_params(page, failed)
+    tail = (batch_id, last.msg_id if last else None, last.txid if last else None)
+    if len(outcomes) == 5:  # plain runs only
+        sql, params = q.ACK_GROUP, (batch_id, *outcomes, *tail)
+    else:
+        sql, params = q.ACK_OUTCOMES, (batch_id, *outcomes[:5], batch_id, *outcomes[5:], *tail)
+    try:
+        with client.connection(conn) as c, c.cursor(row_factory=tuple_row) as cur:
+            for cls, dumper in _DUMPERS:
+                cur.adapters.register_dumper(cls, dumper)
+            cur.execute(sql, params, prepare=False)
+            row = cur.fetchone()
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+    assert row is not None
+    acked, stored = row
     if not stored:
         _off_until[loop] = now + OFF_RECHECK  # history_retention 0: the log is off for the queue
     return bool(acked)
@@ -122,6 +262,7 @@ def keep(d: Delivery, value: Any) -> None:
             hint="return less (store the rest elsewhere and return its key), or raise the queue's max_result_bytes",
         )
     d.__dict__["_result"] = text
+    _with_results.add(d._page)
 
 
 def storing(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -62,13 +62,22 @@ RESULT: LiteralString = (
     "SELECT outcome, final, attempt, worker, started_at, finished_at, error, result::pg_catalog.text"
     " FROM pglogq.result(%s, %s, %s)"
 )
-ACK_OUTCOMES: LiteralString = (
+ACK_GROUP: LiteralString = (
     # the outcomes first (record_outcomes needs the batch open), then the ack, in one statement:
-    # one round trip, and the outcomes commit exactly when the page does
-    "WITH r AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], %s::pg_catalog.int4[],"
+    # one round trip, and the outcomes commit exactly when the page does.  The usual page: its
+    # runs as one group (ids, starts, ends, types, the one type)
+    "WITH r AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], NULL,"
+    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], types => %s::pg_catalog.text[], msg_type => %s) AS n)"
+    " SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8), r.n FROM r"
+)
+ACK_OUTCOMES: LiteralString = (
+    # as ACK_GROUP, with a second call: the runs that did not end plainly, one by one
+    "WITH r AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], NULL,"
+    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], types => %s::pg_catalog.text[], msg_type => %s) AS n),"
+    " x AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], %s::pg_catalog.int4[],"
     " %s::pg_catalog.float8[], %s::pg_catalog.float8[], %s::pg_catalog.text[], %s::pg_catalog.text[],"
     " %s::pg_catalog.text[], %s::pg_catalog.text[]) AS n)"
-    " SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8), r.n FROM r"
+    " SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8), r.n + x.n FROM r, x"
 )
 SCHEDULE_ADD: LiteralString = (
     "SELECT pglogq.schedule_add(%s, %s, %s, %s, type => %s, headers => %s, priority => %s, missed => %s)"

@@ -13,8 +13,12 @@
 --             percent, stage, due_at, attempts, reason, dead_id, cursor, finished_at); the states
 --             and columns mean what they mean in pglogq.lookup.  The outcome log's rows: state is
 --             the outcome, since the handler's start, finished_at its end, attempts the run's
---             attempt number, reason its error, created_at NULL; newest first (finished_at,
---             then the order they were recorded in), within the queue's history_retention.
+--             attempt number, reason its error, created_at NULL; newest first: by the last end
+--             of the group of runs each was recorded with (a page's runs that ended alike, see
+--             record_outcomes), then the order recorded, then last run of the group first; a
+--             run's own finished_at may be a little older than the one listed before it (the
+--             groups of concurrent workers overlap in time); within the queue's
+--             history_retention.
 --             Order of the rest: consumer name, then state (in-flight,
 --             retry, dead, waiting), then in-flight in commit order, retry and dead by msg_id;
 --             waiting: first the rest of the consumer's open batches, then the log after its
@@ -24,12 +28,14 @@
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ069 invalid state, max_rows or
 --             cursor.
 -- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick,
---             attempt (read; open batches through _open_batch_events, retries through _retries,
+--             attempt, outcome (read; a row of the outcome log through _outcome_runs; open batches through _open_batch_events, retries through _retries,
 --             the worker through _worker_name: a partitioned queue lists as a queue of one
 --             partition does).
 -- Reads only.  Each page costs index range scans from its cursor (the outcome log: a backward
 -- scan of outcome_time_idx, or of outcome_failed_idx for an outcome other than done, from the
--- cursor: the same time at the first page and half-way through a million outcomes): the waiting list reads the
+-- cursor, and the arrays of each row it lists: the same time at the first page and half-way
+-- through a million outcomes; finished_until is a filter of that scan, each row newer than it
+-- is read and skipped): the waiting list reads the
 -- open batches and then the (ev_txid, ev_id) index from the consumer's cursor tick, so a page takes the same time on a
 -- queue of a million waiting events as on an empty one; with msg_type, events of other types
 -- are read and skipped (a rare type among many waiting events makes a page slower).  An open
@@ -70,6 +76,10 @@ DECLARE
     t_lo timestamptz;
     t_hi timestamptz;
     s_hi bigint;
+    k_hi integer;
+    f_lo double precision;
+    f_hi double precision;
+    o record;
 BEGIN
     q := pglogq._queue(queue_name);
     IF only_state IS NOT NULL AND only_state NOT IN ('in-flight', 'retry', 'dead', 'waiting') AND NOT log_only THEN
@@ -108,55 +118,59 @@ BEGIN
                 AND (a_cons IS NULL OR s.consumer_name >= a_cons)
               ORDER BY s.consumer_name LOOP
         IF log_only THEN
-            -- rank 7: the outcome log, newest first; the cursor is (finished_at in microseconds
-            -- since 1970, seq) of the last row
+            -- rank 7: the outcome log, newest row first (a row of the log is a group of runs of
+            -- one page, record_outcomes), its runs last first; the cursor is (the row's
+            -- finished_at in microseconds since 1970, its seq * 131072 + the run's position in
+            -- it) of the last run listed
             t_lo := greatest(coalesce(finished_since, '-infinity'), clock_timestamp() - q.history_retention);
+            f_lo := extract(epoch FROM t_lo);
+            f_hi := coalesce(extract(epoch FROM finished_until), 'infinity');
             IF c.consumer_name = a_cons AND a_rank = 7 THEN
                 t_hi := 'epoch'::timestamptz + a_k1 * interval '1 microsecond';
-                s_hi := a_k2;
+                s_hi := a_k2 / 131072;
+                k_hi := a_k2 % 131072;
             ELSE
                 t_hi := 'infinity';
                 s_hi := 9223372036854775807;
+                k_hi := 131072;
             END IF;
-            -- finished_until folded into the one upper bound: a scalar bound beside the row
-            -- comparison made the backward scan start at the index's end and filter its way
-            -- down to the cursor (23 ms half-way through a million outcomes, 0.1 ms like this)
-            IF finished_until IS NOT NULL AND (finished_until, 9223372036854775807::bigint) < (t_hi, s_hi) THEN
-                t_hi := finished_until;
-                s_hi := 9223372036854775807;
-            END IF;
-            IF only_state = 'finished' OR only_state = 'done' THEN
-                RETURN QUERY
-                SELECT c.consumer_name, o.outcome, o.msg_id, o.ev_type, NULL::timestamptz, o.worker, o.started_at,
-                       NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, o.attempt, o.error,
-                       NULL::bigint,
-                       format('%s/7/%s/%s', c.consumer_name,
-                              (extract(epoch FROM o.finished_at) * 1000000)::bigint, o.seq),
-                       o.finished_at
-                  FROM pglogq.outcome o
-                 WHERE o.sub_id = c.sub_id AND o.finished_at >= t_lo
-                   AND (o.finished_at, o.seq) < (t_hi, s_hi)
-                   AND (only_state = 'finished' OR o.outcome = 'done')
-                   AND (only_type IS NULL OR o.ev_type = only_type)
-                 ORDER BY o.finished_at DESC, o.seq DESC LIMIT left_rows;
-            ELSE
-                -- an outcome other than done: its own partial index (rare among many done)
-                RETURN QUERY
-                SELECT c.consumer_name, o.outcome, o.msg_id, o.ev_type, NULL::timestamptz, o.worker, o.started_at,
-                       NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, o.attempt, o.error,
-                       NULL::bigint,
-                       format('%s/7/%s/%s', c.consumer_name,
-                              (extract(epoch FROM o.finished_at) * 1000000)::bigint, o.seq),
-                       o.finished_at
-                  FROM pglogq.outcome o
-                 WHERE o.sub_id = c.sub_id AND o.outcome <> 'done' AND o.outcome = only_state
-                   AND o.finished_at >= t_lo AND (o.finished_at, o.seq) < (t_hi, s_hi)
-                   AND (only_type IS NULL OR o.ev_type = only_type)
-                 ORDER BY o.finished_at DESC, o.seq DESC LIMIT left_rows;
-            END IF;
-            GET DIAGNOSTICS n = ROW_COUNT;
-            left_rows := left_rows - n;
-            IF left_rows <= 0 THEN RETURN; END IF;
+            -- the rows, a few keys at a time (their arrays are read by the query of each row):
+            -- a backward range scan of outcome_time_idx from the cursor, or of outcome_failed_idx
+            -- for an outcome other than done.  finished_until bounds the rows by their first end
+            -- (a row ends over a span: one that finished after finished_until may hold runs that
+            -- finished before), finished_since by their last.
+            FOR o IN
+                SELECT x.finished_at, x.seq FROM pglogq.outcome x
+                 WHERE only_state IN ('finished', 'done')
+                   AND x.sub_id = c.sub_id AND x.finished_at >= t_lo AND (x.finished_at, x.seq) <= (t_hi, s_hi)
+                   AND x.finished_from <= coalesce(finished_until, 'infinity')
+                   AND (only_state = 'finished' OR x.outcome = 'done')
+                   AND (only_type IS NULL OR x.ev_type = only_type OR only_type = ANY (x.types))
+                 ORDER BY x.finished_at DESC, x.seq DESC
+            LOOP
+                RETURN QUERY SELECT * FROM pglogq._outcome_runs(c.consumer_name, c.sub_id, o.finished_at, o.seq,
+                    CASE WHEN (o.finished_at, o.seq) = (t_hi, s_hi) THEN k_hi ELSE 131072 END,
+                    f_lo, f_hi, only_type, left_rows);
+                GET DIAGNOSTICS n = ROW_COUNT;
+                left_rows := left_rows - n;
+                IF left_rows <= 0 THEN RETURN; END IF;
+            END LOOP;
+            FOR o IN
+                SELECT x.finished_at, x.seq FROM pglogq.outcome x
+                 WHERE only_state NOT IN ('finished', 'done')
+                   AND x.sub_id = c.sub_id AND x.outcome <> 'done' AND x.outcome = only_state
+                   AND x.finished_at >= t_lo AND (x.finished_at, x.seq) <= (t_hi, s_hi)
+                   AND x.finished_from <= coalesce(finished_until, 'infinity')
+                   AND (only_type IS NULL OR x.ev_type = only_type OR only_type = ANY (x.types))
+                 ORDER BY x.finished_at DESC, x.seq DESC
+            LOOP
+                RETURN QUERY SELECT * FROM pglogq._outcome_runs(c.consumer_name, c.sub_id, o.finished_at, o.seq,
+                    CASE WHEN (o.finished_at, o.seq) = (t_hi, s_hi) THEN k_hi ELSE 131072 END,
+                    f_lo, f_hi, only_type, left_rows);
+                GET DIAGNOSTICS n = ROW_COUNT;
+                left_rows := left_rows - n;
+                IF left_rows <= 0 THEN RETURN; END IF;
+            END LOOP;
             CONTINUE;
         END IF;
         -- rank 1: in the page a worker holds

@@ -59,7 +59,8 @@ DECLARE
     k integer;
     marked boolean;
     d record;
-    lastout pglogq.outcome;
+    lastout record;
+    kept timestamptz;
     crashes integer;
 BEGIN
     q := pglogq._queue(queue_name);
@@ -86,16 +87,14 @@ BEGIN
         type := coalesce(orig.ev_type, dl.ev_type);
         created_at := coalesce(orig.ev_time, dl.ev_time);
         -- the consumer's outcome log for the event (record_outcomes): every attempt, oldest first
-        lastout := NULL;
-        SELECT * INTO lastout FROM pglogq.outcome o
-         WHERE o.sub_id = c.sub_id AND o.msg_id = wanted AND o.finished_at >= clock_timestamp() - q.history_retention
+        kept := clock_timestamp() - q.history_retention;
+        SELECT * INTO lastout FROM pglogq._event_outcomes(c.sub_id, wanted, kept) o
          ORDER BY o.finished_at DESC, o.seq DESC LIMIT 1;
-        IF lastout.msg_id IS NOT NULL THEN
+        IF lastout.outcome IS NOT NULL THEN
             SELECT jsonb_agg(jsonb_build_object('attempt', o.attempt, 'outcome', o.outcome, 'worker', o.worker,
                                                 'started_at', o.started_at, 'finished_at', o.finished_at,
                                                 'error', o.error) ORDER BY o.finished_at, o.seq) INTO history
-              FROM pglogq.outcome o
-             WHERE o.sub_id = c.sub_id AND o.msg_id = wanted AND o.finished_at >= clock_timestamp() - q.history_retention;
+              FROM pglogq._event_outcomes(c.sub_id, wanted, kept) o;
         END IF;
         SELECT x.dead_id, x.reason, x.retry_count, x.ev_type, x.ev_time, x.failed_at INTO d
           FROM pglogq.dead_letter x WHERE x.sub_id = c.sub_id AND x.msg_id = wanted;
@@ -214,7 +213,7 @@ BEGIN
             END IF;
         END LOOP;
         IF pos IS NOT NULL THEN
-            IF state = 'done' AND lastout.msg_id IS NOT NULL THEN
+            IF state = 'done' AND lastout.outcome IS NOT NULL THEN
                 -- the outcome log says who finished it, when, and how
                 worker := lastout.worker; since := lastout.started_at; finished_at := lastout.finished_at;
                 attempts := lastout.attempt; reason := lastout.error;
@@ -243,7 +242,7 @@ BEGIN
                            WHERE hr.sub_id = c.sub_id AND pg_visible_in_snapshot(r.ev_txid, hr.to_snap)
                              AND (hr.from_snap IS NULL OR NOT pg_visible_in_snapshot(r.ev_txid, hr.from_snap))) THEN
                 state := 'done'; detail := 'handed to this consumer and its page acknowledged';
-                IF state = 'done' AND lastout.msg_id IS NOT NULL THEN
+                IF state = 'done' AND lastout.outcome IS NOT NULL THEN
                     -- the outcome log says who finished it, when, and how
                     worker := lastout.worker; since := lastout.started_at; finished_at := lastout.finished_at;
                     attempts := lastout.attempt; reason := lastout.error;

@@ -14,7 +14,7 @@
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ021 msg_id was never issued by this
 --             queue.
 -- Tables:     outcome, dead_letter, cancelled, subscription, queue (read).
--- Reads only, index look-ups (outcome_msg_idx, dead_letter_msg_uq, the cancelled key): a waiting
+-- Reads only, index look-ups (the event's rows of the log through _event_outcomes, dead_letter_msg_uq, the cancelled key): a waiting
 -- client calls it once, and again at each NOTIFY "pglogq.outcome.<queue>" naming the consumer.
 CREATE OR REPLACE FUNCTION pglogq.result(queue_name text, consumer_name text, msg_id bigint)
 RETURNS TABLE (outcome text, final boolean, attempt integer, worker text, started_at timestamptz,
@@ -26,7 +26,7 @@ DECLARE
     q pglogq.queue;
     c pglogq.subscription;
     wanted bigint := result.msg_id;
-    o pglogq.outcome;
+    o record;
     d pglogq.dead_letter;
 BEGIN
     q := pglogq._queue(queue_name);
@@ -35,8 +35,7 @@ BEGIN
         RAISE EXCEPTION 'unknown message % on queue "%"', coalesce(wanted::text, 'NULL'), q.queue_name
             USING ERRCODE = 'PQ021', HINT = 'this queue has never issued that id';
     END IF;
-    SELECT * INTO o FROM pglogq.outcome x
-     WHERE x.sub_id = c.sub_id AND x.msg_id = wanted AND x.finished_at >= clock_timestamp() - q.history_retention
+    SELECT * INTO o FROM pglogq._event_outcomes(c.sub_id, wanted, clock_timestamp() - q.history_retention) x
      ORDER BY x.finished_at DESC, x.seq DESC LIMIT 1;
     IF FOUND AND o.outcome IN ('done', 'dead', 'cancelled', 'stopped') THEN
         RETURN QUERY SELECT o.outcome, true, o.attempt, o.worker, o.started_at, o.finished_at, o.error, o.result;
@@ -53,7 +52,7 @@ BEGIN
                             NULL::timestamptz, NULL::text, NULL::jsonb;
         RETURN;
     END IF;
-    IF o.msg_id IS NOT NULL THEN
+    IF o.outcome IS NOT NULL THEN
         RETURN QUERY SELECT o.outcome, false, o.attempt, o.worker, o.started_at, o.finished_at, o.error, o.result;
     END IF;
 END $$;

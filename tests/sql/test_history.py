@@ -30,14 +30,20 @@ def setup(client: pglogq.Client, n: int = 1, consumers: tuple[str, ...] = ("a",)
 def ack_with(client: pglogq.Client, batch: pglogq.Batch, outcomes: list[str] | None = None,
              errors: list[str | None] | None = None, results: list[str | None] | None = None,
              worker_started: float | None = None) -> tuple[bool, int]:
-    """Acknowledge ``batch`` with its outcomes, in one statement (the runtime's ACK_OUTCOMES)."""
+    """Acknowledge ``batch`` with its outcomes, in one statement (the runtime's ACK_OUTCOMES): a
+    page of plain runs (no outcomes, errors or results given) as the runtime's one group, any
+    other one by one."""
     ms = batch.messages
     t = worker_started or time.time() - 1
     last = ms[-1]
-    params: tuple[Any, ...] = (
-        batch.id, [m.msg_id for m in ms], [m.retry_count + 1 for m in ms], [t] * len(ms), [t + 0.5] * len(ms),
-        outcomes, errors, results, [m.type for m in ms], batch.id, last.msg_id, last.txid,
+    ids, starts, ends, types = [m.msg_id for m in ms], [t] * len(ms), [t + 0.5] * len(ms), [m.type for m in ms]
+    plain = outcomes is None and errors is None and results is None and not any(m.retry_count for m in ms)
+    group: tuple[Any, ...] = (ids, starts, ends, types, None) if plain else (None,) * 5
+    one_by_one: tuple[Any, ...] = (
+        (None,) * 8 if plain else
+        (ids, [m.retry_count + 1 for m in ms], starts, ends, outcomes, errors, results, types)
     )
+    params = (batch.id, *group, batch.id, *one_by_one, batch.id, last.msg_id, last.txid)
     with psycopg.connect(client.dsn, autocommit=True) as conn:
         try:
             row = conn.execute(q.ACK_OUTCOMES, params).fetchone()
