@@ -217,6 +217,19 @@ def job_state(row: Sequence[Any]) -> JobState:
     return JobState(*base, result=result, history=history)  # type: ignore[misc]
 
 
+def outcome_note(payload: str, consumer: str, msg_id: int) -> bool:
+    """Whether a ``NOTIFY "pglogq.outcome.<queue>"`` (payload "<consumer> <least id> <greatest
+    id>" of the outcomes recorded, see record_outcomes) may concern ``msg_id`` of ``consumer``."""
+    name, _, bounds = payload.partition(" ")
+    if name != consumer:
+        return False
+    lo, _, hi = bounds.partition(" ")
+    try:
+        return int(lo) <= msg_id <= int(hi)
+    except ValueError:
+        return True  # not the expected form: look again rather than miss it
+
+
 def job_result(queue: str, consumer: str, msg_id: int, row: Sequence[Any]) -> JobResult:
     """A row of RESULT."""
     return JobResult(queue, consumer, msg_id, row[0], bool(row[1]), row[2], row[3], row[4], row[5], row[6],

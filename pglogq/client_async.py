@@ -624,7 +624,9 @@ class AsyncClient:
 
         Waits on a connection of its own that LISTENs for the outcomes of the queue (no
         polling): ``NOTIFY "pglogq.outcome.<queue>"`` at each page a consumer runtime
-        acknowledges.  Needs a direct connection (not a pooler in transaction mode)."""
+        acknowledges, with the consumer and the page's least and greatest id; it looks again
+        only when ``msg_id`` is in that range.  Needs a direct connection (not a pooler in
+        transaction mode)."""
         name = v.name(queue, "queue")
         cons = v.name(consumer, "consumer")
         mid = v.integer(
@@ -655,7 +657,7 @@ class AsyncClient:
                 if left <= 0:
                     return None
                 async for note in listener.notifies(timeout=left):
-                    if note.payload == cons:
+                    if cv.outcome_note(note.payload, cons, mid):
                         break
 
     # -- schedules -------------------------------------------------------------------------

@@ -22,7 +22,8 @@
 --             100000 entries, an unknown outcome, an id or attempt NULL or below 1, or a result
 --             that is not JSON; PQ093 a result larger than max_result_bytes (nothing is stored).
 -- Tables:     outcome (insert), subscription, queue (read).  NOTIFY "pglogq.outcome.<queue>"
---             with the consumer's name, at commit (once per call: result waiters look again).
+--             with "<consumer> <least id> <greatest id>" of the call, at commit (result waiters
+--             of an id in that range look again; the others do not).
 -- Insert-only, one statement per page: the runtime sends it with the page's ack (the same
 -- statement), so the outcomes commit exactly when the page does.  The worker is the holder's
 -- name; the consumer is the holder's consumer.  What the caller says about each event is taken
@@ -128,6 +129,6 @@ BEGIN
                        WITH ORDINALITY AS u(m, a, s, f, o, e, r, t, k)) g
          GROUP BY g.o, g.a, g.e, g.t, g.r, g.own;
     END IF;
-    PERFORM pg_notify('pglogq.outcome.' || q.queue_name, h.consumer_name);
+    PERFORM pg_notify('pglogq.outcome.' || q.queue_name, format('%s %s %s', h.consumer_name, lo, hi));
     RETURN n;
 END $$;

@@ -105,3 +105,40 @@ def test_a_batch_handler_keeps_no_result(mode: str, client: pglogq.Client, dsn: 
     spec.batch_handler("t")(lambda msgs: [m.msg_id for m in msgs])
     assert run_once(mode, spec, stop_when_idle=True).handled == 2
     assert [(j.state, j.result, len(j.history)) for m in ids for j in client.lookup("q", m)] == [("done", None, 1)] * 2
+
+
+def test_a_page_of_plain_runs_is_one_row_of_the_log(mode: str, client: pglogq.Client, dsn: str) -> None:
+    """The runtime sends a page's plain runs as one group (arrays in binary): one row, each run
+    with its own type and times; the failed and the redelivered runs get rows of their own."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    client.set_queue_config("q", "retry_delay", "0")
+    mails = client.send_batch("q", [{"n": i} for i in range(40)], type="mail")
+    reports = client.send_batch("q", [{"n": i} for i in range(20)], type="report")
+    client.tick("q", force=True)
+    tried: set[int] = set()
+    spec = Spec(dsn, "q", "c", kwargs={"max_messages": 100})
+
+    @spec.handler("mail", "report")
+    def handle(msg: Any) -> None:
+        if msg.msg_id == reports[3] and msg.msg_id not in tried:
+            tried.add(msg.msg_id)
+            raise pglogq.Nack("later")
+
+    stats = run_once(mode, spec, stop_when_idle=True)
+    assert (stats.pages, stats.handled, stats.failed) == (1, 59, 1)
+    client.maintain()  # the retry is due: back in the queue
+    client.tick("q", force=True)
+    assert run_once(mode, spec, stop_when_idle=True).handled == 1
+    log = rows(dsn, "SELECT outcome, attempt, ev_type, types IS NOT NULL, cardinality(msg_ids) FROM pglogq.outcome"
+                    " ORDER BY seq")
+    assert log[0] == ("done", 1, None, True, 59)  # the first page: both types, one row
+    assert sorted(log[1:]) == [("done", 2, "report", False, 1), ("failed", 1, "report", False, 1)]
+    assert [j.msg_id for j in client.jobs("q", state="done", type="report", limit=100)][-19:] == [
+        m for m in reversed(reports) if m != reports[3]]
+    [j] = client.lookup("q", mails[7])
+    assert (j.state, j.type, j.attempts, [h.outcome for h in j.history]) == ("done", "mail", 1, ["done"])
+    assert j.since is not None and j.finished_at is not None and j.since <= j.finished_at
+    [j] = client.lookup("q", reports[3])
+    assert (j.state, j.attempts) == ("done", 2)
+    assert [(h.attempt, h.outcome) for h in j.history] == [(1, "failed"), (2, "done")]

@@ -38,7 +38,10 @@ def ack_with(client: pglogq.Client, batch: pglogq.Batch, outcomes: list[str] | N
     last = ms[-1]
     ids, starts, ends, types = [m.msg_id for m in ms], [t] * len(ms), [t + 0.5] * len(ms), [m.type for m in ms]
     plain = outcomes is None and errors is None and results is None and not any(m.retry_count for m in ms)
-    group: tuple[Any, ...] = (ids, starts, ends, types, None) if plain else (None,) * 5
+    one_type = len(set(types)) == 1  # as the runtime: the one type, else each one's
+    group: tuple[Any, ...] = (
+        (ids, starts, ends, None if one_type else types, types[0] if one_type else None) if plain else (None,) * 5
+    )
     one_by_one: tuple[Any, ...] = (
         (None,) * 8 if plain else
         (ids, [m.retry_count + 1 for m in ms], starts, ends, outcomes, errors, results, types)
@@ -240,3 +243,162 @@ def test_rows_older_than_the_retention_are_not_shown(client: pglogq.Client, dsn:
     client.set_queue_config("q", "history_retention", "1 hour")
     assert client.lookup("q", m)[0].history == []
     assert client.jobs("q", state="finished") == []
+
+
+def record(client: pglogq.Client, batch: pglogq.Batch, ids: list[int], **arrays: Any) -> int:
+    """pglogq.record_outcomes on ``batch`` (left open) for ``ids``, the other arrays by name."""
+    names = ["attempts", "started_at", "finished_at", "outcomes", "errors", "results", "types"]
+    casts = ["int4[]", "float8[]", "float8[]", "text[]", "text[]", "text[]", "text[]"]
+    sql = "SELECT pglogq.record_outcomes(%s, %s::int8[], " + ", ".join(
+        f"{n} => %s::{c}" for n, c in zip(names, casts, strict=True)) + ", msg_type => %s)"
+    params = (batch.id, ids, *(arrays.get(n) for n in names), arrays.get("msg_type"))
+    with psycopg.connect(client.dsn, autocommit=True) as conn:
+        row = conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return int(row[0])
+
+
+def log_rows(dsn: str) -> list[tuple[Any, ...]]:
+    """The outcome log's rows: (outcome, attempt, error, ev_type, msg_ids, result), in the order recorded."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT outcome, attempt, error, ev_type, msg_ids, result::text FROM pglogq.outcome"
+                            " ORDER BY seq").fetchall()
+
+
+def test_a_page_of_plain_runs_is_one_row_whatever_its_size(client: pglogq.Client, dsn: str) -> None:
+    """The log's cost is the page's: done on the first delivery, no result, is one row for all."""
+    ids = setup(client, 500)
+    batch = client.receive("q", "a", max_messages=500)
+    assert len(batch.messages) == 500
+    t0 = time.time() - 10
+    assert ack_with(client, batch, worker_started=t0) == (True, 500)
+    assert log_rows(dsn) == [("done", 1, None, "job", ids, None)]
+    [j] = client.lookup("q", ids[250])
+    [h] = j.history
+    assert (j.state, j.worker, h.outcome, h.attempt) == ("done", "a", "done", 1)
+    assert j.since is not None and abs(j.since.timestamp() - t0) < 0.01
+    assert h.duration is not None and abs(h.duration.total_seconds() - 0.5) < 0.01
+
+
+def test_other_runs_are_grouped_alike_and_a_result_has_its_own_row(client: pglogq.Client, dsn: str) -> None:
+    ids = setup(client, 7)
+    batch = client.receive("q", "a")
+    outcomes = ["done", "failed", "failed", "done", "dead", "done", "failed"]
+    errors = [None, "e", "e", None, "boom", None, "other"]
+    results = [None, None, None, '{"n": 3}', None, None, None]
+    assert ack_with(client, batch, outcomes=outcomes, errors=errors, results=results) == (True, 7)
+    got = sorted((o, a, e, t, m, r) for o, a, e, t, m, r in log_rows(dsn))
+    assert got == sorted([
+        ("done", 1, None, "job", [ids[0], ids[5]], None),
+        ("done", 1, None, "job", [ids[3]], '{"n": 3}'),
+        ("failed", 1, "e", "job", [ids[1], ids[2]], None),
+        ("failed", 1, "other", "job", [ids[6]], None),
+        ("dead", 1, "boom", "job", [ids[4]], None),
+    ])
+    r = client.result("q", ids[3], "a", timeout=0)
+    assert r is not None and (r.outcome, r.result) == ("done", {"n": 3})
+    for m, outcome, error in zip(ids, outcomes, errors, strict=True):
+        [h] = client.lookup("q", m)[0].history
+        assert (h.outcome, h.error) == (outcome, error)
+
+
+def test_an_event_is_found_among_rows_whose_id_ranges_overlap(client: pglogq.Client, dsn: str) -> None:
+    """A page's ids come in commit order, not id order, and a redelivery has its old id: the id
+    ranges of rows overlap; each event's runs are still exactly its own, per consumer."""
+    ids = setup(client, 12, consumers=("a", "b"))
+    batch_a = client.receive("q", "a")
+    batch_b = client.receive("q", "b")
+    t = time.time() - 100
+    first = [ids[9], ids[0], ids[6], ids[11]]  # range [ids[0], ids[11]]
+    second = [ids[4], ids[2], ids[7]]  # inside it
+    assert record(client, batch_a, first, started_at=[t, t + 1, t + 2, t + 3], finished_at=[t + 5] * 4) == 4
+    assert record(client, batch_a, second, attempts=[2, 2, 2], started_at=[t + 10] * 3,
+                  finished_at=[t + 11, t + 12, t + 13], outcomes=["failed"] * 3, errors=["x"] * 3) == 3
+    assert record(client, batch_a, [ids[0]], attempts=[2], finished_at=[t + 20], outcomes=["dead"]) == 1
+    assert record(client, batch_b, second, msg_type="other") == 3
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ranges = conn.execute("SELECT id_range::text FROM pglogq.outcome ORDER BY seq").fetchall()
+    assert ranges[:2] == [(f"[{ids[0]},{ids[11] + 1})",), (f"[{ids[2]},{ids[7] + 1})",)]
+
+    def runs(m: int, consumer: str) -> list[tuple[Any, ...]]:
+        [j] = [j for j in client.lookup("q", m) if j.consumer == consumer]
+        return [(h.attempt, h.outcome, h.started_at.timestamp() if h.started_at else None) for h in j.history]
+
+    assert runs(ids[0], "a") == [(1, "done", pytest.approx(t + 1)), (2, "dead", None)]
+    assert runs(ids[6], "a") == [(1, "done", pytest.approx(t + 2))]
+    assert runs(ids[7], "a") == [(2, "failed", pytest.approx(t + 10))]
+    assert runs(ids[1], "a") == runs(ids[3], "a") == []  # inside both ranges, in neither row
+    assert [(h.attempt, h.outcome) for h in client.lookup("q", ids[7])[1].history] == [(1, "done")]
+    assert runs(ids[0], "b") == []
+    r = client.result("q", ids[0], "a", timeout=0)
+    assert r is not None and (r.outcome, r.attempt) == ("dead", 2)
+    r = client.result("q", ids[4], "b", timeout=0)
+    assert r is not None and r.outcome == "done" and client.result("q", ids[4], "a", timeout=0) is None
+
+
+def test_jobs_pages_through_a_large_group_run_by_run(client: pglogq.Client) -> None:
+    """A cursor can stop inside a row of the log: the next page goes on from the run after it."""
+    client.create_queue("q")
+    client.subscribe("q", "a")
+    ids = client.send_batch("q", [{"i": i} for i in range(300)], type="mail")
+    client.tick("q", force=True)
+    batch = client.receive("q", "a", max_messages=300)
+    t = time.time() - 100
+    types = ["mail" if i % 3 else "report" for i in range(250)]
+    assert record(client, batch, ids[:250], started_at=[t + i for i in range(250)],
+                  finished_at=[t + i + 0.5 for i in range(250)], types=types) == 250
+    assert record(client, batch, ids[250:], attempts=[1] * 50, finished_at=[t + 300] * 50,
+                  outcomes=["failed"] * 50, errors=["e"] * 50, msg_type="mail") == 50
+    seen: list[int] = []
+    after = None
+    while True:
+        page = client.jobs("q", state="finished", limit=7, after=after)
+        seen += [j.msg_id for j in page]
+        if len(page) < 7:
+            break
+        after = page[-1].cursor
+    # the newest row first (the failed ones), each row's runs last first
+    assert seen == ids[250:][::-1] + ids[:250][::-1]
+    reports = client.jobs("q", state="done", type="report", limit=1000)
+    assert [j.msg_id for j in reports] == [ids[i] for i in reversed(range(250)) if i % 3 == 0]
+    assert all(j.type == "report" and j.state == "done" and j.attempts == 1 for j in reports)
+    [j] = client.jobs("q", state="done", limit=1)
+    assert j.since is not None and j.since.timestamp() == pytest.approx(t + 249)
+    assert j.finished_at is not None and j.finished_at.timestamp() == pytest.approx(t + 249.5)
+    # the time filters apply to each run's own end, inside a row too
+    since = datetime.fromtimestamp(t + 200, timezone.utc)
+    until = datetime.fromtimestamp(t + 210, timezone.utc)
+    window = client.jobs("q", state="done", since=since, until=until, limit=1000)
+    assert [j.msg_id for j in window] == ids[200:210][::-1]
+
+
+def test_the_notification_names_the_consumer_and_the_id_range(client: pglogq.Client, dsn: str) -> None:
+    """A result waiter looks again only for a page that may hold its id."""
+    ids = setup(client, 3)
+    batch = client.receive("q", "a")
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute('LISTEN "pglogq.outcome.q"')
+        ack_with(client, batch)
+        notes = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+    assert notes == [f"a {ids[0]} {ids[2]}"]
+    from pglogq._convert import outcome_note
+
+    assert outcome_note(notes[0], "a", ids[1]) and not outcome_note(notes[0], "b", ids[1])
+    assert not outcome_note(notes[0], "a", ids[2] + 1) and not outcome_note(notes[0], "a", ids[0] - 1)
+
+
+def test_the_runtime_binary_arrays_read_back_exactly(dsn: str) -> None:
+    """The arrays the runtime builds in PostgreSQL's binary format (no Python per element)."""
+    from pglogq import _outcomes_async as o
+
+    big = [1, -1, 2**63 - 1, -(2**63), 0, 4711]
+    floats = [0.0, -1.5, 1.7e9 + 0.123456, 1e-300, float("inf")]
+    texts = ["mail", None, "", "é 🐍", "mail"]
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+        for cls, dumper in o._DUMPERS:
+            cur.adapters.register_dumper(cls, dumper)
+        cur.execute("SELECT %s::int8[], %s::float8[], %s::text[], %s::int8[]",
+                    (o._Int8Array(o._eight_byte_array(big, "q", 20)),
+                     o._Float8Array(o._eight_byte_array(floats, "d", 701)),
+                     o._TextArray(o._text_array(texts)), o._Int8Array(o._eight_byte_array([], "q", 20))))
+        assert cur.fetchone() == (big, floats, texts, [])

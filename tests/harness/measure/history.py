@@ -75,7 +75,9 @@ def throughput(dsn: str, events: int, rounds: int) -> dict[str, Any]:
 
 
 def fill_outcomes(dsn: str, outcomes: int) -> None:
-    """``outcomes`` rows for consumer c of queue p, through record_outcomes on one open batch."""
+    """``outcomes`` runs for consumer c of queue p, through record_outcomes on one open batch, as
+    the runtime sends them: per page of 10,000, the done ones as one group (two types), the
+    failed ones one by one."""
     with pglogq.Client(dsn) as c:
         c.create_queue("p")
         c.subscribe("p", "c")
@@ -90,8 +92,14 @@ def fill_outcomes(dsn: str, outcomes: int) -> None:
             states = ["failed" if k % 50 == 0 else "done" for k in ids]
             types = ["mail" if k % 10 else "report" for k in ids]
             started = [now + k * 0.003 for k in ids]
-            conn.execute("SELECT pglogq.record_outcomes(%s, %s, %s, %s, %s, %s, NULL, NULL, %s)",
-                         (batch.id, ids, [1] * n, started, [s + 0.002 for s in started], states, types))
+            done = [k for k, state in enumerate(states) if state == "done"]
+            failed = [k for k, state in enumerate(states) if state != "done"]
+            for sel, group in ((done, True), (failed, False)):
+                conn.execute("SELECT pglogq.record_outcomes(%s, %s, %s, %s, %s, %s, %s, NULL, %s)",
+                             (batch.id, [ids[k] for k in sel], None if group else [1] * len(sel),
+                              [started[k] for k in sel], [started[k] + 0.002 for k in sel],
+                              None if group else [states[k] for k in sel],
+                              None if group else ["boom"] * len(sel), [types[k] for k in sel]))
         conn.execute("VACUUM ANALYZE pglogq.outcome")
 
 
