@@ -252,8 +252,8 @@ def record(client: pglogq.Client, batch: pglogq.Batch, ids: list[int], **arrays:
     sql = "SELECT pglogq.record_outcomes(%s, %s::int8[], " + ", ".join(
         f"{n} => %s::{c}" for n, c in zip(names, casts, strict=True)) + ", msg_type => %s)"
     params = (batch.id, ids, *(arrays.get(n) for n in names), arrays.get("msg_type"))
-    with psycopg.connect(client.dsn, autocommit=True) as conn:
-        row = conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+    with psycopg.connect(str(client.dsn), autocommit=True) as conn:
+        row = conn.execute(sql, params).fetchone()
     assert row is not None
     return int(row[0])
 
