@@ -11,8 +11,9 @@ is created there, used and dropped.  Without it the embedded PostgreSQL is used.
   ``--rounds`` rounds interleaved; handled events per second of each, and the ratio on / off;
 * pages: ``--outcomes`` outcomes recorded for one consumer (through record_outcomes, pages of
   10,000, 2 % failed, two types), then ``jobs(state='finished')``, ``state='failed'`` and
-  ``state='done', type=...`` first pages (100 rows) and the page after a cursor half-way,
-  each timed ``--repeat`` times (median, max in ms, as the client sees it);
+  ``state='done', type=...`` first pages (100 rows) and the page after a cursor half-way, and
+  the look-up of one event's runs (what lookup and result read), each timed ``--repeat`` times
+  (median, max in ms, as the client sees it);
 * result: ``--rate`` jobs/s sent for ``--seconds``, a Consumer with ``store_result`` handling
   them, and for each a waiting ``client.result``: the round trip send → handler → result back,
   p50 / p99.
@@ -130,6 +131,16 @@ def pages(dsn: str, outcomes: int, repeat: int) -> dict[str, tuple[float, float]
         out["failed, page half-way"] = timed(lambda: c.jobs("p", "c", state="failed", after=failed_half), repeat)
         out["done of type report, first page"] = timed(lambda: c.jobs("p", "c", state="done", type="report"), repeat)
         out["every consumer, finished, first page"] = timed(lambda: c.jobs("p", state="finished"), repeat)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT sub_id FROM pglogq.subscription WHERE consumer_name = 'c'").fetchone()
+        assert row is not None
+        for label, wanted in (("one event's runs (lookup's), half-way", outcomes // 2),
+                              ("one event's runs (lookup's), a failed one", 50)):
+            found = conn.execute("SELECT count(*) FROM pglogq._event_outcomes(%s, %s, '-infinity')",
+                                 (row[0], wanted)).fetchone()
+            assert found == (1,), found
+            out[label] = timed(lambda w=wanted: conn.execute(  # type: ignore[misc]
+                "SELECT * FROM pglogq._event_outcomes(%s, %s, '-infinity')", (row[0], w)).fetchall(), repeat)
     return out
 
 
