@@ -143,6 +143,9 @@ def test_a_result_too_large_is_refused_and_nothing_changes(client: pglogq.Client
         ({"outcomes": ["nope"]}, "unknown outcome"),
         ({"attempts": [0]}, "below 1"),
         ({"results": ["{not json"]}, "not valid JSON"),
+        ({"msg_ids": [0]}, "below 1"),
+        ({"msg_ids": [None]}, "below 1"),
+        ({"msg_ids": [[1]]}, "differ in length"),
     ],
 )
 def test_bad_outcomes_are_refused_and_change_nothing(client: pglogq.Client, change: dict[str, Any], why: str) -> None:
