@@ -65,15 +65,17 @@ RESULT: LiteralString = (
 ACK_GROUP: LiteralString = (
     # the outcomes first (record_outcomes needs the batch open), then the ack, in one statement:
     # one round trip, and the outcomes commit exactly when the page does.  The usual page: its
-    # runs as one group (ids, starts, ends, types, the one type)
+    # runs as one group (ids, starts, ends, types, the one type, the bounds of the ids and ends)
     "WITH r AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], NULL,"
-    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], types => %s::pg_catalog.text[], msg_type => %s) AS n)"
+    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], types => %s::pg_catalog.text[], msg_type => %s,"
+    " id_range => pg_catalog.int8range(%s, %s, '[]'), finished_range => ARRAY[%s, %s]::pg_catalog.float8[]) AS n)"
     " SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8), r.n FROM r"
 )
 ACK_OUTCOMES: LiteralString = (
     # as ACK_GROUP, with a second call: the runs that did not end plainly, one by one
     "WITH r AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], NULL,"
-    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], types => %s::pg_catalog.text[], msg_type => %s) AS n),"
+    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], types => %s::pg_catalog.text[], msg_type => %s,"
+    " id_range => pg_catalog.int8range(%s, %s, '[]'), finished_range => ARRAY[%s, %s]::pg_catalog.float8[]) AS n),"
     " x AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], %s::pg_catalog.int4[],"
     " %s::pg_catalog.float8[], %s::pg_catalog.float8[], %s::pg_catalog.text[], %s::pg_catalog.text[],"
     " %s::pg_catalog.text[], %s::pg_catalog.text[]) AS n)"

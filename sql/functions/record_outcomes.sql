@@ -1,6 +1,6 @@
 -- pglogq.record_outcomes(batch_id, msg_ids, attempts, started_at, ...): append how a page's handler runs ended.
--- The rest of the arguments: finished_at, outcomes, errors, results, types, msg_type; the rows go
--- to the consumer's outcome log.
+-- The rest of the arguments: finished_at, outcomes, errors, results, types, msg_type, id_range,
+-- finished_range; the rows go to the consumer's outcome log.
 -- Parameters: batch_id  the holder's current batch (from receive), before its page is acknowledged;
 --             msg_ids  one entry per handler run that ended (at most 100000); the arrays below
 --             have the same length (NULL: every entry NULL, or the default named);
@@ -15,12 +15,19 @@
 --             errors  why it failed (the last 2000 characters are kept);
 --             results  a handler's return value as JSON text (at most the queue's max_result_bytes
 --             bytes of that text; NULL: none); types  the events' types (for the type filter of
---             jobs; a NULL entry: msg_type); msg_type  the type of the events types does not name
+--             jobs; a NULL entry: msg_type); msg_type  the type of the events types does not name;
+--             id_range, finished_range  the least and greatest of msg_ids, and the earliest and
+--             latest of finished_at ({earliest, latest}), when the caller knows them (the
+--             runtime does): they spare the server a pass over each array of the common page;
+--             only their first and last entries are checked against them (a range that leaves an
+--             id out hides its run from lookup and result, one that leaves an end out from the
+--             time filters of jobs); NULL (or a bound NULL): computed
 -- Returns:    how many outcomes were stored: 0 when the queue's history_retention is 0 (the log
 --             is off).
 -- Raises:     PQ008/PQ009 unknown or stale batch; PQ019 arrays of different lengths, more than
---             100000 entries, an unknown outcome, an id or attempt NULL or below 1, or a result
---             that is not JSON; PQ093 a result larger than max_result_bytes (nothing is stored).
+--             100000 entries, an unknown outcome, an id or attempt NULL or below 1, a result
+--             that is not JSON, or an id_range or finished_range that does not hold the first
+--             and last entries; PQ093 a result larger than max_result_bytes (nothing is stored).
 -- Tables:     outcome (insert), subscription, queue (read).  NOTIFY "pglogq.outcome.<queue>"
 --             with "<consumer> <least id> <greatest id>" of the call, at commit (result waiters
 --             of an id in that range look again; the others do not).
@@ -35,7 +42,8 @@
 CREATE OR REPLACE FUNCTION pglogq.record_outcomes(
     batch_id bigint, msg_ids bigint[], attempts integer[] DEFAULT NULL, started_at double precision[] DEFAULT NULL,
     finished_at double precision[] DEFAULT NULL, outcomes text[] DEFAULT NULL, errors text[] DEFAULT NULL,
-    results text[] DEFAULT NULL, types text[] DEFAULT NULL, msg_type text DEFAULT NULL)
+    results text[] DEFAULT NULL, types text[] DEFAULT NULL, msg_type text DEFAULT NULL,
+    id_range int8range DEFAULT NULL, finished_range double precision[] DEFAULT NULL)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
@@ -92,21 +100,44 @@ BEGIN
             RAISE EXCEPTION 'a result is not valid JSON text' USING ERRCODE = 'PQ019';
         END;
     END IF;
-    -- the bounds of the ids and of the ends: one pass over each array, unnest in the select
-    -- list (a set-returning function in FROM materializes its rows first: ten times slower)
-    SELECT min(u.m), max(u.m), count(u.m) INTO lo, hi, k FROM (SELECT unnest(msg_ids) AS m) u;
+    -- the bounds of the ids and of the ends: given (checked at the ends of the arrays only), or
+    -- one pass over each array, unnest in the select list (a set-returning function in FROM
+    -- materializes its rows first: ten times slower)
+    IF NOT (lower_inf(id_range) OR upper_inf(id_range)) THEN  -- neither NULL nor unbounded
+        lo := lower(id_range) + CASE WHEN lower_inc(id_range) THEN 0 ELSE 1 END;
+        hi := upper(id_range) - CASE WHEN upper_inc(id_range) THEN 0 ELSE 1 END;
+        IF lo IS NULL OR NOT (msg_ids[1] BETWEEN lo AND hi AND msg_ids[n] BETWEEN lo AND hi) THEN  -- empty: NULL
+            RAISE EXCEPTION 'id_range % does not hold the ids (first %, last %)', id_range, msg_ids[1], msg_ids[n]
+                USING ERRCODE = 'PQ019', HINT = 'pass the least and greatest of msg_ids, or NULL';
+        END IF;
+        k := n - coalesce(array_position(msg_ids, NULL), 0);  -- a NULL id: k < n
+    ELSE
+        SELECT min(u.m), max(u.m), count(u.m) INTO lo, hi, k FROM (SELECT unnest(msg_ids) AS m) u;
+    END IF;
     IF k < n OR lo < 1 THEN
         RAISE EXCEPTION 'a message id is NULL or below 1' USING ERRCODE = 'PQ019';
     END IF;
-    fin := finished_at;
-    IF fin IS NULL THEN  -- an unknown end is now
+    IF finished_at IS NULL THEN  -- an unknown end is now
         fin := array_fill(now_s, ARRAY[n]);
-    END IF;
-    SELECT min(u.f), max(u.f), count(u.f) INTO f0, f1, k FROM (SELECT unnest(fin) AS f) u;
-    IF k < n THEN
-        fin := array_replace(fin, NULL, now_s);
-        f0 := least(f0, now_s);
-        f1 := greatest(f1, now_s);
+        f0 := now_s;
+        f1 := now_s;
+    ELSIF finished_range[1] IS NOT NULL AND finished_range[2] IS NOT NULL
+          AND array_position(finished_at, NULL) IS NULL THEN
+        f0 := finished_range[1];
+        f1 := finished_range[2];
+        IF cardinality(finished_range) <> 2
+           OR NOT (finished_at[1] BETWEEN f0 AND f1 AND finished_at[n] BETWEEN f0 AND f1) THEN
+            RAISE EXCEPTION 'finished_range % does not hold the ends (first %, last %)', finished_range,
+                            finished_at[1], finished_at[n]
+                USING ERRCODE = 'PQ019', HINT = 'pass {earliest, latest} of finished_at, or NULL';
+        END IF;
+    ELSE
+        SELECT min(u.f), max(u.f), count(u.f) INTO f0, f1, k FROM (SELECT unnest(finished_at) AS f) u;
+        IF k < n THEN
+            fin := array_replace(finished_at, NULL, now_s);
+            f0 := least(f0, now_s);
+            f1 := greatest(f1, now_s);
+        END IF;
     END IF;
     who := coalesce(pglogq._worker_name(h), h.consumer_name);
     sub := coalesce(h.parent_id, h.sub_id);
@@ -114,7 +145,7 @@ BEGIN
         INSERT INTO pglogq.outcome (queue_id, sub_id, outcome, attempt, worker, ev_type, finished_from,
                                     finished_at, id_range, msg_ids, started, finished, types)
         VALUES (h.queue_id, sub, 'done', 1, who, msg_type, to_timestamp(f0), to_timestamp(f1),
-                int8range(lo, hi, '[]'), msg_ids, started_at, fin, types);
+                int8range(lo, hi, '[]'), msg_ids, started_at, coalesce(fin, finished_at), types);
     ELSE
         -- alike runs together; a run with a result on its own row (u.k: its own group)
         INSERT INTO pglogq.outcome (queue_id, sub_id, outcome, attempt, worker, ev_type, finished_from,
@@ -125,7 +156,8 @@ BEGIN
           FROM (SELECT u.m, coalesce(u.a, 1) AS a, u.s, u.f, coalesce(u.o, 'done') AS o, right(u.e, 2000) AS e,
                        u.r, coalesce(u.t, msg_type) AS t, u.k,
                        CASE WHEN u.r IS NULL THEN 0 ELSE u.k END AS own
-                  FROM unnest(msg_ids, attempts, started_at, fin, outcomes, errors, results, types)
+                  FROM unnest(msg_ids, attempts, started_at, coalesce(fin, finished_at), outcomes, errors, results,
+                              types)
                        WITH ORDINALITY AS u(m, a, s, f, o, e, r, t, k)) g
          GROUP BY g.o, g.a, g.e, g.t, g.r, g.own;
     END IF;

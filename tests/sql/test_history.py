@@ -39,8 +39,9 @@ def ack_with(client: pglogq.Client, batch: pglogq.Batch, outcomes: list[str] | N
     ids, starts, ends, types = [m.msg_id for m in ms], [t] * len(ms), [t + 0.5] * len(ms), [m.type for m in ms]
     plain = outcomes is None and errors is None and results is None and not any(m.retry_count for m in ms)
     one_type = len(set(types)) == 1  # as the runtime: the one type, else each one's
-    group: tuple[Any, ...] = (
-        (ids, starts, ends, None if one_type else types, types[0] if one_type else None) if plain else (None,) * 5
+    group: tuple[Any, ...] = (  # the bounds left to the server (the runtime gives them)
+        (ids, starts, ends, None if one_type else types, types[0] if one_type else None, None, None, None, None)
+        if plain else (None,) * 9
     )
     one_by_one: tuple[Any, ...] = (
         (None,) * 8 if plain else
@@ -160,6 +161,29 @@ def test_bad_outcomes_are_refused_and_change_nothing(client: pglogq.Client, chan
                       args["results"]))
     assert err.value.sqlstate == "PQ019" and why in str(err.value)
     assert client.lookup("q", m)[0].history == []
+
+
+@pytest.mark.parametrize(
+    ("id_range", "finished_range", "why"),
+    [
+        ("[2,3]", None, "id_range"),  # leaves the first id out
+        ("empty", None, "id_range"),
+        (None, [0.0, 1.0], "finished_range"),  # leaves the ends out
+        (None, [0.0, 1e12, 2e12], "finished_range"),
+    ],
+)
+def test_bounds_that_do_not_hold_the_arrays_are_refused(
+    client: pglogq.Client, id_range: str | None, finished_range: list[float] | None, why: str
+) -> None:
+    ids = setup(client, 3)
+    batch = client.receive("q", "a")
+    now = time.time()
+    with psycopg.connect(str(client.dsn), autocommit=True) as conn, pytest.raises(psycopg.Error) as err:
+        conn.execute("SELECT pglogq.record_outcomes(%s, %s::int8[], NULL, NULL, %s::float8[],"
+                     " id_range => %s::int8range, finished_range => %s::float8[])",
+                     (batch.id, ids, [now] * 3, id_range, finished_range))
+    assert err.value.sqlstate == "PQ019" and why in str(err.value)
+    assert client.lookup("q", ids[0])[0].history == []
 
 
 def test_a_stale_batch_records_nothing(client: pglogq.Client) -> None:

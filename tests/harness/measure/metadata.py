@@ -61,7 +61,7 @@ def ack_with_outcomes(conn: psycopg.Connection[Any], page: pglogq.Batch) -> None
     params = (page.id, o._Int8Array(o._eight_byte_array([m.msg_id for m in ms], "q", 20)),
               o._Float8Array(o._eight_byte_array([now] * len(ms), "d", 701)),
               o._Float8Array(o._eight_byte_array([now] * len(ms), "d", 701)), None, None,
-              page.id, last.msg_id, last.txid)
+              min(m.msg_id for m in ms), max(m.msg_id for m in ms), now, now, page.id, last.msg_id, last.txid)
     with conn.cursor() as cur:
         for cls, dumper in o._DUMPERS:
             cur.adapters.register_dumper(cls, dumper)
