@@ -8,7 +8,9 @@ is created there, used and dropped.  Without it the embedded PostgreSQL is used.
 
 * throughput: a Consumer (threads, no-op handlers, adaptive pages) drains a backlog of
   ``--events`` events with the queue's ``history_retention`` 1 day (the log on) and 0 (off),
-  ``--rounds`` rounds interleaved; handled events per second of each, and the ratio on / off;
+  ``--rounds`` rounds interleaved; handled events per second of each, the ratio of their medians,
+  and the median of each round's ratio (its two drains ran back to back: steadier on a machine
+  whose load changes);
 * pages: ``--outcomes`` outcomes recorded for one consumer (through record_outcomes, pages of
   10,000, 2 % failed, two types), then ``jobs(state='finished')``, ``state='failed'`` and
   ``state='done', type=...`` first pages (100 rows) and the page after a cursor half-way, and
@@ -72,7 +74,9 @@ def throughput(dsn: str, events: int, rounds: int) -> dict[str, Any]:
     for r in range(rounds):
         for label, retention, into in (("on", "1 day", on), ("off", "0", off)):
             into.append(drain_rate(dsn, f"t{r}{label}", events, retention))
-    return {"on": on, "off": off, "ratio": statistics.median(on) / statistics.median(off)}
+    pairs = [a / b for a, b in zip(on, off, strict=True)]  # each round's two drains ran back to back
+    return {"on": on, "off": off, "ratio": statistics.median(on) / statistics.median(off),
+            "pair_ratio": statistics.median(pairs)}
 
 
 def fill_outcomes(dsn: str, outcomes: int) -> None:
@@ -210,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"throughput, {args.events:,} no-op events per drain, {args.rounds} rounds interleaved:")
             print("   history on:  " + ", ".join(f"{x:,.0f}" for x in t["on"]) + " events/s")
             print("   history off: " + ", ".join(f"{x:,.0f}" for x in t["off"]) + " events/s")
-            print(f"   ratio on/off (medians): {t['ratio']:.3f}")
+            print(f"   ratio on/off (medians): {t['ratio']:.3f}; median of each round's ratio: {t['pair_ratio']:.3f}")
         if "pages" in parts:
             print(f"jobs(...) on {args.outcomes:,} outcomes of one consumer, 100 rows, median / max of {args.repeat}:")
             for name, (med, top) in pages(dsn, args.outcomes, args.repeat).items():
