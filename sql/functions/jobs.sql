@@ -26,7 +26,7 @@
 --             row's cursor as after for the next page; fewer than max_rows rows: the list is
 --             complete.
 -- Raises:     PQ001 unknown queue; PQ002 unknown consumer; PQ069 invalid state, max_rows or
---             cursor.
+--             cursor (or a cursor of the finished jobs given with a current state, or the reverse).
 -- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick,
 --             attempt, outcome (read; a row of the outcome log through _outcome_runs; open batches through _open_batch_events, retries through _retries,
 --             the worker through _worker_name: a partitioned queue lists as a queue of one
@@ -109,6 +109,11 @@ BEGIN
         END IF;
         a_cons := parts[1];
         a_rank := parts[2]::integer;
+        IF (a_rank = 7) <> coalesce(log_only, false) THEN  -- a cursor of the other kind of list
+            RAISE EXCEPTION 'invalid cursor "%": it continues a list of %', left(after, 80),
+                CASE WHEN a_rank = 7 THEN 'finished jobs' ELSE 'current jobs' END
+                USING ERRCODE = 'PQ069', HINT = 'pass the cursor with the in_state of the list it came from';
+        END IF;
         a_k1 := parts[3]::numeric;
         a_k2 := parts[4]::numeric::bigint;
     END IF;

@@ -386,6 +386,11 @@ def test_jobs_pages_through_a_large_group_run_by_run(client: pglogq.Client) -> N
         after = page[-1].cursor
     # the newest row first (the failed ones), each row's runs last first
     assert seen == ids[250:][::-1] + ids[:250][::-1]
+    with pytest.raises(pglogq.InvalidJobsQuery, match="finished jobs"):  # a cursor of the other list
+        client.jobs("q", after=after)
+    current = client.jobs("q", limit=1)[0].cursor
+    with pytest.raises(pglogq.InvalidJobsQuery, match="current jobs"):
+        client.jobs("q", state="finished", after=current)
     reports = client.jobs("q", state="done", type="report", limit=1000)
     assert [j.msg_id for j in reports] == [ids[i] for i in reversed(range(250)) if i % 3 == 0]
     assert all(j.type == "report" and j.state == "done" and j.attempts == 1 for j in reports)
