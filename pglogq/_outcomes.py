@@ -11,7 +11,8 @@ the loop then acknowledges plainly for ``OFF_RECHECK`` seconds before it offers 
 What it costs is the page's, not its events': the runs that ended plainly (done on their first
 delivery, no result: all of them in the usual page) go as one group, their ids and times as
 arrays already in PostgreSQL's binary format (built by the ``array`` module, not element by
-element), which the server stores as one row; only the other runs (failed, dead, cancelled,
+element; no ids at all when they are one ascending run, as one producer's are: their range
+says them), which the server stores as one row; only the other runs (failed, dead, cancelled,
 stopped, skipped, redelivered, with a result) go one by one, and only a page that may have such
 runs is looked through for them.
 
@@ -188,9 +189,15 @@ def page_params(page: _Page, failed: bool = False) -> tuple[Any, ...]:
         id_list = [d.msg_id for d in plain]
         # the bounds the server would otherwise find with a pass over each array (sorted: a
         # type-specialized pass over a list already in order, four times faster than min and max)
-        by_id, by_end = sorted(id_list), sorted(ends_)
-        bounds = (by_id[0], by_id[-1], by_end[0], by_end[-1])
-        ids = _Int8Array(_eight_byte_array(id_list, "q", 20))
+        by_end = sorted(ends_)
+        first = id_list[0]
+        if id_list == list(range(first, first + len(id_list))):
+            # one ascending run of ids (one producer's events): the range says them all
+            bounds = (first, id_list[-1], by_end[0], by_end[-1])
+        else:
+            by_id = sorted(id_list)
+            bounds = (by_id[0], by_id[-1], by_end[0], by_end[-1])
+            ids = _Int8Array(_eight_byte_array(id_list, "q", 20))
         starts = _Float8Array(_eight_byte_array(walls, "d", 701))
         ends = _Float8Array(_eight_byte_array(ends_, "d", 701))
         kinds = [d.type for d in plain]

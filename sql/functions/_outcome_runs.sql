@@ -10,7 +10,8 @@
 -- Raises:     nothing.
 -- Tables:     outcome (read).
 -- jobs calls it once per row of the log it lists (the one reader of a row's arrays in a list);
--- the row's arrays are read once (unnest), whatever the row's size.
+-- the row's arrays are read once (unnest), whatever the row's size; a row without ids holds those
+-- of its range, in order.
 CREATE OR REPLACE FUNCTION pglogq._outcome_runs(
     consumer_name text, sub integer, row_finished_at timestamptz, row_seq bigint, before integer,
     f_lo double precision, f_hi double precision, only_type text, max_rows integer)
@@ -20,7 +21,7 @@ RETURNS TABLE (consumer text, state text, msg_id bigint, type text, created_at t
                finished_at timestamptz)
 LANGUAGE sql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
-    SELECT consumer_name, x.outcome, u.m, coalesce(u.t, x.ev_type), NULL::timestamptz, x.worker, to_timestamp(u.s),
+    SELECT consumer_name, x.outcome, coalesce(u.m, lower(x.id_range) + u.k - 1), coalesce(u.t, x.ev_type), NULL::timestamptz, x.worker, to_timestamp(u.s),
            NULL::timestamptz, NULL::numeric, NULL::text, NULL::timestamptz, x.attempt, x.error, NULL::bigint,
            format('%s/7/%s/%s', consumer_name, (extract(epoch FROM x.finished_at) * 1000000)::bigint,
                   x.seq * 131072 + u.k),

@@ -3,7 +3,9 @@
 -- finished_range; the rows go to the consumer's outcome log.
 -- Parameters: batch_id  the holder's current batch (from receive), before its page is acknowledged;
 --             msg_ids  one entry per handler run that ended (at most 100000); the arrays below
---             have the same length (NULL: every entry NULL, or the default named);
+--             have the same length (NULL: every entry NULL, or the default named); NULL with a
+--             bounded id_range: the ids are id_range's, in order (a page of one ascending run
+--             of ids: the runtime sends no ids);
 --             attempts  the run's attempt number: retry_count + 1 of the delivery (nacks and
 --             crashes before it, plus this one), 1..2147483647; NULL: all 1 (first deliveries);
 --             started_at, finished_at  unix times in seconds (float8: cheaper to send than
@@ -60,9 +62,17 @@ DECLARE
     f0 double precision;
     f1 double precision;
     k bigint;
+    run boolean;
 BEGIN
     h := pglogq._holder(batch_id);
     SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = h.queue_id;
+    run := msg_ids IS NULL AND NOT (lower_inf(id_range) OR upper_inf(id_range) OR isempty(id_range));
+    IF run THEN  -- the ids are id_range's, in order
+        IF lower(id_range) < 1 THEN
+            RAISE EXCEPTION 'a message id is NULL or below 1' USING ERRCODE = 'PQ019';
+        END IF;
+        n := least(upper(id_range) - lower(id_range), 100001);
+    END IF;
     IF n > 100000 THEN
         RAISE EXCEPTION 'too many outcomes: % (at most 100000 per call)', n USING ERRCODE = 'PQ019';
     END IF;
@@ -103,9 +113,13 @@ BEGIN
     -- the bounds of the ids and of the ends: given (checked at the ends of the arrays only), or
     -- one pass over each array, unnest in the select list (a set-returning function in FROM
     -- materializes its rows first: ten times slower)
-    IF NOT (lower_inf(id_range) OR upper_inf(id_range)) THEN  -- neither NULL nor unbounded
-        lo := lower(id_range) + CASE WHEN lower_inc(id_range) THEN 0 ELSE 1 END;
-        hi := upper(id_range) - CASE WHEN upper_inc(id_range) THEN 0 ELSE 1 END;
+    IF run THEN
+        lo := lower(id_range);  -- an int8range is [lower, upper)
+        hi := upper(id_range) - 1;
+        k := n;
+    ELSIF NOT (lower_inf(id_range) OR upper_inf(id_range)) THEN  -- neither NULL nor unbounded
+        lo := lower(id_range);
+        hi := upper(id_range) - 1;
         IF lo IS NULL OR NOT (msg_ids[1] BETWEEN lo AND hi AND msg_ids[n] BETWEEN lo AND hi) THEN  -- empty: NULL
             RAISE EXCEPTION 'id_range % does not hold the ids (first %, last %)', id_range, msg_ids[1], msg_ids[n]
                 USING ERRCODE = 'PQ019', HINT = 'pass the least and greatest of msg_ids, or NULL';
@@ -147,6 +161,9 @@ BEGIN
         VALUES (h.queue_id, sub, 'done', 1, who, msg_type, to_timestamp(f0), to_timestamp(f1),
                 int8range(lo, hi, '[]'), msg_ids, started_at, coalesce(fin, finished_at), types);
     ELSE
+        IF run THEN
+            msg_ids := ARRAY(SELECT generate_series(lo, hi));
+        END IF;
         -- alike runs together; a run with a result on its own row (u.k: its own group)
         INSERT INTO pglogq.outcome (queue_id, sub_id, outcome, attempt, worker, ev_type, finished_from,
                                     finished_at, id_range, msg_ids, started, finished, error, result)

@@ -21,9 +21,11 @@
 --                      longest retention of any queue).  sub_id is the consumer's (never a
 --                      worker's): no foreign key, the rows of a dropped consumer are unreachable
 --                      and leave with their slot.
---     msg_ids          the events, in the page's order; started, finished: each one's start and
---                      end (unix seconds; started NULL: never ran); types: each one's type when
---                      they differ (NULL: all are ev_type)
+--     msg_ids          the events, in the page's order (NULL: the ids of id_range, in order: a
+--                      page of one ascending run of ids, as one producer's pages are, costs no
+--                      ids); started, finished: each one's start and end (unix seconds; started
+--                      NULL: never ran); types: each one's type when they differ (NULL: all are
+--                      ev_type)
 --     id_range         [least, greatest] of msg_ids: an event's rows are found through the GiST
 --                      index of the ranges that contain its id (ranges of different rows overlap:
 --                      a page's ids are in commit order), then by its position in msg_ids
@@ -53,7 +55,7 @@ CREATE TABLE IF NOT EXISTS pglogq.outcome (
     finished_from timestamptz NOT NULL,
     finished_at   timestamptz NOT NULL,
     id_range      int8range NOT NULL,
-    msg_ids       bigint[] NOT NULL,
+    msg_ids       bigint[],
     started       double precision[],
     finished      double precision[] NOT NULL,
     types         text[],

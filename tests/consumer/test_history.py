@@ -142,3 +142,18 @@ def test_a_page_of_plain_runs_is_one_row_of_the_log(mode: str, client: pglogq.Cl
     [j] = client.lookup("q", reports[3])
     assert (j.state, j.attempts) == ("done", 2)
     assert [(h.attempt, h.outcome) for h in j.history] == [(1, "failed"), (2, "done")]
+
+
+def test_a_page_of_one_run_of_ids_sends_its_range(mode: str, client: pglogq.Client, dsn: str) -> None:
+    """One producer's events are one ascending run of ids: the runtime sends their range, not the
+    ids, and each run is still found and listed with its own times."""
+    ids = setup(client, 30)
+    spec = Spec(dsn, "q", "c", kwargs={"max_messages": 100, "worker": "w1"})
+    spec.handler("t")(lambda msg: None)
+    assert run_once(mode, spec, stop_when_idle=True).handled == 30
+    assert rows(dsn, "SELECT msg_ids IS NULL, id_range::text, cardinality(started), ev_type FROM pglogq.outcome") == [
+        (True, f"[{ids[0]},{ids[-1] + 1})", 30, "t")]
+    [j] = client.lookup("q", ids[17])
+    assert (j.state, j.worker, j.attempts, [h.outcome for h in j.history]) == ("done", "w1", 1, ["done"])
+    assert j.since is not None and j.finished_at is not None and j.since <= j.finished_at
+    assert [j.msg_id for j in client.jobs("q", state="finished", limit=100)] == ids[::-1]

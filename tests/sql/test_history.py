@@ -272,13 +272,14 @@ def test_rows_older_than_the_retention_are_not_shown(client: pglogq.Client, dsn:
     assert client.jobs("q", state="finished") == []
 
 
-def record(client: pglogq.Client, batch: pglogq.Batch, ids: list[int], **arrays: Any) -> int:
+def record(client: pglogq.Client, batch: pglogq.Batch, ids: list[int] | None, **arrays: Any) -> int:
     """pglogq.record_outcomes on ``batch`` (left open) for ``ids``, the other arrays by name."""
-    names = ["attempts", "started_at", "finished_at", "outcomes", "errors", "results", "types"]
-    casts = ["int4[]", "float8[]", "float8[]", "text[]", "text[]", "text[]", "text[]"]
+    names = ["attempts", "started_at", "finished_at", "outcomes", "errors", "results", "types", "msg_type",
+             "id_range"]
+    casts = ["int4[]", "float8[]", "float8[]", "text[]", "text[]", "text[]", "text[]", "text", "int8range"]
     sql = "SELECT pglogq.record_outcomes(%s, %s::int8[], " + ", ".join(
-        f"{n} => %s::{c}" for n, c in zip(names, casts, strict=True)) + ", msg_type => %s)"
-    params = (batch.id, ids, *(arrays.get(n) for n in names), arrays.get("msg_type"))
+        f"{n} => %s::{c}" for n, c in zip(names, casts, strict=True)) + ")"
+    params = (batch.id, ids, *(arrays.get(n) for n in names))
     with psycopg.connect(str(client.dsn), autocommit=True) as conn:
         row = conn.execute(sql, params).fetchone()
     assert row is not None
@@ -434,3 +435,48 @@ def test_the_runtime_binary_arrays_read_back_exactly(dsn: str) -> None:
                      o._Float8Array(o._eight_byte_array(floats, "d", 701)),
                      o._TextArray(o._text_array(texts)), o._Int8Array(o._eight_byte_array([], "q", 20))))
         assert cur.fetchone() == (big, floats, texts, [])
+
+
+def test_a_run_of_ids_is_stored_as_its_range(client: pglogq.Client, dsn: str) -> None:
+    """msg_ids NULL with id_range: the ids are the range's, in order (one producer's page: no ids
+    sent or stored); lookup, result and jobs read them as if they were listed."""
+    ids = setup(client, 8)
+    batch = client.receive("q", "a")
+    t = time.time() - 50
+    run = f"[{ids[2]},{ids[6]}]"
+    assert record(client, batch, None, started_at=[t + i for i in range(5)],
+                  finished_at=[t + i + 0.25 for i in range(5)], id_range=run, msg_type="job") == 5
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT msg_ids, id_range::text, cardinality(finished) FROM pglogq.outcome").fetchall() == [
+            (None, f"[{ids[2]},{ids[6] + 1})", 5)]
+    for i in range(2, 7):
+        [h] = client.lookup("q", ids[i])[0].history
+        assert h.started_at is not None and h.started_at.timestamp() == pytest.approx(t + i - 2)
+    assert client.lookup("q", ids[1])[0].history == client.lookup("q", ids[7])[0].history == []
+    r = client.result("q", ids[6], "a", timeout=0)
+    assert r is not None and r.finished_at is not None and r.finished_at.timestamp() == pytest.approx(t + 4.25)
+    listed = client.jobs("q", state="done", limit=3)
+    listed += client.jobs("q", state="done", after=listed[-1].cursor)
+    assert [(j.msg_id, j.type) for j in listed] == [(m, "job") for m in reversed(ids[2:7])]
+    # grouped (an outcome given): the run's ids listed
+    assert record(client, batch, None, started_at=[t, t], finished_at=[t + 1, t + 1], outcomes=["failed", "failed"],
+                  errors=["x", "x"], id_range=f"[{ids[0]},{ids[1]}]") == 2
+    assert [h.outcome for h in client.lookup("q", ids[1])[0].history] == ["failed"]
+    assert log_rows(dsn)[-1][:5] == ("failed", 1, "x", None, [ids[0], ids[1]])
+
+
+@pytest.mark.parametrize(
+    ("id_range", "finished", "why"),
+    [
+        ("[3,7]", [1.0] * 4, "differ in length"),
+        ("[0,4]", [1.0] * 5, "below 1"),
+        ("[1,200000]", None, "too many"),
+    ],
+)
+def test_a_run_of_ids_is_checked(client: pglogq.Client, id_range: str, finished: list[float] | None, why: str) -> None:
+    ids = setup(client, 3)
+    batch = client.receive("q", "a")
+    with pytest.raises(psycopg.Error) as err:
+        record(client, batch, None, finished_at=finished, id_range=id_range)
+    assert err.value.sqlstate == "PQ019" and why in str(err.value)
+    assert client.lookup("q", ids[0])[0].history == []
