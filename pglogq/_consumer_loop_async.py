@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from pglogq import _collector, _concurrency_async, _trace
+from pglogq import _collector, _concurrency_async, _outcomes_async, _trace
 from pglogq._runtime import (
     ABANDONED,
     ABANDONED_OUTCOME,
@@ -161,7 +161,7 @@ class AsyncDelivery(Message):
     # delivery: half the objects the cyclic garbage collector goes through), completed by
     # ReceiveLoop._deliveries.  What every handler call sets is a slot; what most deliveries
     # never change stays a class default (in the instance's dict only once changed)
-    __slots__ = ("__dict__", "__weakref__", "_loop", "_page", "_t0", "_wall", "conn", "index", "running")
+    __slots__ = ("__dict__", "__weakref__", "_ended", "_loop", "_page", "_t0", "_wall", "conn", "index", "running")
     skipped = False
     _reported = False
     _last_write = 0.0
@@ -183,6 +183,7 @@ class AsyncDelivery(Message):
     _page: _Page
     _t0: float
     _wall: float
+    _ended: float  # time.time() when its handler returned or raised (0: not yet)
 
     @property
     def message(self) -> Message:
@@ -619,7 +620,7 @@ class ReceiveLoop:
                 d._failure = reason
                 if d._verdict != "dead":
                     page.finishing = True
-                    await self.client.ack(page.batch_id, last=last, conn=c)
+                    await _outcomes_async.ack(self, page, last, c, failed=True)
                     page.acked = True
         except StaleBatch:
             page.finishing = False
@@ -632,7 +633,7 @@ class ReceiveLoop:
         deliveries: list[AsyncDelivery] = batch.messages  # type: ignore[assignment]
         for i, d in enumerate(deliveries):
             d._page, d._loop, d.conn, d.index = page, self, conn, i
-            d._wall = d._t0 = 0.0  # time.time() when its handler started (0: not started), monotonic then
+            d._wall = d._t0 = d._ended = 0.0  # time.time() when its handler started (0: not started), monotonic then
             d.running = False
         page.deliveries = deliveries
         return deliveries
@@ -779,8 +780,10 @@ class ReceiveLoop:
             else:
                 await route.fn(items[0])
         finally:
+            end = time.time()
             for d in items:
                 d.running = False
+                d._ended = end
 
     async def _call(self, unit: Unit[AsyncDelivery]) -> None:
         assert unit.route is not None
@@ -844,7 +847,7 @@ class ReceiveLoop:
                 # nothing to nack: the ack alone, one statement and one round trip (BEGIN and
                 # COMMIT around it would be two more)
                 verdicts.extend(d._verdict or "" for d, *_ in failures)
-                await self.client.ack(page.batch_id, last=last)
+                await _outcomes_async.ack(self, page, last, failed=bool(failures))
             else:
                 await self._nack_and_ack(page, failures, verdicts, last, conn)
         except StaleBatch:
@@ -881,7 +884,7 @@ class ReceiveLoop:
                                                         reason=reason, dead=undecodable or d._reject, conn=c)
                     d._failure = reason
                 verdicts.append(d._verdict)
-            await self.client.ack(page.batch_id, last=last, conn=c)
+            await _outcomes_async.ack(self, page, last, c, failed=True)
 
     def _failure(self, unit: Unit[AsyncDelivery], outcome: Outcome) -> tuple[str, Any, RetryPolicy | None]:
         """Log a failed handler call; its nack reason, a Nack's retry_after and the retry policy."""
@@ -1247,6 +1250,7 @@ class _EachCalls:
             await route.fn(d)
         finally:
             d.running = False
+            d._ended = time.time()
 
 
 class _Calls:

@@ -6,14 +6,16 @@ Shared by :mod:`pglogq.client_async` and its generated twin :mod:`pglogq.client`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import fields
+from datetime import datetime
 from typing import Any, TypeVar
 
 import orjson
 
 import pglogq._codec as v
-from pglogq.models import CaptureInfo, DeadLetter, InFlight, Message, Schedule
+from pglogq.models import Attempt, CaptureInfo, DeadLetter, InFlight, JobResult, JobState, Message, Schedule
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
@@ -109,3 +111,51 @@ def schedule(row: Sequence[Any]) -> Schedule:
     headers = v.decode(row[5], "headers", errors) if row[5] is not None else None
     values = [*row[:4], payload, headers, *row[6:14]]
     return Schedule(*values)
+
+
+_FRACTION = re.compile(r"\.(\d{1,6})")
+
+
+def _moment(text: str) -> datetime:
+    """A timestamptz of jsonb (``2026-01-02T03:04:05.12+00:00``) as an aware datetime (Python
+    3.10's ``fromisoformat`` wants six digits of fraction: padded)."""
+    return datetime.fromisoformat(_FRACTION.sub(lambda m: "." + m.group(1).ljust(6, "0"), text, count=1))
+
+
+def _result(text: str | None) -> Any:
+    errors: list[str] = []
+    return v.decode(text, "result", errors)
+
+
+def job_state(row: Sequence[Any]) -> JobState:
+    """A row of LOOKUP or JOBS: the outcome log's columns (finished_at, result, history) last."""
+    base = list(row[:17])
+    result = _result(row[17]) if len(row) > 17 else None
+    history = []
+    if len(row) > 18 and row[18]:
+        for h in orjson.loads(row[18]):
+            history.append(Attempt(
+                h["attempt"], h["outcome"], h.get("worker"),
+                _moment(h["started_at"]) if h.get("started_at") else None,
+                _moment(h["finished_at"]), h.get("error"),
+            ))
+    return JobState(*base, result=result, history=history)  # type: ignore[misc]
+
+
+def outcome_note(payload: str, consumer: str, msg_id: int) -> bool:
+    """Whether a ``NOTIFY "pglogq.outcome.<queue>"`` (payload "<consumer> <least id> <greatest
+    id>" of the outcomes recorded, see record_outcomes) may concern ``msg_id`` of ``consumer``."""
+    name, _, bounds = payload.partition(" ")
+    if name != consumer:
+        return False
+    lo, _, hi = bounds.partition(" ")
+    try:
+        return int(lo) <= msg_id <= int(hi)
+    except ValueError:
+        return True  # not the expected form: look again rather than miss it
+
+
+def job_result(queue: str, consumer: str, msg_id: int, row: Sequence[Any]) -> JobResult:
+    """A row of RESULT."""
+    return JobResult(queue, consumer, msg_id, row[0], bool(row[1]), row[2], row[3], row[4], row[5], row[6],
+                     _result(row[7]))

@@ -49,13 +49,38 @@ TYPE_CONFIG: LiteralString = (
 )
 LOOKUP: LiteralString = (
     "SELECT consumer, state, %s::pg_catalog.int8, type, created_at, worker, since, last_heartbeat,"
-    " percent::pg_catalog.float8, stage, due_at, attempts, reason, dead_id, detail"
+    " percent::pg_catalog.float8, stage, due_at, attempts, reason, dead_id, detail, NULL::pg_catalog.text,"
+    " finished_at, result::pg_catalog.text, history::pg_catalog.text"
     " FROM pglogq.lookup(%s, %s)"
 )
 JOBS: LiteralString = (
     "SELECT consumer, state, msg_id, type, created_at, worker, since, last_heartbeat, percent::pg_catalog.float8,"
-    " stage, due_at, attempts, reason, dead_id, NULL::pg_catalog.text, cursor"
-    " FROM pglogq.jobs(%s, %s, %s, %s, %s, %s)"
+    " stage, due_at, attempts, reason, dead_id, NULL::pg_catalog.text, cursor, finished_at"
+    " FROM pglogq.jobs(%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+MAX_RESULT_BYTES: LiteralString = "SELECT max_result_bytes FROM pglogq.queue_config(%s)"
+RESULT: LiteralString = (
+    "SELECT outcome, final, attempt, worker, started_at, finished_at, error, result::pg_catalog.text"
+    " FROM pglogq.result(%s, %s, %s)"
+)
+ACK_GROUP: LiteralString = (
+    # the outcomes first (record_outcomes needs the batch open), then the ack, in one statement:
+    # one round trip, and the outcomes commit exactly when the page does.  The usual page: its
+    # runs as one group (ids, starts, ends, types, the one type, the bounds of the ids and ends)
+    "WITH r AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], NULL,"
+    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], types => %s::pg_catalog.text[], msg_type => %s,"
+    " id_range => pg_catalog.int8range(%s, %s, '[]'), finished_range => ARRAY[%s, %s]::pg_catalog.float8[]) AS n)"
+    " SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8), r.n FROM r"
+)
+ACK_OUTCOMES: LiteralString = (
+    # as ACK_GROUP, with a second call: the runs that did not end plainly, one by one
+    "WITH r AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], NULL,"
+    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], types => %s::pg_catalog.text[], msg_type => %s,"
+    " id_range => pg_catalog.int8range(%s, %s, '[]'), finished_range => ARRAY[%s, %s]::pg_catalog.float8[]) AS n),"
+    " x AS MATERIALIZED (SELECT pglogq.record_outcomes(%s, %s::pg_catalog.int8[], %s::pg_catalog.int4[],"
+    " %s::pg_catalog.float8[], %s::pg_catalog.float8[], %s::pg_catalog.text[], %s::pg_catalog.text[],"
+    " %s::pg_catalog.text[], %s::pg_catalog.text[]) AS n)"
+    " SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8), r.n + x.n FROM r, x"
 )
 SCHEDULE_ADD: LiteralString = (
     "SELECT pglogq.schedule_add(%s, %s, %s, %s, type => %s, headers => %s, priority => %s, missed => %s)"

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -53,6 +54,7 @@ from pglogq.models import (
     DeadLetter,
     DeadLetterPreview,
     InFlight,
+    JobResult,
     JobState,
     Lease,
     Message,
@@ -596,7 +598,7 @@ class AsyncClient:
             null=False,
         )
         rows = await self._rows(q.LOOKUP, (mid, a.name(queue, "queue"), mid), conn)
-        return [JobState(*r) for r in rows]
+        return [cv.job_state(r) for r in rows]
 
     async def jobs(
         self,
@@ -607,19 +609,72 @@ class AsyncClient:
         state: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
         conn: AnyConn | None = None,
     ) -> list[JobState]:
         """One page of the events of ``queue`` that are not done: per consumer (by name), in-flight,
         then retry, dead and waiting (``state`` picks one).  Pass the last row's ``cursor`` as
-        ``after`` for the next page; fewer than ``limit`` rows means the list is complete."""
+        ``after`` for the next page; fewer than ``limit`` rows means the list is complete.
+
+        Finished jobs come from the consumers' outcome logs: ``state="finished"`` (every outcome)
+        or one outcome (``done``, ``failed``, ``cancelled``, ``stopped``, ``skipped``), newest
+        first, ``since`` / ``until`` bounding when they finished (see ``pglogq.jobs``)."""
         params = (
             a.name(queue, "queue"), a.name(consumer, "consumer"), a.text(type, "event type"),
             a.text(state, "state", InvalidJobsQuery),
             a.integer(limit, "limit", a.INT4, lambda n: InvalidJobsQuery(f"invalid limit {n}: use 1..100000"),
                       null=False),
             a.text(after, "cursor", InvalidJobsQuery),
+            a.moment(since, "since", InvalidJobsQuery), a.moment(until, "until", InvalidJobsQuery),
         )
-        return [JobState(*r) for r in await self._rows(q.JOBS, params, conn)]
+        return [cv.job_state(r) for r in await self._rows(q.JOBS, params, conn)]
+
+    async def result(
+        self, queue: str, msg_id: int, consumer: str, *, timeout: float | timedelta = 30.0,
+    ) -> JobResult | None:
+        """Wait until the handler of ``consumer`` finished event ``msg_id`` for good, and return
+        how (:class:`JobResult`: ``outcome`` done, dead, cancelled or stopped, with the handler's
+        stored ``result``); None when that did not happen within ``timeout`` (seconds, or a
+        timedelta; 0: look once).
+
+        Waits on a connection of its own that LISTENs for the outcomes of the queue (no
+        polling): ``NOTIFY "pglogq.outcome.<queue>"`` at each page a consumer runtime
+        acknowledges, with the consumer and the page's least and greatest id; it looks again
+        only when ``msg_id`` is in that range.  Needs a direct connection (not a pooler in
+        transaction mode)."""
+        name = a.name(queue, "queue")
+        cons = a.name(consumer, "consumer")
+        mid = a.integer(
+            msg_id, "message id", a.INT8, lambda n: UnknownMessage(f'unknown message {n} on queue "{queue}"'),
+            null=False,
+        )
+        wait = a.interval(timeout, "timeout", InvalidArgument) if isinstance(timeout, timedelta) else None
+        seconds = wait.total_seconds() if wait is not None else timeout
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= 366 * 86400:
+            raise InvalidArgument(f"invalid timeout {timeout!r}: use 0 .. 366 days (seconds or a timedelta)")
+        assert name is not None and cons is not None and mid is not None
+        deadline = time.monotonic() + seconds
+        try:
+            listener = await psycopg.AsyncConnection.connect(await self.conninfo(), autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise CannotConnect(f"cannot connect to the database: {exc}") from exc
+        async with listener:
+            try:
+                # LISTEN first, then look: an outcome committed in between is seen by the look
+                await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(f"pglogq.outcome.{name}")))
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
+            while True:
+                rows = await self._rows(q.RESULT, (name, cons, mid), listener)
+                if rows and rows[0][1]:
+                    return cv.job_result(name, cons, mid, rows[0])
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                async for note in listener.notifies(timeout=left):
+                    if cv.outcome_note(note.payload, cons, mid):
+                        break
 
     # -- schedules -------------------------------------------------------------------------
 

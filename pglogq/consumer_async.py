@@ -38,7 +38,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from pglogq import _concurrency_async
+from pglogq import _concurrency_async, _outcomes_async
 
 # what users import from here: the delivery, the page sizes, the idle cede time and the error
 # backoff the docstrings name, and the reason a transactional handler's message is nacked with
@@ -221,6 +221,7 @@ class AsyncConsumer:
         workers: int = 1,
         share: bool | None = None,
         cede_after: float = 0.2,
+        store_result: bool = False,
     ) -> None:
         for what, number in (("max_messages", PAGE_MIN if max_messages is None else max_messages),
                              ("concurrency", concurrency), ("notify_miss_limit", notify_miss_limit),
@@ -308,6 +309,9 @@ class AsyncConsumer:
         self.heartbeat_interval = heartbeat_interval
         self.progress_interval = progress_interval
         self.transactional = transactional
+        self.store_result = bool(store_result)
+        """Keep every message handler's JSON return value as its job's result (a handler's own
+        ``store_result`` wins); see docs/how-to/job-history.md."""
         self.start_ahead = float(start_ahead)
         self._pace: float | None = None  # seconds per handler start, measured over pages
         self.listen_dsn = listen_dsn
@@ -365,7 +369,9 @@ class AsyncConsumer:
             raise RuntimeError("use_dsn() must come before the consumer connects, and not with a given client")
         self._dsn = dsn
 
-    def handler(self, *types: str | None, retry_policy: RetryPolicy | None = None) -> Callable[[F], F]:
+    def handler(
+        self, *types: str | None, retry_policy: RetryPolicy | None = None, store_result: bool | None = None
+    ) -> Callable[[F], F]:
         """Register a per-message handler for event ``types`` (none: the default handler)::
 
             @consumer.handler("order.created")
@@ -375,15 +381,22 @@ class AsyncConsumer:
         wins over the consumer's ``retry_policy``; None: the consumer's, else the server's rule for
         the type, ``set_type_config``, else the queue's ``retry_delay``).  How many times a message
         is retried is the server's ``max_retries`` (of the type, else of the queue).
+
+        ``store_result``: keep the handler's return value (JSON) with the job's outcome, for
+        ``client.result`` and ``lookup`` (None: the consumer's ``store_result``); one larger than
+        the queue's ``max_result_bytes`` fails the job with :class:`pglogq.ResultTooLarge`.
         """
-        return self._register(types, "message", retry_policy)
+        store = self.store_result if store_result is None else bool(store_result)
+        return self._register(types, "message", retry_policy, store)
 
     def batch_handler(self, *types: str | None, retry_policy: RetryPolicy | None = None) -> Callable[[F], F]:
         """Register a handler that gets a page's messages of ``types`` as one list; raising fails
         them all (each is nacked, with ``retry_policy`` as for :meth:`handler`)."""
         return self._register(types, "batch", retry_policy)
 
-    def _register(self, types: tuple[str | None, ...], kind: str, retry_policy: RetryPolicy | None) -> Callable[[F], F]:
+    def _register(
+        self, types: tuple[str | None, ...], kind: str, retry_policy: RetryPolicy | None, store: bool = False
+    ) -> Callable[[F], F]:
         if len(types) == 1 and callable(types[0]):
             raise TypeError("use @consumer.handler() with parentheses")
         if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
@@ -391,7 +404,7 @@ class AsyncConsumer:
 
         def deco(fn: F) -> F:
             _concurrency_async.check_handler(fn)
-            self._routes.add(list(types) or [None], kind, fn, retry_policy)
+            self._routes.add(list(types) or [None], kind, _outcomes_async.storing(fn) if store else fn, retry_policy)
             return fn
 
         return deco

@@ -35,7 +35,8 @@ Exception tree::
     │   ├── InvalidShardMap         PQ081  (cluster: bad ranges, unknown shard, slot out of range, overlapping move)
     │   ├── ShareWorkerRequired     PQ090  (receive: a share consumer without a worker name)
     │   ├── ShareNotSupported       PQ091  (subscribe, cluster_join: a share consumer on a sharded queue)
-    │   └── ShareModeMismatch       PQ095  (client side: Consumer share=True/False and the subscription's other mode)
+    │   ├── ShareModeMismatch       PQ095  (client side: Consumer share=True/False and the subscription's other mode)
+    │   └── ResultTooLarge          PQ094  (record_outcomes, a consumer's handler: a result above max_result_bytes)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
     ├── TickerMisuse                PQ014
@@ -483,6 +484,16 @@ class ShareModeMismatch(InvalidInput):
     in the subscription's mode."""
 
     sqlstate = "PQ095"
+
+
+class ResultTooLarge(InvalidInput):
+    """A handler's result is larger than its queue's ``max_result_bytes`` (its stored jsonb size).
+
+    ``record_outcomes`` refuses it and stores nothing; the consumer runtime checks it first and
+    fails the job with this error as its reason (it is nacked: retried, then dead-lettered, as
+    any failure), so the page is acknowledged normally."""
+
+    sqlstate = "PQ094"
 
 
 class CedeRefused(PglogqError):

@@ -122,6 +122,12 @@ class DeadLetter:
     decode_error: str | None = None
     """Why ``payload`` or ``headers`` could not be decoded (they are then :class:`Undecodable`)."""
 
+    @property
+    def attempts(self) -> int:
+        """The attempt count (every delivery whose handler ran: ``retry_count`` failed ones before
+        the last, plus the last), as ``lookup``, ``jobs`` and the dashboard count it."""
+        return self.retry_count + 1
+
 
 @dataclass(frozen=True)
 class DeadLetterPreview:
@@ -142,6 +148,11 @@ class DeadLetterPreview:
     created_at: datetime
     first_failed_at: datetime
     failed_at: datetime
+
+    @property
+    def attempts(self) -> int:
+        """The attempt count: ``retry_count + 1`` (see :attr:`DeadLetter.attempts`)."""
+        return self.retry_count + 1
 
     @property
     def truncated(self) -> bool:
@@ -263,6 +274,54 @@ class JobState:
     dead_id: int | None = None
     detail: str | None = None
     cursor: str | None = None
+    finished_at: datetime | None = None
+    """When the last handler run ended (done, stopped, dead; a row of the outcome log in ``jobs``)."""
+    result: Any = None
+    """The handler's stored JSON result (done, stopped; None: none stored)."""
+    history: list[Attempt] = field(default_factory=list)
+    """Every handler run of the consumer's outcome log for the event, oldest first (``lookup``)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One handler run of an event for one consumer, from its outcome log.
+
+    ``outcome``: ``done``, ``failed`` (it came back), ``dead``, ``cancelled`` (cancelled after it
+    was received, never started), ``stopped`` (returned after a stop request) or ``skipped`` (not
+    run: an earlier event of its partition failed; it comes again).  ``attempt``: the attempt
+    number (the attempt count of the docs: 1 for the first delivery)."""
+
+    attempt: int
+    outcome: str
+    worker: str | None
+    started_at: datetime | None
+    finished_at: datetime
+    error: str | None = None
+
+    @property
+    def duration(self) -> timedelta | None:
+        """How long the handler ran (None: it never started)."""
+        return None if self.started_at is None else self.finished_at - self.started_at
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """How an event's latest handler run ended for one consumer (``Client.result``).
+
+    ``final``: it will not run again for this consumer (done, dead, cancelled, stopped);
+    ``result``: the handler's stored JSON value (None: none stored)."""
+
+    queue: str
+    consumer: str
+    msg_id: int
+    outcome: str
+    final: bool
+    attempt: int | None
+    worker: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    result: Any = None
 
 
 @dataclass(frozen=True)

@@ -79,22 +79,30 @@ def inspect(app: App, queue: str, consumer: str | None, type_: str | None, older
     """List dead letters of QUEUE, oldest first.
 
     JSON: [{"dead_id", "queue", "consumer", "msg_id", "type", "payload", "headers",
-    "retry_count", "reason", "created_at", "first_failed_at", "failed_at"}]
+    "retry_count", "reason", "created_at", "first_failed_at", "failed_at", "attempts"}] (attempts: the
+    attempt count, retry_count + 1, as lookup and the dashboard count it)
     """
     f = _filters(queue, consumer, type_, older_than)
-    rows = [dict(zip(COLUMNS, r, strict=True)) for r in _run(app, cq.DLQ_INSPECT, {**f, "limit": limit})]
+    found = _run(app, cq.DLQ_INSPECT, {**f, "limit": limit})
+    rows = [_with_attempts(dict(zip(COLUMNS, r, strict=True))) for r in found]
     if app.json:
         emit_json(rows)
         return
     print_table(
-        ["id", "consumer", "msg", "type", "tries", "failed", "reason"],
-        [[r["dead_id"], r["consumer"], r["msg_id"], r["type"], r["retry_count"], ago(r["failed_at"]),
+        ["id", "consumer", "msg", "type", "attempts", "failed", "reason"],
+        [[r["dead_id"], r["consumer"], r["msg_id"], r["type"], r["retry_count"] + 1, ago(r["failed_at"]),
           short(r["reason"] or "-", 30)] for r in rows],
-        right=["id", "msg", "tries"],
+        right=["id", "msg", "attempts"],
         empty=f"no dead letters ({_describe(f)})",
     )
     if len(rows) == limit:
         click.echo(f"(first {limit}; use --limit or filters to see more)")
+
+
+def _with_attempts(row: dict[str, Any]) -> dict[str, Any]:
+    """A dead letter's row with its attempt count (every delivery whose handler ran)."""
+    row["attempts"] = row["retry_count"] + 1
+    return row
 
 
 @dlq.command()
@@ -112,11 +120,11 @@ def show(app: App, dead_id: int) -> None:
     except UnknownDeadLetter as exc:
         raise CliError(f"unknown dead letter {dead_id}", Exit.NOT_FOUND,
                        hint="it may have been replayed or purged") from exc
-    r = dict(zip(COLUMNS, rows[0], strict=True))
+    r = _with_attempts(dict(zip(COLUMNS, rows[0], strict=True)))
     if app.json:
         emit_json(r)
         return
-    for k in COLUMNS:
+    for k in [*COLUMNS, "attempts"]:
         if k in ("payload", "headers"):
             continue
         click.echo(f"{k:>16}  {fmt(r[k])}")

@@ -48,6 +48,8 @@ class Exit(IntEnum):
     NOT_AVAILABLE = 9
     NOT_CONFIRMED = 10
     CHECK_FAILED = 11
+    JOB_FAILED = 12
+    TIMED_OUT = 13
     INTERRUPTED = 130
 
 
@@ -67,6 +69,8 @@ EXIT_TABLE: list[tuple[int, str]] = [
     (Exit.NOT_AVAILABLE, "command not available in this installation"),
     (Exit.NOT_CONFIRMED, "not confirmed: declined, or refused without --yes on a non-terminal"),
     (Exit.CHECK_FAILED, "status --check found a problem; cluster status found a broken shard map"),
+    (Exit.JOB_FAILED, "job wait: the job ended dead or cancelled for that consumer"),
+    (Exit.TIMED_OUT, "job wait: no final outcome within --timeout"),
     (Exit.INTERRUPTED, "interrupted (Ctrl-C); the message says what was done before"),
 ]
 """The documented table (rendered into docs/reference/cli.md)."""

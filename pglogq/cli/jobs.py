@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import click
@@ -11,10 +12,12 @@ import click
 from pglogq.cli.app import App, common_options, json_option, pass_app
 from pglogq.cli.errors import CliError, Exit
 from pglogq.cli.output import ago, console, emit_json, fmt, print_table, short
-from pglogq.cli.params import Int8
+from pglogq.cli.params import Int8, duration_callback
 from pglogq.models import JobState
 
 STATES = ["waiting", "in-flight", "retry", "dead"]
+FINISHED = ["finished", "done", "failed", "cancelled", "stopped", "skipped"]
+"""The outcome log's states for ``jobs --state`` (newest first)."""
 
 
 def _job_row(j: JobState) -> dict[str, Any]:
@@ -22,6 +25,12 @@ def _job_row(j: JobState) -> dict[str, Any]:
     if row.get("cursor") is None:
         row.pop("cursor", None)
     return row
+
+
+def _took(started: datetime | None, finished: datetime | None) -> str:
+    if started is None or finished is None:
+        return "-"
+    return fmt(finished - started)
 
 
 def _what(j: JobState) -> str:
@@ -43,13 +52,23 @@ def _what(j: JobState) -> str:
         return f"dead letter {j.dead_id} after {j.attempts} deliveries: {short(j.reason or '-', 40)}"
     if j.state == "waiting" and j.due_at is not None:
         return f"delayed until {fmt(j.due_at)}"
+    if j.finished_at is not None:
+        parts = [f"attempt {j.attempts}"] if j.attempts else []
+        if j.worker:
+            parts.append(f"worker {j.worker}")
+        parts.append(f"finished {ago(j.finished_at)}")
+        if j.since is not None:
+            parts.append(f"took {_took(j.since, j.finished_at)}")
+        if j.reason:
+            parts.append(f"error: {short(j.reason, 40)}")
+        return ", ".join(parts)
     return ""
 
 
 @click.group()
 @common_options
 def job() -> None:
-    """Look at one event (job): where it stands for every consumer."""
+    """Look at one event (job): where it stands for every consumer, its history, its result."""
 
 
 @job.command()
@@ -63,12 +82,16 @@ def show(app: App, queue: str, msg_id: int) -> None:
 
     \b
     States: waiting, in-flight (worker, since, progress, stage, last heartbeat),
-    retry (due, attempts, last reason), dead (dead letter id, reason), cancelled, done,
-    skipped (the consumer's cursor moved past it), gone (not stored: rotated away,
-    rolled back, not committed yet, or a delayed send cancelled; the detail says which).
+    retry (due, attempts, last reason), dead (dead letter id, reason), cancelled, done
+    (worker, start, finish), stopped (returned after a stop request), skipped (the
+    consumer's cursor moved past it), gone (not stored: rotated away, rolled back, not
+    committed yet, or a delayed send cancelled; the detail says which).  Then every
+    attempt of the consumers' outcome logs (worker, start, duration, outcome, error).
 
     JSON: [{"consumer", "state", "msg_id", "type", "created_at", "worker", "since",
-    "last_heartbeat", "percent", "stage", "due_at", "attempts", "reason", "dead_id", "detail"}]
+    "last_heartbeat", "percent", "stage", "due_at", "attempts", "reason", "dead_id", "detail",
+    "finished_at", "result", "history": [{"attempt", "outcome", "worker", "started_at",
+    "finished_at", "error"}]}]
     """
     rows = app.client.lookup(queue, msg_id, conn=app.conn)
     if app.json:
@@ -82,31 +105,88 @@ def show(app: App, queue: str, msg_id: int) -> None:
         [[j.consumer, j.state, _what(j), j.detail or ""] for j in rows],
         empty=f"queue {queue!r} has no consumer",
     )
+    attempts = [(j.consumer, h) for j in rows for h in j.history]
+    if attempts:
+        click.echo("history (the consumers' outcome logs, oldest first):")
+        print_table(
+            ["consumer", "attempt", "outcome", "worker", "started", "took", "error"],
+            [[c, h.attempt, h.outcome, h.worker or "-", fmt(h.started_at) if h.started_at else "-",
+              _took(h.started_at, h.finished_at), short(h.error or "-", 40)] for c, h in attempts],
+            right=["attempt"],
+        )
+    for j in rows:
+        if j.result is not None:
+            click.echo(f"result ({j.consumer}): {short(json.dumps(j.result, default=str), 200)}")
+
+
+@job.command()
+@click.argument("queue")
+@click.argument("msg_id", type=Int8("message id"))
+@click.option("--consumer", "-c", "consumer", required=True, metavar="NAME",
+              help="The consumer whose outcome to wait for.")
+@click.option("--timeout", callback=duration_callback, default="30s", show_default=True, metavar="DURATION",
+              help="How long to wait (e.g. 500ms, 30s, 5m; 0: look once).")
+@common_options
+@json_option
+@pass_app
+def wait(app: App, queue: str, msg_id: int, consumer: str, timeout: timedelta) -> None:
+    """Wait until consumer NAME finished event MSG_ID of QUEUE for good; print its result.
+
+    Waits with LISTEN (no polling) for a final outcome: done or stopped (exit 0, the
+    handler's stored result printed as JSON), dead or cancelled (exit 12); none within
+    --timeout: exit 13.  The consumer must record outcomes (the Consumer runtime does).
+
+    JSON: {"queue", "consumer", "msg_id", "outcome", "final", "attempt", "worker", "started_at",
+    "finished_at", "error", "result"}; on timeout {"queue", "consumer", "msg_id", "outcome": null}
+    """
+    got = app.client.result(queue, msg_id, consumer, timeout=timeout)
+    if got is None:
+        if app.json:
+            emit_json({"queue": queue, "consumer": consumer, "msg_id": msg_id, "outcome": None})
+        raise CliError(f"event {msg_id} of queue {queue!r} has no final outcome for consumer {consumer!r} "
+                       f"after {fmt(timeout)}", Exit.TIMED_OUT)
+    if app.json:
+        emit_json(asdict(got))
+    elif got.outcome in ("done", "stopped"):
+        click.echo(json.dumps(got.result, default=str) if got.result is not None else "null")
+    if got.outcome not in ("done", "stopped"):
+        raise CliError(f"event {msg_id} of queue {queue!r} ended {got.outcome} for consumer {consumer!r}"
+                       + (f" after {got.attempt} attempt(s): {short(got.error, 200)}" if got.error else ""),
+                       Exit.JOB_FAILED)
 
 
 @click.command()
 @click.argument("queue")
 @click.option("--consumer", "-c", metavar="NAME", help="Only this consumer's events.")
 @click.option("--type", "type_", metavar="TYPE", help="Only events of this type.")
-@click.option("--state", type=click.Choice(STATES), help="Only events in this state (default: all four).")
+@click.option("--state", type=click.Choice(STATES + FINISHED),
+              help="Only events in this state (default: the four not done); finished, done, failed, cancelled, "
+                   "stopped, skipped: the consumers' outcome logs, newest first.")
 @click.option("--limit", type=click.IntRange(1, 100000), default=50, show_default=True,
               help="Rows per page.")
 @click.option("--after", metavar="CURSOR", help="Continue after this cursor (printed at the end of a full page).")
+@click.option("--since", "since", callback=duration_callback, metavar="DURATION",
+              help="Finished states only: finished within this long before now (e.g. 1h).")
 @common_options
 @json_option
 @pass_app
 def jobs(app: App, queue: str, consumer: str | None, type_: str | None, state: str | None, limit: int,
-         after: str | None) -> None:
+         after: str | None, since: timedelta | None) -> None:
     """List the events of QUEUE that are not done yet, per consumer, a page at a time.
 
     In-flight first, then retry, dead and waiting (in delivery order).  A full page ends with
-    the --after CURSOR that shows the next one.
+    the --after CURSOR that shows the next one.  --state finished (or one outcome) lists the
+    finished handler runs of the consumers' outcome logs instead, newest first.
 
     JSON: {"jobs": [{"consumer", "state", "msg_id", "type", "created_at", "worker", "since",
-    "last_heartbeat", "percent", "stage", "due_at", "attempts", "reason", "dead_id", "cursor"}],
-    "next": cursor or null}
+    "last_heartbeat", "percent", "stage", "due_at", "attempts", "reason", "dead_id", "cursor",
+    "finished_at", "result", "history"}], "next": cursor or null}
     """
-    rows = app.client.jobs(queue, consumer, type=type_, state=state, limit=limit, after=after, conn=app.conn)
+    if since is not None and state not in FINISHED:
+        raise CliError("--since applies to the finished states only (--state finished, done, ...)", Exit.USAGE)
+    start = datetime.now(timezone.utc) - since if since is not None else None
+    rows = app.client.jobs(queue, consumer, type=type_, state=state, limit=limit, after=after, since=start,
+                           conn=app.conn)
     nxt = rows[-1].cursor if len(rows) == limit else None
     if app.json:
         emit_json({"jobs": [_job_row(j) for j in rows], "next": nxt})
@@ -115,7 +195,8 @@ def jobs(app: App, queue: str, consumer: str | None, type_: str | None, state: s
         ["consumer", "state", "msg", "type", "sent", "details"],
         [[j.consumer, j.state, j.msg_id, j.type or "-", ago(j.created_at), _what(j)] for j in rows],
         right=["msg"],
-        empty="nothing waiting, in flight, retried or dead" + (" after that cursor" if after else ""),
+        empty=("nothing finished" if state in FINISHED else "nothing waiting, in flight, retried or dead")
+        + (" after that cursor" if after else ""),
     )
     if nxt is not None:
         click.echo(f"(more: --after {nxt})")

@@ -17,7 +17,7 @@ from pglogq.errors import QueueInUse, translate
 CONFIG_PARAMS = [
     "paused", "rotation_period", "ticker_max_count", "ticker_max_lag", "ticker_idle_period",
     "batch_max_events", "big_batch_events", "max_retries", "retry_delay", "max_payload_bytes",
-    "idempotency_window", "dead_interval", "max_consumer_lag",
+    "idempotency_window", "dead_interval", "max_consumer_lag", "history_retention", "max_result_bytes",
 ]
 
 
@@ -30,7 +30,7 @@ def parse_setting(text: str) -> tuple[str, str]:
 
 
 # settings whose 0 has a meaning of its own, said next to it
-ZERO_MEANS = {"max_consumer_lag": "off", "ticker_max_lag": "tick at once"}
+ZERO_MEANS = {"max_consumer_lag": "off", "ticker_max_lag": "tick at once", "history_retention": "off"}
 
 
 def setting_text(param: str, value: Any) -> str:
@@ -163,7 +163,8 @@ def config(app: App, name: str, param: str | None, value: str | None) -> None:
     Settings: paused, rotation_period, ticker_max_count, ticker_max_lag,
     ticker_idle_period, batch_max_events, big_batch_events, max_retries,
     retry_delay, max_payload_bytes, idempotency_window, dead_interval,
-    max_consumer_lag (see the configuration reference for each); the layout,
+    max_consumer_lag, history_retention, max_result_bytes (see the configuration
+    reference for each); the layout,
     partitions and urgent_lane, changes only while nothing is in flight.
 
     JSON: {"queue": str, "config": {param: value}} (intervals in seconds); after a change

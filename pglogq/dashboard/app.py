@@ -387,6 +387,7 @@ async def lookup_page(request: Request, dash: Dashboard) -> Response:
         # Client.lookup (where this pglogq has it) tells every consumer's state of the event
         lookup = getattr(dash.client, "lookup", None)
         states: list[dict[str, Any]] = []
+        history: list[dict[str, Any]] = []  # every attempt of the consumers' outcome logs
         if lookup is not None:
             for qn in where:
                 try:
@@ -396,12 +397,16 @@ async def lookup_page(request: Request, dash: Dashboard) -> Response:
                 for item in found if isinstance(found, list) else [found]:
                     is_row = dataclasses.is_dataclass(item) and not isinstance(item, type)
                     row = dataclasses.asdict(item) if is_row else {"state": item}
-                    states.append({"queue": qn, **{k: v for k, v in row.items() if k != "cursor"}})
+                    for h in getattr(item, "history", None) or []:
+                        history.append({"queue": qn, "consumer": row.get("consumer"), "attempt": h.attempt,
+                                         "outcome": h.outcome, "worker": h.worker, "started_at": h.started_at,
+                                         "finished_at": h.finished_at, "took": h.duration, "error": h.error})
+                    states.append({"queue": qn, **{k: v for k, v in row.items() if k not in ("cursor", "history")}})
         in_flight = [f for f in await dash.client.in_flight(queue) if f.msg_id == msg_id]
         dead = []
         for qn in where:
             dead += await dash.client.dlq_search(qn, msg_id=msg_id, limit=100, preview_chars=PREVIEW_CHARS)
-        result = {"msg_id": msg_id, "in_flight": in_flight, "dead": dead, "states": states,
+        result = {"msg_id": msg_id, "in_flight": in_flight, "dead": dead, "states": states, "history": history,
                   "has_lookup": lookup is not None}
     return render(request, dash, "lookup.html", {"queue": queue or "", "msg_id": "" if msg_id is None else msg_id,
                                                   "queues": queues, "result": result},

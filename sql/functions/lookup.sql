@@ -4,9 +4,14 @@
 --             consumer, state, detail (a sentence), type, created_at (when sent: NULL when the
 --             event is not stored any more), worker, since, last_heartbeat, percent, stage
 --             (in-flight), due_at (retry: when it comes back; waiting: a delayed send's time),
---             attempts (retry, dead: failed deliveries so far; in-flight: failed deliveries before
---             this one, so its delivery count is attempts + 1), reason (retry, dead: the last
---             nack's), dead_id (dead).  state: 'waiting' (not handed to this consumer yet: sent,
+--             attempts (the attempt count, docs/how-to/job-history.md: the deliveries whose handler
+--             ran or runs, failed ones included; retry: the failed ones so far), reason (retry,
+--             dead: the last nack's; done, stopped: the last outcome's error, if any), dead_id
+--             (dead), finished_at (done, stopped, dead: when the last handler run ended), result
+--             (done, stopped: the handler's stored JSON result), history (every outcome of the
+--             consumer's outcome log for the event, oldest first, within history_retention: a
+--             JSON array of {attempt, outcome, worker, started_at, finished_at, error}; [] when
+--             none).  state: 'waiting' (not handed to this consumer yet: sent,
 --             delayed until due_at, or in its open batch after the page it holds); 'in-flight' (in
 --             the page a worker of this consumer holds: worker, since (its handler's start, or the
 --             batch's when nothing was reported yet), percent and stage as last reported,
@@ -14,7 +19,9 @@
 --             when the lease's lock ends unless renewed, see pglogq.leases); 'retry' (failed, comes back to this consumer at due_at); 'dead' (in
 --             the dead-letter queue); 'cancelled' (withdrawn by cancel before this consumer started
 --             it); 'done' (handed to this consumer and its page acknowledged; an event whose dead
---             letter was purged leaves no other trace and shows as done); 'skipped' (never handed to
+--             letter was purged leaves no other trace and shows as done; worker, since, finished_at
+--             from the outcome log); 'stopped' (done, but its handler returned after a stop request,
+--             cancel(running => true): the outcome log says so); 'skipped' (never handed to
 --             this consumer: its cursor moved past it, by subscribing later, seek or the retention
 --             limit); 'gone' (no event with this id is stored: its table was rotated away, its send
 --             was rolled back or has not committed yet, or it was a delayed send cancelled before
@@ -22,7 +29,7 @@
 --             kept of these, so 'gone' is all that can be told.
 -- Raises:     PQ001 unknown queue; PQ021 msg_id was never issued by this queue.
 -- Tables:     event, delayed, cancelled, retry, dead_letter, progress, subscription, tick,
---             handed_run, queue, attempt (read).  The state retry is _retries' (the retry table,
+--             handed_run, queue, attempt, outcome (read).  The state retry is _retries' (the retry table,
 --             or the stream of a partition held by a strict nack); the worker is _worker_name's,
 --             so a partitioned queue answers as a queue of one partition does.
 -- Reads only; takes no lock beyond the queue's shared advisory lock.  Each answer holds for the
@@ -35,7 +42,8 @@
 CREATE OR REPLACE FUNCTION pglogq.lookup(queue_name text, msg_id bigint)
 RETURNS TABLE (consumer text, state text, detail text, type text, created_at timestamptz, worker text,
                since timestamptz, last_heartbeat timestamptz, percent numeric, stage text,
-               due_at timestamptz, attempts integer, reason text, dead_id bigint)
+               due_at timestamptz, attempts integer, reason text, dead_id bigint,
+               finished_at timestamptz, result jsonb, history jsonb)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp
 SET plan_cache_mode = force_custom_plan AS $$
@@ -55,6 +63,9 @@ DECLARE
     k integer;
     marked boolean;
     d record;
+    lastout record;
+    kept timestamptz;
+    crashes integer;
 BEGIN
     q := pglogq._queue(queue_name);
     IF wanted IS NULL OR wanted < 1 OR wanted > coalesce(pg_sequence_last_value(q.event_seq), 0) THEN
@@ -76,13 +87,25 @@ BEGIN
         consumer := c.consumer_name;
         state := NULL; detail := NULL; worker := NULL; since := NULL; last_heartbeat := NULL;
         percent := NULL; stage := NULL; due_at := NULL; attempts := NULL; reason := NULL; dead_id := NULL;
+        finished_at := NULL; result := NULL; history := '[]'::jsonb;
         type := coalesce(orig.ev_type, dl.ev_type);
         created_at := coalesce(orig.ev_time, dl.ev_time);
+        -- the consumer's outcome log for the event (record_outcomes): every attempt, oldest first
+        kept := clock_timestamp() - q.history_retention;
+        SELECT * INTO lastout FROM pglogq._event_outcomes(c.sub_id, wanted, kept) o
+         ORDER BY o.finished_at DESC, o.seq DESC LIMIT 1;
+        IF lastout.outcome IS NOT NULL THEN
+            SELECT jsonb_agg(jsonb_build_object('attempt', o.attempt, 'outcome', o.outcome, 'worker', o.worker,
+                                                'started_at', o.started_at, 'finished_at', o.finished_at,
+                                                'error', o.error) ORDER BY o.finished_at, o.seq) INTO history
+              FROM pglogq._event_outcomes(c.sub_id, wanted, kept) o;
+        END IF;
         SELECT x.dead_id, x.reason, x.retry_count, x.ev_type, x.ev_time, x.failed_at INTO d
           FROM pglogq.dead_letter x WHERE x.sub_id = c.sub_id AND x.msg_id = wanted;
         IF FOUND THEN
             state := 'dead'; dead_id := d.dead_id; reason := d.reason; attempts := d.retry_count + 1;
             type := d.ev_type; created_at := d.ev_time; since := d.failed_at;
+            finished_at := d.failed_at;
             detail := format('in the dead-letter queue (dead letter %s) after %s failed deliveries',
                              d.dead_id, d.retry_count + 1);
             RETURN NEXT;
@@ -110,13 +133,13 @@ BEGIN
          LIMIT 1;
         IF FOUND THEN
             state := 'in-flight'; worker := d.worker; since := d.started_at; percent := d.percent;
-            stage := d.stage; last_heartbeat := d.beat; attempts := d.tries;
+            stage := d.stage; last_heartbeat := d.beat; attempts := d.tries + 1;
             detail := 'being handled (progress reported)' || pglogq._lease_detail(d.tries, d.lease_ends);
             RETURN NEXT;
             CONTINUE;
         END IF;
         IF dl.msg_id IS NOT NULL THEN
-            state := 'waiting'; due_at := dl.deliver_at;
+            state := 'waiting'; due_at := dl.deliver_at; attempts := 0;
             detail := 'a delayed send: enters the queue at its due time';
             RETURN NEXT;
             CONTINUE;
@@ -133,6 +156,15 @@ BEGIN
          ORDER BY x.ev_txid DESC LIMIT 1;
         IF r.ev_id IS NULL THEN
             r := orig;
+        END IF;
+        IF r.ev_id IS NULL AND lastout.outcome IN ('done', 'stopped') THEN
+            -- rotated away, but the outcome log still tells how it ended
+            state := lastout.outcome; worker := lastout.worker; since := lastout.started_at;
+            finished_at := lastout.finished_at; attempts := lastout.attempt; reason := lastout.error;
+            result := lastout.result; type := coalesce(type, lastout.ev_type);
+            detail := 'not stored any more (rotated away); its outcome log says how it ended';
+            RETURN NEXT;
+            CONTINUE;
         END IF;
         IF r.ev_id IS NULL THEN
             state := 'gone';
@@ -173,16 +205,30 @@ BEGIN
             ELSIF pos = 0 THEN
                 state := 'in-flight'; worker := coalesce(pglogq._worker_name(h), c.consumer_name);
                 since := h.batch_started_at; last_heartbeat := h.heartbeat_at;
-                attempts := r.ev_retry + coalesce((SELECT a.crashes FROM pglogq.attempt a
-                                                    WHERE a.sub_id = h.sub_id AND a.msg_id = r.ev_id), 0);
+                SELECT coalesce(max(a.crashes), 0) INTO crashes FROM pglogq.attempt a
+                 WHERE a.sub_id = h.sub_id AND a.msg_id = wanted;
+                attempts := r.ev_retry + crashes + 1;
                 detail := 'in the page a worker holds (no progress reported)' || pglogq._lease_detail(
-                    attempts, CASE WHEN h.lease_end_txid IS NOT NULL
-                                   THEN least(h.released_at, h.heartbeat_at + q.dead_interval) END);
+                    attempts - 1, CASE WHEN h.lease_end_txid IS NOT NULL
+                                       THEN least(h.released_at, h.heartbeat_at + q.dead_interval) END);
             ELSE
-                state := 'waiting'; detail := 'in an open batch of this consumer, after the page its worker holds';
+                state := 'waiting'; attempts := r.ev_retry;
+                detail := 'in an open batch of this consumer, after the page its worker holds';
             END IF;
         END LOOP;
         IF pos IS NOT NULL THEN
+            IF state = 'done' AND lastout.outcome IS NOT NULL THEN
+                -- the outcome log says who finished it, when, and how
+                worker := lastout.worker; since := lastout.started_at; finished_at := lastout.finished_at;
+                attempts := lastout.attempt; reason := lastout.error;
+                IF lastout.outcome IN ('done', 'stopped') THEN
+                    result := lastout.result;
+                END IF;
+                IF lastout.outcome = 'stopped' THEN
+                    state := 'stopped';
+                    detail := 'its handler returned after a stop request (cancel with running): acknowledged';
+                END IF;
+            END IF;
             RETURN NEXT;
             CONTINUE;
         END IF;
@@ -200,12 +246,24 @@ BEGIN
                            WHERE hr.sub_id = c.sub_id AND pg_visible_in_snapshot(r.ev_txid, hr.to_snap)
                              AND (hr.from_snap IS NULL OR NOT pg_visible_in_snapshot(r.ev_txid, hr.from_snap))) THEN
                 state := 'done'; detail := 'handed to this consumer and its page acknowledged';
+                IF state = 'done' AND lastout.outcome IS NOT NULL THEN
+                    -- the outcome log says who finished it, when, and how
+                    worker := lastout.worker; since := lastout.started_at; finished_at := lastout.finished_at;
+                    attempts := lastout.attempt; reason := lastout.error;
+                    IF lastout.outcome IN ('done', 'stopped') THEN
+                        result := lastout.result;
+                    END IF;
+                    IF lastout.outcome = 'stopped' THEN
+                        state := 'stopped';
+                        detail := 'its handler returned after a stop request (cancel with running): acknowledged';
+                    END IF;
+                END IF;
             ELSE
                 state := 'skipped';
                 detail := 'never handed to this consumer: its cursor moved past it (subscribed later, seek or retention)';
             END IF;
         ELSE
-            state := 'waiting'; detail := 'not in a batch of this consumer yet';
+            state := 'waiting'; attempts := r.ev_retry; detail := 'not in a batch of this consumer yet';
         END IF;
         RETURN NEXT;
     END LOOP;

@@ -1,7 +1,7 @@
 -- pglogq.maint_operations(): the maintenance steps due now, for a ticker daemon to run.
 -- Parameters: none.
 -- Returns:    rows (op, queue_name): op is one of pump, meta (queue_name NULL), retention,
---             rotate_step1, rotate_step2, prune, release;
+--             rotate_step1, rotate_step2, prune, release, history (queue_name NULL);
 --             run each with pglogq.maint_run(op, queue_name), each in its own transaction.
 -- Tables:     queue, retry, delayed, subscription (read).
 -- The policy lives here, with the schema, so the daemon (or pg_cron) stays dumb.  Each test is
@@ -20,6 +20,8 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT 'meta', NULL::text
      WHERE extract(epoch FROM clock_timestamp())
            - coalesce(pg_sequence_last_value('pglogq.meta_epoch_time'), 0) >= 10
+    UNION ALL
+    SELECT 'history', NULL::text WHERE pglogq._history_due()
     UNION ALL
     SELECT 'retention', q.queue_name FROM pglogq.queue q WHERE q.max_consumer_lag > interval '0'
     UNION ALL

@@ -16,6 +16,8 @@
 --   partitions (integer 1..1024)      events of one key in one partition, each consumer reads every
 --                                     partition as a stream of its own (see send_batch_keyed); while
 --                                     the queue is new, or once nothing is in flight: _set_layout
+--   history_retention (interval >= 0) how long the outcome log keeps a finished handler run (0: off)
+--   max_result_bytes (integer >= 1)   largest result stored with an outcome (stored jsonb size)
 --   urgent_lane (boolean)             events above priority 100 jump a waiting backlog (one partition
 --                                     only); while the queue is new or nothing is in flight
 -- Returns:    the new value as text.
@@ -56,13 +58,16 @@ BEGIN
         WHEN 'big_batch_events' THEN 'int'
         WHEN 'max_retries' THEN 'int0'
         WHEN 'max_payload_bytes' THEN 'int'
+        WHEN 'history_retention' THEN 'interval'
+        WHEN 'max_result_bytes' THEN 'int'
     END;
     IF kind IS NULL THEN
         RAISE EXCEPTION 'unknown queue parameter "%"', left(coalesce(param, 'NULL'), 80)
             USING ERRCODE = 'PQ005',
                   HINT = 'one of paused, rotation_period, ticker_max_count, ticker_max_lag, ticker_idle_period, '
                          'batch_max_events, big_batch_events, max_retries, retry_delay, max_payload_bytes, '
-                         'idempotency_window, dead_interval, max_consumer_lag, partitions, urgent_lane';
+                         'idempotency_window, dead_interval, max_consumer_lag, history_retention, max_result_bytes, '
+                         'partitions, urgent_lane';
     END IF;
     IF value IS NULL THEN
         RAISE EXCEPTION 'invalid value for %: NULL', param USING ERRCODE = 'PQ005';

@@ -423,12 +423,17 @@ TEXT_PARAMETERS = {
     "key", "keys",
     # sharding: the cluster and shard names of cluster_join (checked by _check_name, stored as values)
     "cluster_name", "shard_name",
+    # the outcome log (record_outcomes): outcomes checked against a fixed list, errors stored,
+    # results cast to jsonb, types stored: values only
+    "outcomes", "errors", "results", "types",
 }
 # functions that build SQL dynamically, reviewed: identifiers only through format('%I'), values
 # only through USING, parameter text never concatenated
 DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_config",
                # rotated metadata: tick slot and state partition names from format('%I') of numbers
                "maint_rotate_meta",
+               # the outcome log's oldest slot: TRUNCATE of format('%I') of a number
+               "maint_rotate_history",
                # partitions: the partition / urgent-event index of one queue, names from format('%I')
                "_set_layout",
                # CREATE/DROP TRIGGER on the caller's table: the table as regclass (%s of a regclass

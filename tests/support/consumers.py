@@ -65,10 +65,11 @@ async def close_async(c: pglogq.AsyncConsumer) -> None:
 
 
 def _wrap_async(fn: Callable[..., Any]) -> Callable[..., Any]:
-    async def call(arg: Any) -> None:
+    async def call(arg: Any) -> Any:
         result = fn(arg)
         if inspect.isawaitable(result):
-            await result
+            return await result
+        return result  # a handler's return value (its result, with store_result)
 
     return call
 

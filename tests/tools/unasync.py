@@ -22,6 +22,7 @@ PAIRS: dict[str, str] = {
     "_wakeup_async.py": "_wakeup.py",
     "_consumer_loop_async.py": "_consumer_loop.py",
     "cluster/sharded_consumer_async.py": "cluster/sharded_consumer.py",
+    "_outcomes_async.py": "_outcomes.py",
 }
 
 WORDS: dict[str, str] = {
@@ -49,6 +50,7 @@ WORDS: dict[str, str] = {
     "_wakeup_async": "_wakeup",
     "_consumer_loop_async": "_consumer_loop",
     "sharded_consumer_async": "sharded_consumer",
+    "_outcomes_async": "_outcomes",
 }
 
 PATTERNS: list[tuple[str, str]] = [

@@ -6,7 +6,10 @@ a pair of cooperating workers, with the maintenance run every ``--maintain-every
 event tables' rotation forced, and the metadata epoch switched where the schema has one).  Prints
 the size and the dead tuples of every pglogq table other than the event tables, before and after,
 and the dead tuples of the event tables.  The 5- and 30-minute timed runs are the benchmark's
-``held_xmin`` scenario; this one only counts what the engine leaves behind.
+``held_xmin`` scenario; this one only counts what the engine leaves behind.  ``--history``: every
+page is acknowledged as the consumer runtime does with the outcome log on (its runs recorded in
+the statement of the ack, ``pglogq._outcomes.page_params``'s shape), and each maintenance run also
+switches the log's epoch (``maint_rotate_history``).
 
     python -m tests.harness.measure.metadata --dsn postgresql://postgres@127.0.0.1:5432/postgres
 """
@@ -46,6 +49,25 @@ def split(tables: dict[str, tuple[int, int]]) -> tuple[int, int, int]:
     return sum(s for s, _ in meta), sum(d for _, d in meta), sum(d for _, d in events)
 
 
+def ack_with_outcomes(conn: psycopg.Connection[Any], page: pglogq.Batch) -> None:
+    """Acknowledge ``page`` with its runs recorded as one group, as the runtime sends a page of
+    plain runs (``ACK_GROUP``, arrays in binary)."""
+    from pglogq import _outcomes as o
+    from pglogq import _queries as q
+
+    ms = page.messages
+    now = time.time()
+    last = ms[-1]
+    params = (page.id, o._Int8Array(o._eight_byte_array([m.msg_id for m in ms], "q", 20)),
+              o._Float8Array(o._eight_byte_array([now] * len(ms), "d", 701)),
+              o._Float8Array(o._eight_byte_array([now] * len(ms), "d", 701)), None, None,
+              min(m.msg_id for m in ms), max(m.msg_id for m in ms), now, now, page.id, last.msg_id, last.txid)
+    with conn.cursor() as cur:
+        for cls, dumper in o._DUMPERS:
+            cur.adapters.register_dumper(cls, dumper)
+        cur.execute(q.ACK_GROUP, params, prepare=False)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dsn", required=True, help="a server to create a scratch database in")
@@ -53,6 +75,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100, help="events per send_batch (one tick each)")
     ap.add_argument("--page", type=int, default=50, help="max_messages of each receive")
     ap.add_argument("--maintain-every", type=int, default=2000, help="events between maintenance runs")
+    ap.add_argument("--history", action="store_true", help="record each page's outcomes with its ack")
     args = ap.parse_args()
     name = "pglogq_meta_" + uuid.uuid4().hex[:8]
     with psycopg.connect(args.dsn, autocommit=True) as admin:
@@ -78,12 +101,17 @@ def main() -> None:
                 for consumer, worker in HOLDERS:
                     while page := client.receive("q", consumer, worker=worker, max_messages=args.page):
                         received += len(page)
-                        page.ack()
+                        if args.history:
+                            ack_with_outcomes(conn, page)
+                        else:
+                            page.ack()
                 if sent % args.maintain_every == 0:
                     client.maintain()
                     client.rotate("q", force=True)
                     if has_meta and has_meta[0]:
                         conn.execute("SELECT pglogq.maint_rotate_meta(true)")
+                    if args.history:
+                        conn.execute("SELECT pglogq.maint_rotate_history(true)")
             elapsed = time.monotonic() - started
             after = snapshot(conn)
             held.rollback()
