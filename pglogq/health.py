@@ -17,7 +17,7 @@ The rules, by kind (``KINDS`` holds the same list for the docs and the CLI's hel
 ``rotation_blocked``
     Rotation is overdue and held back (``queue_info().rotation_blocked_by`` names the holder).
 ``consumer_stale``
-    A consumer with work left (events behind or a batch open), none of whose workers reports
+    A consumer with work left (events pending or a batch open), none of whose workers reports
     progress or heartbeats, that nobody has asked for work for longer than ``stale_after``, or
     whose batch has been open that long.
 ``worker_silent``
@@ -34,7 +34,7 @@ The rules, by kind (``KINDS`` holds the same list for the docs and the CLI's hel
 ``dead_letters``
     With ``fail_on_dead``: the queue holds dead letters.
 ``consumer_lagging``
-    With ``lag_after``: a consumer's oldest unpassed tick is older than that.
+    With ``lag_after``: a consumer's lag (the age of its oldest pending event) is over that.
 ``backlog``
     With ``max_pending``: a consumer has more than that many events not yet acknowledged.
 """
@@ -57,7 +57,7 @@ KINDS: dict[str, str] = {
     "lease_expired": "a share consumer's lease is past its lock's expiry and no worker has taken it over",
     "dlq_growing": "dead letters grew in the last minutes (dashboard)",
     "dead_letters": "with --fail-on-dead: the queue holds dead letters",
-    "consumer_lagging": "with --lag-after: a consumer's oldest unpassed tick is older than that",
+    "consumer_lagging": "with --lag-after: a consumer's oldest pending event is older than that",
     "backlog": "with --max-pending: a consumer has more events not yet acknowledged than that",
 }
 """Every kind a finding can have, with what it means."""
@@ -81,7 +81,7 @@ class Thresholds:
     dlq_window: float = 300.0
     """Seconds over which a growing dead-letter count is reported (callers that sample)."""
     lag_after: timedelta | None = None
-    """A consumer whose lag (age of its oldest unpassed tick) exceeds this is lagging."""
+    """A consumer whose lag (age of its oldest pending event) exceeds this is lagging."""
     max_pending: int | None = None
     """A consumer with more events than this not yet acknowledged has a backlog."""
     fail_on_dead: bool = False
@@ -243,11 +243,12 @@ def assess(
     working = {(f.queue_name, f.consumer_name) for f in flights if f.silent_for <= th.silent_after}
     for c in consumers:
         who = f"consumer {c.consumer_name} on {c.queue_name}"
-        behind = (c.lag_events or 0) > 0 or c.open_batches > 0
+        pending = max(c.pending_events or 0, c.lag_events or 0)
+        behind = pending > 0 or c.open_batches > 0
         idle = behind and (c.queue_name, c.consumer_name) not in working
         if idle and c.last_seen is not None and now - c.last_seen > th.stale_after:
             out.append(Finding("consumer_stale", c.queue_name, c.consumer_name,
-                               f"{who} is stuck: {c.lag_events or 0} event(s) behind,"
+                               f"{who} is stuck: {pending} event(s) pending,"
                                f" last seen {human(now - c.last_seen)} ago"
                                + (f", {c.open_batches} batch(es) open" if c.open_batches else "")))
         elif idle and c.batch_open_since is not None and now - c.batch_open_since > th.stale_after:

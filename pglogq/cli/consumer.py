@@ -82,9 +82,13 @@ def unsubscribe(app: App, queue: str, name: str, yes: bool) -> None:
 @json_option
 @pass_app
 def list_(app: App, queue: str | None) -> None:
-    """List consumers (of QUEUE, or of every queue) with their lag.
+    """List consumers (of QUEUE, or of every queue) with their pending events and lag.
 
-    JSON: [{"queue_name", "consumer_name", "last_tick", "lag" (s), "lag_events",
+    Pending: events ticked and not yet acknowledged (open batches and leases included); lag: the
+    age of the oldest pending event, from its tick (0 when nothing is pending); unread: ticked
+    events not yet handed to any worker (JSON "lag_events").
+
+    JSON: [{"queue_name", "consumer_name", "last_tick", "lag" (s), "lag_events" (unread),
     "pending_events", "last_seen", "batch_id", "batch_open_since", "workers", "open_batches",
     "retry_depth", "dead_letters", "skipped_events", "skipped_at", "share", "in_flight_events",
     "oldest_in_flight" (s), "expired_leases", "redelivered"}] (the last four: null for an
@@ -96,10 +100,10 @@ def list_(app: App, queue: str | None) -> None:
         emit_json(rows)
         return
     print_table(
-        ["queue", "consumer", "lag", "lag events", "pending", "last seen", "open", "dead"],
-        [[r.queue_name, r.consumer_name + (" (share)" if r.share else ""), duration(r.lag), r.lag_events,
-          r.pending_events, ago(r.last_seen), r.open_batches, r.dead_letters] for r in rows],
-        right=["lag", "lag events", "pending", "open", "dead"],
+        ["queue", "consumer", "pending", "lag", "unread", "last seen", "open", "dead"],
+        [[r.queue_name, r.consumer_name + (" (share)" if r.share else ""), r.pending_events, duration(r.lag),
+          r.lag_events, ago(r.last_seen), r.open_batches, r.dead_letters] for r in rows],
+        right=["pending", "lag", "unread", "open", "dead"],
         empty="no consumers",
     )
     shares = share_table(rows)

@@ -95,10 +95,10 @@ def render(data: dict[str, Any]) -> Group:
     parts.append(q_tab if data["queues"] else Text("no queues"))
     if data["consumers"]:
         parts.append(table(
-            ["queue", "consumer", "lag", "events", "pending", "seen", "open"],
-            [[c.queue_name, c.consumer_name, duration(c.lag), c.lag_events, c.pending_events,
+            ["queue", "consumer", "pending", "lag", "unread", "seen", "open"],
+            [[c.queue_name, c.consumer_name, c.pending_events, duration(c.lag), c.lag_events,
               ago(c.last_seen), c.open_batches] for c in data["consumers"]],
-            title="Consumers", right=["lag", "events", "pending", "seen", "open"], overflow="ellipsis",
+            title="Consumers", right=["pending", "lag", "unread", "seen", "open"], overflow="ellipsis",
         ))
         parts.append(share_table(data["consumers"]))
     if data.get("leases"):
@@ -173,7 +173,7 @@ def to_json(data: dict[str, Any]) -> dict[str, Any]:
 @click.option("--silent-after", callback=duration_callback, default="1m", show_default=True, metavar="DURATION",
               help="Warn when a worker with an event in flight has not reported for this long.")
 @click.option("--lag-after", callback=duration_callback, default=None, metavar="DURATION",
-              help="Warn when a consumer's lag (age of its oldest unpassed tick) exceeds this.")
+              help="Warn when a consumer's lag (age of its oldest pending event) exceeds this.")
 @click.option("--max-pending", type=click.IntRange(0), default=None, metavar="N",
               help="Warn when a consumer has more than N events not yet acknowledged.")
 @click.option("--fail-on-dead", is_flag=True, help="Warn when a queue holds any dead letter.")
@@ -188,7 +188,8 @@ def status(app: App, queue: str | None, watch: float | None, count: int | None, 
     """Show queues, consumers, in-flight events, ticker health and blocked rotation.
 
     Queues: event rate, age of the last tick, events not ticked yet, size on disk, dead
-    letters.  Consumers: lag (time and events), pending events, last seen, open batches, and
+    letters.  Consumers: pending (events ticked, not yet acknowledged), lag (age of the oldest
+    pending event), unread (ticked, not yet handed to a worker: JSON lag_events), last seen, open batches, and
     for a share consumer its leased events (and leases past expiry).  Leases (when a share
     consumer holds any): each worker's lease, its events, lock expiry and delivery counts.
     In flight (when the pglogq.in_flight view exists): each running event with its worker,

@@ -64,10 +64,11 @@ class Sampler:
         self._lock = asyncio.Lock()
         self._counted_at: dict[str, float] = {}
         self._stored: dict[str, int | None] = {}
-        # per queue: rate in, dead letters; per (queue, consumer): lag events, lag seconds, rate out
+        # per queue: rate in, dead letters; per (queue, consumer): pending events, lag seconds, rate out
+        # (pending and lag as docs/how-to/monitoring.md defines them; the sparklines plot pending)
         self.rate_in: dict[str, Series] = {}
         self.dead: dict[str, Series] = {}
-        self.lag_events: dict[tuple[str, str], Series] = {}
+        self.pending: dict[tuple[str, str], Series] = {}
         self.lag_seconds: dict[tuple[str, str], Series] = {}
         self.rate_out: dict[tuple[str, str], Series] = {}
 
@@ -118,16 +119,16 @@ class Sampler:
             self._add(self.dead, q.queue_name, t, float(q.dead_letters))
         for ci in snap.consumers:
             key = (ci.queue_name, ci.consumer_name)
-            lags = self._add(self.lag_events, key, t, float(ci.lag_events or 0))
+            backlog = self._add(self.pending, key, t, float(ci.pending_events or 0))
             self._add(self.lag_seconds, key, t, ci.lag.total_seconds() if ci.lag is not None else 0.0)
-            # what left the backlog over the last minute: what came in minus how much the backlog grew
-            window = [(st, v) for st, v in lags if st >= t - self.RATE_WINDOW]
+            # what was acknowledged over the last minute: what came in minus how much pending grew
+            window = [(st, v) for st, v in backlog if st >= t - self.RATE_WINDOW]
             ins = [v for st, v in self.rate_in.get(ci.queue_name, ()) if st >= t - self.RATE_WINDOW]
             if len(window) >= 2 and window[-1][0] > window[0][0] and ins:
                 grew = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
                 self._add(self.rate_out, key, t, max(0.0, sum(ins) / len(ins) - grew))
         live = {(ci.queue_name, ci.consumer_name) for ci in snap.consumers}
-        for series in (self.lag_events, self.lag_seconds, self.rate_out):
+        for series in (self.pending, self.lag_seconds, self.rate_out):
             for k in [k for k in series if k not in live]:
                 del series[k]
         qnames = {q.queue_name for q in snap.queues}

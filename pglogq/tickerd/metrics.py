@@ -44,9 +44,11 @@ QUEUE_GAUGES: list[tuple[str, str, int]] = [
     ("seconds_since_rotation", "Seconds since the event tables last rotated.", 12),
 ]
 CONSUMER_GAUGES: list[tuple[str, str, int]] = [
-    ("lag_seconds", "Seconds since the oldest tick the consumer has not passed was written (0: caught up).", 2),
-    ("lag_events", "Events the consumer has not passed yet (estimate).", 3),
-    ("pending_events", "Events not yet acknowledged, open batch included (estimate).", 4),
+    ("lag_seconds", "Lag: age in seconds of the consumer's oldest pending event, from its tick (0: none pending).",
+     2),
+    ("lag_events", "Unread: ticked events not yet handed to any worker of the consumer (estimate; not its lag).", 3),
+    ("pending_events", "Pending: ticked events not yet acknowledged, open batches and leases included (estimate).",
+     4),
     ("last_seen_age_seconds", "Seconds since the consumer or one of its workers was last seen.", 5),
     ("workers", "Cooperating workers registered.", 6),
     ("open_batches", "Batches open right now (consumer and workers).", 7),

@@ -1,10 +1,12 @@
 -- pglogq.consumer_info(for_queue, for_consumer): one row per consumer for monitoring.
 -- Parameters: for_queue  a queue name, NULL for every queue; for_consumer  a consumer name, NULL for
 --             every consumer (with for_queue NULL: that consumer on every queue that has it)
--- Returns:    queue_name, consumer_name, last_tick, lag (time since the oldest event it has not
---             passed was ticked; 0 when caught up), lag_events (ticked events its cursor has not
---             passed, as the ticks counted them: retried events of every consumer included),
---             pending_events (the same, including the open batches), last_seen, batch_id (of the
+-- Returns:    queue_name, consumer_name, last_tick, lag (the age of its oldest pending event,
+--             from the tick that holds it; 0 when nothing is pending: empty ticks are no lag),
+--             lag_events ("unread": ticked events not yet handed to any worker, as the ticks
+--             counted them: retried events of every consumer included; a cooperating worker's
+--             batch is handed out), pending_events (ticked events not yet acknowledged: the
+--             unread ones and the open batches and leases), last_seen, batch_id (of the
 --             consumer itself), batch_open_since, workers, open_batches, retry_depth, dead_letters,
 --             skipped_events / skipped_at (what the retention limit made it skip, see maint_retention),
 --             share (a share consumer: open_batches counts its workers' leases, and the batch it
@@ -54,7 +56,8 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT q.queue_name, s.consumer_name, s.last_tick,
-           CASE WHEN lt.tick_id > pos.tick_id THEN clock_timestamp() - nxt.tick_time ELSE interval '0' END,
+           CASE WHEN lt.tick_event_total > pos.tick_event_total THEN clock_timestamp() - nxt.tick_time
+                ELSE interval '0' END,
            greatest(lt.tick_event_total - cur.tick_event_total, 0),
            greatest(lt.tick_event_total - pos.tick_event_total, 0),
            greatest(s.last_seen, (SELECT max(w.last_seen) FROM pglogq.subscription w WHERE w.parent_id = s.sub_id)),
@@ -78,8 +81,12 @@ BEGIN
                           AND t.tick_id = coalesce(
                               (SELECT min(w.batch_prev_tick) FROM pglogq.subscription w
                                 WHERE w.parent_id = s.sub_id OR w.sub_id = s.sub_id), s.last_tick)) pos ON true
+      -- lag's tick: the first after the position that closes an event (empty ticks hold none);
+      -- read only when something is pending, so an idle consumer scans no run of empty ticks
       LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
-                          AND t.tick_id > pos.tick_id ORDER BY t.tick_id LIMIT 1) nxt ON true
+                          AND lt.tick_event_total > pos.tick_event_total
+                          AND t.tick_id > pos.tick_id AND t.tick_event_total > pos.tick_event_total
+                          ORDER BY t.tick_id LIMIT 1) nxt ON true
       -- share consumers only: their workers' leases (an ordinary consumer reads nothing here)
       LEFT JOIN LATERAL (
           SELECT coalesce(sum(le.events), 0)::bigint AS in_flight_events,

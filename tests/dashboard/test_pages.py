@@ -216,14 +216,14 @@ def test_sampler_keeps_history_and_drops_what_is_gone(client: pglogq.Client, dsn
             s = Sampler(ac, interval=0, count_interval=0)
             for _ in range(3):
                 await s.snapshot()
-            assert len(s.lag_events[("q", "c")]) == 3
+            assert len(s.pending[("q", "c")]) == 3
             assert (await s.snapshot()).stored == {"q": 0}
             await ac.drop_queue("q", force=True)
             await s.snapshot()
             return s
 
     s = run(go())
-    assert s.lag_events == {} and s.rate_in == {} and s.last is not None and s.last.stored == {}
+    assert s.pending == {} and s.rate_in == {} and s.last is not None and s.last.stored == {}
     assert sparkline([(0, 1.0), (1, 3.0)], width=10, height=10) == "1.0,9.0 9.0,1.0"
     assert sparkline([(0, 1.0)]) == ""
 
