@@ -56,8 +56,11 @@ BEGIN
            AND (leases.for_consumer IS NULL OR c.consumer_name = leases.for_consumer)
     ), ev AS (
         SELECT le.holder, count(*)::integer AS events, count(*) FILTER (WHERE le.returned)::integer AS returned,
-               count(*) FILTER (WHERE le.started)::integer AS started, min(le.ev_id) AS first_id,
-               max(le.ev_id) AS last_id, max(le.delivery_count) AS max_dc,
+               count(*) FILTER (WHERE le.started)::integer AS started,
+               -- the lease's first and last event in log order (_lease_events reads them so), not the
+               -- least and greatest ids: ids are not in commit order
+               (array_agg(le.ev_id))[1] AS first_id, (array_agg(le.ev_id))[count(*)] AS last_id,
+               max(le.delivery_count) AS max_dc,
                count(*) FILTER (WHERE le.delivery_count > 1)::integer AS redelivered
           FROM cs, LATERAL pglogq._lease_events(cs.queue_id, cs.sub_id) le
          GROUP BY le.holder
