@@ -125,6 +125,7 @@ CALLS: dict[str, list[Variant]] = {
     "consumer_info": [V("", False, lambda p: args("q"))],
     "in_flight": [V("", False, lambda p: args())],
     "leases": [V("", False, lambda p: args("q", "sh"))],
+    "set_share_window": [V("", True, lambda p: args("q", "sh", 100))],
     "stored_events": [V("", False, lambda p: args("q"))],
     "ticker_last_run": [V("", False, lambda p: args())],
     "ticker_holder": [V("", False, lambda p: args())],
