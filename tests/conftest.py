@@ -4,4 +4,5 @@ Fixtures are used by name (``def test_x(client, dsn): ...``); plain helpers are 
 tests/support/ (``from tests.support.waiting import wait_for``).
 """
 
-pytest_plugins = ["tests.plugins.database", "tests.plugins.pgbouncer"]
+pytest_plugins = ["tests.plugins.database", "tests.plugins.pgbouncer", "tests.plugins.tiers"]
+
