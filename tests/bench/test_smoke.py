@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import child_env
+from tests.harness.bench import history as hist
 from tests.harness.bench import share_jobs as sj
 from tests.harness.bench.cli import SCENARIOS
 from tests.harness.bench.systems import ALL, RawPostgres
@@ -54,6 +55,12 @@ def test_quick_bench_produces_numbers_for_every_scenario(server_dsn: str, tmp_pa
     once = next(m for m in measures if m["scenario"] == sj.SCENARIO and m["case"] == sj.TAKEOVER_ONCE)
     assert once["value"] == 100, once  # every event of the killed worker's lease handled exactly once
     assert any(v["target"].startswith("takeover of a killed worker's lease") for v in data["targets"])
+
+    # the job history figures targets.py reads
+    history = {(m["case"], m["system"]) for m in measures if m["scenario"] == hist.SCENARIO}
+    for figure in ((hist.RATIO, hist.PGLOGQ), (hist.FIRST, hist.PGLOGQ), (hist.HALF, hist.PGLOGQ),
+                   (hist.trip_case(100, "p50"), hist.PGLOGQ), (hist.trip_case(100, "p99"), hist.PGLOGQ)):
+        assert figure in history, figure
 
     # every system is either measured or skipped with its reason: none silently left out
     measured = {m["system"] for m in measures}

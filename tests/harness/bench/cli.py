@@ -26,7 +26,7 @@ def system_key(cls: type[System]) -> str:
 
 
 SCENARIOS = ("produce", "consume", "latency", "fanout", "held_xmin", "large_batch", "partitions", "vip", "jobs_mix",
-             "share_jobs", "shards", "queues")
+             "share_jobs", "shards", "queues", "history")
 
 
 def _parse_only(value: str | None) -> tuple[str, ...]:
@@ -51,6 +51,8 @@ def _parse_only(value: str | None) -> tuple[str, ...]:
               help="Override share_jobs' time under the held snapshot (full run: 600 s, --quick: 3 s).")
 @click.option("--queues-hot", metavar="N,...",
               help="queues scenario: also measure send, receive and ack at these database sizes (e.g. 10000).")
+@click.option("--history-outcomes", type=int, metavar="N",
+              help="history scenario: outcomes jobs() pages through (full run: 1,000,000, --quick: 20,000).")
 @click.option("--systems", "only_systems", metavar="NAME,...",
               help="Run only these systems (of " + ", ".join(system_key(c) for c in ALL) + ").")
 @click.option("--pgque-sql", type=click.Path(dir_okay=False, exists=True),
@@ -58,7 +60,7 @@ def _parse_only(value: str | None) -> tuple[str, ...]:
                    "$PGLOGQ_BENCH_PGQUE_SQL, else read by git from $PGLOGQ_BENCH_PGQUE_REPO.")
 def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seconds: float | None,
             only_systems: str | None, pgque_sql: str | None, share_held_seconds: float | None,
-            queues_hot: str | None) -> None:
+            queues_hot: str | None, history_outcomes: int | None) -> None:
     """Benchmark pglogq against the PostgreSQL ceiling and the alternatives, in one run.
 
     Creates a dedicated database on the server, installs every system's schema there, and drops
@@ -83,6 +85,10 @@ def command(quick: bool, only: str | None, out: Path, dsn: str | None, held_seco
         from dataclasses import replace
 
         settings = replace(settings, queue_hot_counts=tuple(int(x) for x in queues_hot.split(",") if x.strip()))
+    if history_outcomes is not None:
+        from dataclasses import replace
+
+        settings = replace(settings, history_outcomes=history_outcomes)
     admin_dsn = resolve_dsn(dsn)
     started = time.time()
     click.echo(f"side-by-side bench ({'quick' if quick else 'full'}): {', '.join(scenarios)}")

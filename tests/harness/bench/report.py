@@ -21,6 +21,7 @@ TITLES = {
     "share_jobs": "8. Share consumers beside the SKIP LOCKED jobs table (no-op jobs, held snapshot, takeover, "
                   "metadata)",
     "queues": "9. A call on one queue as the database holds more queues (1, 100, 1,000)",
+    "history": "10. Job history: handler throughput with it on / off, results' round trip, jobs() of finished jobs",
 }
 BUSY_LOAD = 1.0
 

@@ -57,6 +57,12 @@ class Settings:
     queue_hot_counts: tuple[int, ...]  # sizes at which only send, receive and ack are (--queues-hot)
     queue_repeat: int  # steady samples per call and size
     queue_sessions: int  # new sessions per call and size (the first call of a session)
+    history_events: int  # history: events of each no-op drain (history on, then off)
+    history_rounds: int  # history: interleaved rounds of those two drains
+    history_outcomes: int  # history: outcomes of one consumer that jobs() pages through
+    history_repeat: int  # history: timings of each jobs() page (median kept)
+    history_rate: float  # history: jobs/s whose results a client waits for
+    history_seconds: float  # history: how long those jobs are sent
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,6 +118,12 @@ FULL = Settings(
     queue_hot_counts=(),
     queue_repeat=15,
     queue_sessions=3,
+    history_events=100_000,
+    history_rounds=3,
+    history_outcomes=1_000_000,
+    history_repeat=20,
+    history_rate=100.0,
+    history_seconds=20.0,
 )
 
 QUICK = Settings(
@@ -164,4 +176,10 @@ QUICK = Settings(
     queue_hot_counts=(),
     queue_repeat=3,
     queue_sessions=1,
+    history_events=2_000,
+    history_rounds=1,
+    history_outcomes=20_000,
+    history_repeat=3,
+    history_rate=100.0,
+    history_seconds=2.0,
 )

@@ -196,6 +196,7 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
                         100, "ms"))
     out.extend(_share_targets(r))
     out.extend(_queue_targets(r))
+    out.extend(_history_targets(r))
     if quick:
         for v in out:
             if v.met is not None:
@@ -296,4 +297,29 @@ def _queue_targets(r: Results) -> list[Verdict]:
                        ("pglogq status --json (a process), 1,000 queues", 1000.0),
                        ("dashboard overview (server time), 1,000 queues", 1000.0)):
         out.append(_at_most(f"queues: {case} < {goal:g} ms", r.find("queues", case, "pglogq"), goal, "ms"))
+    return out
+
+
+def _history_targets(r: Results) -> list[Verdict]:
+    """Job history, measured by the history scenario: the no-op handler's throughput with the
+    outcome log on >= 0.9x off; jobs() of finished jobs, first page and the page half-way,
+    < 50 ms on 1,000,000 outcomes; the result round trip at 100 jobs/s is reported (no target)."""
+    from tests.harness.bench import history as h
+
+    out = [_at_least("job history: no-op handler throughput with history on >= 0.9x off (interleaved rounds)",
+                     r.find(h.SCENARIO, h.RATIO, h.PGLOGQ), 0.9, "x")]
+    for case in (h.FIRST, h.HALF):
+        m = r.find(h.SCENARIO, case, h.PGLOGQ)
+        n = m.extra.get("outcomes") if m is not None else None
+        on = f"{n:,}" if isinstance(n, int) else "1,000,000"
+        out.append(_at_most(f"job history: {case.removeprefix('jobs(): ')} of jobs(state='finished') on {on} "
+                            "outcomes < 50 ms", m, 50, "ms"))
+    trips = [m for m in r.measures if m.scenario == h.SCENARIO and m.case.startswith(h.TRIP)]
+    if trips:
+        out.append(Verdict("job history: result round trip (send → handler → result to a waiting client), "
+                           "reported, no target",
+                           " / ".join(f"{m.case.rsplit(': ', 1)[1]} {fmt_value(m.value)} ms" for m in trips)
+                           + f" ({trips[0].case.rsplit(': ', 1)[0].removeprefix(h.TRIP + ' ')})", None, "no target"))
+    else:
+        out.append(_not_measured("job history: result round trip at 100 jobs/s, reported"))
     return out

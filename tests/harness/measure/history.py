@@ -136,7 +136,9 @@ def pages(dsn: str, outcomes: int, repeat: int) -> dict[str, tuple[float, float]
         out["done of type report, first page"] = timed(lambda: c.jobs("p", "c", state="done", type="report"), repeat)
         out["every consumer, finished, first page"] = timed(lambda: c.jobs("p", state="finished"), repeat)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT sub_id FROM pglogq.subscription WHERE consumer_name = 'c'").fetchone()
+        # queue p's consumer c: the throughput and result parts' queues have a consumer c too
+        row = conn.execute("SELECT s.sub_id FROM pglogq.subscription s JOIN pglogq.queue q USING (queue_id)"
+                           " WHERE q.queue_name = 'p' AND s.consumer_name = 'c'").fetchone()
         assert row is not None
         for label, wanted in (("one event's runs (lookup's), half-way", outcomes // 2),
                               ("one event's runs (lookup's), a failed one", 50)):
