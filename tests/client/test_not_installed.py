@@ -32,6 +32,7 @@ NOT_CALLED = {"close", "conninfo", "connection", "max_size", "install_schema", "
 EXTRA: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "maintain": ((), {}),
     "rotate": (("q",), {}),
+    "result": (("q", 1, "c"), {"timeout": 0}),
 }
 
 
