@@ -112,7 +112,7 @@ def test_the_cap_counts_stored_jsonb_and_the_refusal_says_so(client: pglogq.Clie
         conn.execute("SELECT pglogq.set_queue_config('q', 'max_payload_bytes', %s)", (str(stored),))
         conn.execute("SELECT pglogq.send('q', %s::jsonb)", (text,))  # exactly the cap: accepted
     with pytest.raises(pglogq.PayloadTooLarge, match="stored as jsonb"):
-        client.send("q", doc + [1])
+        client.send("q", [*doc, 1])
 
 
 def test_headers_cap_in_send_batch_json(client: pglogq.Client, dsn: str) -> None:
