@@ -26,9 +26,10 @@
 --             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
 -- Tables:     queue, subscription, tick, retry, dead_letter_count (read); for a share consumer
 --             event, cancelled, attempt, dead_letter (read, through _lease_events).
--- Plans: custom (plan_cache_mode); for one queue every tick read names its id, so that the plan
--- reads and locks that queue's tick partitions only (a lateral read keyed by the joined queue
--- row is pruned only at run time: planned and locked over every queue's partitions).
+-- Plans: custom (plan_cache_mode), one query per queue (in queue name order), every tick read
+-- naming its id, so that the plan reads and locks that queue's tick partitions only (a lateral
+-- read keyed by the joined queue row is pruned only at run time: planned, locked and started
+-- over every queue's partitions, once per consumer: consumers times queues).
 CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
@@ -40,11 +41,10 @@ SET search_path = pglogq, pg_catalog, pg_temp
 SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     qr pglogq.queue;
-    qid integer;  -- the one queue asked for: its id in every tick read (NULL: every queue)
+    qid integer;  -- the queue of this round: its id in every tick read
 BEGIN
     IF consumer_info.for_queue IS NOT NULL THEN
         qr := pglogq._queue(consumer_info.for_queue);
-        qid := qr.queue_id;
         IF consumer_info.for_consumer IS NOT NULL THEN
             PERFORM pglogq._consumer(qr.queue_id, qr.queue_name, consumer_info.for_consumer);
         END IF;
@@ -59,6 +59,9 @@ BEGIN
     -- join (subscriber, sub_state) a planner without statistics on sub_state runs as a hash join
     -- over every row, once per consumer (quadratic until the table is analyzed).  The tick reads
     -- are LATERAL ... LIMIT 1, so they stay index probes whatever the statistics.
+    FOR qid IN SELECT x.queue_id FROM pglogq.queue x
+                WHERE consumer_info.for_queue IS NULL OR x.queue_name = consumer_info.for_queue
+                ORDER BY x.queue_name LOOP
     RETURN QUERY
     WITH g AS (
         SELECT coalesce(w.parent_id, w.sub_id) AS top,
@@ -79,7 +82,7 @@ BEGIN
                count(*) FILTER (WHERE w.batch_id IS NOT NULL)::integer AS open_batches,
                min(w.batch_prev_tick) AS pos_tick
           FROM pglogq.subscription w
-         WHERE (qid IS NULL OR w.queue_id = qid)
+         WHERE w.queue_id = qid
          GROUP BY 1)
     SELECT q.queue_name, s.consumer_name, s.last_tick,
            CASE WHEN lt.tick_event_total > pos.tick_event_total THEN clock_timestamp() - nxt.tick_time
@@ -96,15 +99,15 @@ BEGIN
            sh.in_flight_events, sh.oldest_in_flight, sh.expired_leases, sh.redelivered
       FROM g s
       JOIN pglogq.queue q ON q.queue_id = s.queue_id
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
                           ORDER BY t.tick_id DESC LIMIT 1) lt ON true
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
                           AND t.tick_id = s.last_tick LIMIT 1) cur ON true
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
                           AND t.tick_id = coalesce(s.pos_tick, s.last_tick) LIMIT 1) pos ON true
       -- lag's tick: the first after the position that closes an event (empty ticks hold none);
       -- read only when something is pending, so an idle consumer scans no run of empty ticks
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
                           AND lt.tick_event_total > pos.tick_event_total
                           AND t.tick_id > pos.tick_id AND t.tick_event_total > pos.tick_event_total
                           ORDER BY t.tick_id LIMIT 1) nxt ON true
@@ -126,7 +129,7 @@ BEGIN
            WHERE s.share AND w.parent_id = s.top AND w.batch_id IS NOT NULL AND w.lease_end_txid IS NOT NULL
           HAVING s.share) sh ON true
      WHERE s.consumer_name IS NOT NULL  -- a group whose consumer row is gone (dropped meanwhile): none
-       AND (consumer_info.for_queue IS NULL OR q.queue_name = consumer_info.for_queue)
        AND (consumer_info.for_consumer IS NULL OR s.consumer_name = consumer_info.for_consumer)
-     ORDER BY q.queue_name, s.consumer_name;
+     ORDER BY s.consumer_name;
+    END LOOP;
 END $$;

@@ -343,7 +343,7 @@ def curves(measures: list[Measure]) -> dict[tuple[str, str], tuple[float, list[t
 
 def measure(dsn: str, dims: tuple[Dimension, ...], quick: bool, repeat: int,
             emit: Callable[[str, float, str, dict[str, Any]], object], note: Callable[[str], None],
-            budget_s: float) -> None:
+            budget_s: float, keep: bool = False) -> None:
     for dim in dims:
         q = "g_" + dim.name.replace(" ", "_")
         t_dim = time.perf_counter()
@@ -375,10 +375,13 @@ def measure(dsn: str, dims: tuple[Dimension, ...], quick: bool, repeat: int,
                     note(f"{dim.name}: stopped after {size:,} {dim.unit} (its time budget of {budget_s:.0f} s; "
                          f"growing to it took {grown:.0f} s)")
                     break
+            if keep and dim is dims[-1]:
+                break
             conn.execute("SELECT pglogq.drop_queue(%s, true)", (q,))
             for (name,) in conn.execute("SELECT queue_name FROM pglogq.queue WHERE queue_name LIKE %s",
                                         (q + "_%",)).fetchall():
                 conn.execute("SELECT pglogq.drop_queue(%s, true)", (name,))
+            conn.execute("SELECT pglogq.maint_rotate_meta(true)")  # as the daemon does: drops their tick tables
         note(f"{dim.name}: {time.perf_counter() - t_dim:.0f} s")
 
 
@@ -446,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--only", default="", help="comma-separated dimension names")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch database (and the last queue)")
     args = ap.parse_args(argv)
     server = resolve_dsn(args.dsn)
     with psycopg.connect(server, autocommit=True) as conn:
@@ -464,11 +468,12 @@ def main(argv: list[str] | None = None) -> int:
         with pglogq.Client(dsn) as client:
             client.install_schema()
         measure(dsn, dims, args.quick, args.repeat, emit, lambda text: print(f"note: {text}", flush=True),
-                15 if args.quick else 60)
+                15 if args.quick else 60, args.keep)
         print("\n".join(slope_lines(got)))
     finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)'.encode())
+        if not args.keep:
+            with psycopg.connect(server, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)'.encode())
     return 0
 
 
