@@ -5,8 +5,8 @@ names are fixed), and records the figures the targets read:
 
 - (a) a no-op handler's drain (``pglogq.Consumer``, threads, defaults) of ``history_events``
   events with the queue's ``history_retention`` 1 day (history on) and 0 (off), ``history_rounds``
-  rounds, on and off back to back in each (the order turns each round); the ratio kept is the median of each round's ratio
-  (target >= 0.9x);
+  rounds, on and off back to back in each (the order turns each round); the ratio kept is the
+  median of each round's ratio (target >= 0.9x);
 - (b) the result round trip at ``history_rate`` jobs/s for ``history_seconds``: send → a
   ``store_result`` handler → ``client.result`` of a waiting client, p50 and p99 (reported; the
   issue sets no target);
