@@ -973,7 +973,7 @@ class ShareSlot(ReceiveLoop):
         self.cede_after = consumer.cede_after
         self._watch_every = self.cede_after
         self._shared = wakeup
-        self._partitioned = False  # share consumers are refused on partitioned queues (PQ091)
+        self._partitioned = False  # a lease runs in order, one event at a time: a partition's too
         if self.max_messages is None:
             self.page_size = LEASE_MIN
 
@@ -1125,7 +1125,9 @@ class ShareSlot(ReceiveLoop):
 class SlotGroup:
     """What the handler slots of one share consumer's run know of each other: which are idle
     (their last receive found nothing, they wait for a wake-up) and which are busy (receiving,
-    or handling a lease).
+    or handling a lease).  On a cluster the slots of every shard are one group for the end of a
+    drain, but a slot gives its tail only to the idle slots of its own shard (a lease holds
+    events of one shard: another shard's slot could not take them).
 
     A drain (``run(stop_when_idle=True)``) ends when every slot still serving is idle: then no
     slot holds a lease that could cede events, and the last receive found nothing ceded either;
@@ -1160,14 +1162,15 @@ class SlotGroup:
         lease's tail to it (``ShareSlot._watch``)."""
         with self._lock:
             self._idle.add(id(slot))
-            busy = [s for s in self._slots if id(s) not in self._idle and id(s) not in self._gone]
+            busy = [s for s in self._slots
+                    if s.shard == slot.shard and id(s) not in self._idle and id(s) not in self._gone]
         for s in busy:
             s.poke()
 
     def others_idle(self, slot: ShareSlot) -> bool:
-        """Whether a slot other than ``slot`` is idle."""
-        idle = self._idle  # read without the lock: a set's length and membership are safe to read
-        return len(idle) > (id(slot) in idle)
+        """Whether a slot of ``slot``'s shard other than ``slot`` is idle."""
+        with self._lock:
+            return any(s is not slot and s.shard == slot.shard and id(s) in self._idle for s in self._slots)
 
     def _all_idle(self) -> bool:
         return all(id(s) in self._idle or id(s) in self._gone for s in self._slots)

@@ -458,8 +458,9 @@ class Client:
         partitioned queue a lease is one partition's page, at most one out per partition (a key's
         events never run at once, and start in send order); on a queue with an urgent lane,
         urgent events are leased first.  A consumer keeps its mode (:class:`AlreadyExists` for
-        the other one); not on sharded queues (:class:`ShareNotSupported`).  Its in-flight
-        window: :meth:`set_share_window`.
+        the other one).  On a sharded queue each shard's consumer is a share consumer of its
+        own (``ShardedClient.subscribe(..., share=True)``).  Its in-flight window:
+        :meth:`set_share_window`.
         """
         if not isinstance(share, bool):
             raise InvalidArgument(f"share must be True or False, not {share!r}")

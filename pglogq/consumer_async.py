@@ -195,7 +195,11 @@ class AsyncConsumer:
     slot runs its lease in a transaction of its own on ``msg.conn``, and the lease's outcomes (the
     ack, and the nacks of failed events: a release with the retry delay) commit in it with the
     handlers' writes, or not at all: a crash at any point leaves each event either done with its
-    effects or available again without them.  Not with a sharded client.
+    effects or available again without them.  With a sharded client the slots run on every
+    shard: ``workers * concurrency`` of them per shard, each shard's slots sharing one LISTEN
+    connection to that shard (a lease holds events of one shard; a slot idle on one shard does
+    not make the slots of another give their tails back), and a drain returns once every slot
+    of every shard has found nothing.
     """
 
     def __init__(
@@ -260,8 +264,6 @@ class AsyncConsumer:
                              "a share consumer (share=True) runs a transaction per handler slot")
         if share is not None and not isinstance(share, bool):
             raise TypeError(f"share must be True, False or None, got {share!r}")
-        if share and isinstance(client_or_dsn, AsyncClusterClient):
-            raise ValueError("share consumers do not run on a cluster of shards (ShareNotSupported)")
         if (isinstance(cede_after, bool) or not isinstance(cede_after, (int, float))
                 or not 0 < cede_after <= 3600):
             raise ValueError(f"cede_after must be within 0..3600 seconds (above 0), got {cede_after!r}")
@@ -481,7 +483,11 @@ class AsyncConsumer:
                 await _concurrency_async.wait_event(self._stop_event, wait)
         else:
             return False
-        shared = bool(rows[0].share)
+        return self._take_mode(bool(rows[0].share))
+
+    def _take_mode(self, shared: bool) -> bool:
+        """Run in the subscription's mode ``shared`` (what ``consumer_info`` says), checked
+        against the ``share`` setting (:class:`ShareModeMismatch`)."""
         if self.share is not None and self.share != shared:
             what = "a share consumer" if shared else "an ordinary consumer (batches)"
             raise ShareModeMismatch(

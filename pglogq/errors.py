@@ -34,7 +34,7 @@ Exception tree::
     │   ├── InvalidUrgentLane       PQ077  (set_queue_config: urgent_lane not a bool, with partitions, events in flight)
     │   ├── InvalidShardMap         PQ081  (cluster: bad ranges, unknown shard, slot out of range, overlapping move)
     │   ├── ShareWorkerRequired     PQ090  (receive: a share consumer without a worker name)
-    │   ├── ShareNotSupported       PQ091  (subscribe, cluster_join: a share consumer on a sharded queue)
+    │   ├── ShareNotSupported       PQ091  (no longer raised: share consumers run on sharded queues)
     │   ├── ShareModeMismatch       PQ095  (client side: Consumer share=True/False and the subscription's other mode)
     │   └── ResultTooLarge          PQ094  (record_outcomes, a consumer's handler: a result above max_result_bytes)
     ├── StaleBatch                  PQ009
@@ -471,8 +471,8 @@ class ShareWorkerRequired(InvalidInput):
 
 
 class ShareNotSupported(InvalidInput):
-    """A share consumer on a sharded queue (``subscribe``), or a database with a share consumer
-    joining a cluster (``cluster_join``): not available yet.  Nothing changed."""
+    """No longer raised: share consumers run on sharded queues too.  It was the refusal of a
+    share consumer on a sharded queue; the class stays so that code that catches it still runs."""
 
     sqlstate = "PQ091"
 

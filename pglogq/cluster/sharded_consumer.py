@@ -1,11 +1,13 @@
 # generated from pglogq/cluster/sharded_consumer_async.py by python -m tests.tools.unasync; do not edit
 # (change the async source and regenerate)
-"""A consumer on a cluster of shards: ordinary receive loops, ``workers`` of them on every shard.
+"""A consumer on a cluster of shards: ``workers`` receive loops on every shard (a share consumer's
+``workers * concurrency`` handler slots).
 
 ``pglogq/cluster/sharded_consumer.py`` (threads) is generated from this file by ``python -m tests.tools.unasync``.
 The consumer (:class:`~pglogq.Consumer` given an :class:`ShardedClient`) hands its run
 to :func:`run`: each loop is a :class:`ShardLoop`, a receive loop of the consumer on one shard's
-client, that also passes the gates of moves of slots, waits out a shard that is down (backing off)
+client (a :class:`ShardSlot` for a share consumer, a handler slot there), that also passes the
+gates of moves of slots, waits out a shard that is down (backing off)
 or that does not have the queue or the consumer yet, and in a drain waits for the old shard of a
 move that gates it.  A watcher reads the shard map while the consumer runs and starts the loops of
 shards that joined the cluster.
@@ -20,9 +22,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pglogq import _concurrency
-from pglogq._consumer_loop import RECOVERABLE, ReceiveLoop
-from pglogq._runtime import RunStats, total
-from pglogq._wakeup import send_probe
+from pglogq._consumer_loop import RECOVERABLE, ReceiveLoop, ShareSlot, SlotGroup
+from pglogq._runtime import RunStats, loop_names, total
+from pglogq._wakeup import AsyncSharedWakeup, Wakeup, send_probe
 from pglogq.client import Batch, Client
 from pglogq.errors import ConsumerGated, PglogqError, ShardUnavailable, UnknownConsumer, UnknownQueue
 
@@ -48,6 +50,8 @@ def run(
     fails stops the others); while not a drain, a watcher reads the map every ``MAP_REFRESH``
     seconds and starts the loops of shards added meanwhile.  The sum of what the loops did."""
     need = consumer.workers * (consumer.concurrency + 2)
+    if consumer.share is not False:
+        need = max(need, 2 * consumer.workers * consumer.concurrency + 2)  # as a share consumer's client
     if sharded.max_size < need:
         log.warning("%r: the sharded client's pools hold %d connections per shard; %d loops of concurrency %d "
                     "on each shard may need %d (make the client with max_size=%d)", consumer,
@@ -64,43 +68,91 @@ def run(
             log.warning("%r: cannot read the shard map (%s); trying again in %g s", consumer, exc, wait)
             if _concurrency.wait_event(consumer._stop_event, wait):
                 return early
-    runs = ShardedRun(sharded, consumer).serve(list(shard_map.shard_names), stop_when_idle, max_batches)
+    shared = _learn_share(sharded, consumer, list(shard_map.shard_names), early)
+    if shared is None:
+        return early  # stopped while no shard said the consumer's mode
+    runs = ShardedRun(sharded, consumer, shared).serve(list(shard_map.shard_names), stop_when_idle, max_batches)
     return total([early, *runs])
+
+
+def _learn_share(
+    sharded: ShardedClient, consumer: Consumer, shards: list[str], early: RunStats
+) -> bool | None:
+    """Whether the consumer is a share consumer: ``consumer_info`` of the first shard that knows
+    it (subscribed through the sharded client, it has one mode on every shard), checked against
+    the ``share`` setting.  While no shard answers, waits as a loop would (the errors counted in
+    ``early``); None when stopped meanwhile."""
+    while True:
+        for shard in shards:
+            try:
+                client = sharded.shard_client(shard)
+                rows = client.consumer_info(consumer.queue, consumer.consumer_name)
+            except (ShardUnavailable, UnknownQueue, UnknownConsumer, *RECOVERABLE):
+                continue
+            if rows:
+                return consumer._take_mode(bool(rows[0].share))
+        if consumer.share is False:
+            return consumer._take_mode(False)  # ordinary loops wait for their shards themselves
+        early.errors += 1
+        longest = max(consumer.poll_interval, SHARD_BACKOFF_MAX)
+        wait = float(min(longest, consumer.poll_interval * 2.0 ** min(early.errors, 32)))
+        log.warning("%r: no shard knows the consumer yet (down, or not subscribed there); trying again in %g s",
+                    consumer, wait)
+        if _concurrency.wait_event(consumer._stop_event, wait):
+            return None
 
 
 class ShardedRun:
     """One run of a consumer on a cluster: its loops, and how many loops of each shard still run
     (a gated loop of a drain waits while the loops of the move's old shard run)."""
 
-    def __init__(self, sharded: ShardedClient, consumer: Consumer) -> None:
+    def __init__(self, sharded: ShardedClient, consumer: Consumer, shared: bool = False) -> None:
         self.sharded = sharded
         self.consumer = consumer
+        self.shared = shared
+        """Whether the consumer runs as a share consumer (handler slots on every shard)."""
         self.active: dict[str, int] = {}
         self.served: set[str] = set()
+        self.group = SlotGroup(consumer) if shared else None  # every shard's slots: one drain
 
     def serve(self, shards: list[str], stop_when_idle: bool, max_batches: int | None) -> list[RunStats]:
         """The loops of ``shards`` (and, unless a drain, the watcher of the map), until they end."""
         consumer = self.consumer
-        loops: list[ShardLoop] = []
-        names: list[str | None] = [*consumer._loop_names] or [consumer.worker_name]
+        loops: list[_OnShard] = []
+        listeners: list[AsyncSharedWakeup] = []
         for shard in shards:
             client = self.sharded.shard_client(shard)
             self.served.add(shard)
-            self.active[shard] = self.active.get(shard, 0) + len(names)
-            loops.extend(ShardLoop(consumer, client, name, shard, self) for name in names)
+            if self.group is not None:
+                names = loop_names(consumer.worker_name, consumer.workers * consumer.concurrency)
+                conninfo = None if consumer.pooled else client.conninfo()
+                listener = AsyncSharedWakeup(Wakeup(
+                    conninfo, consumer.queue, consumer._stop_event, functools.partial(send_probe, client),
+                    consumer.listen_probe_timeout,
+                ))
+                listeners.append(listener)
+                loops.extend(ShardSlot(consumer, client, name, shard, self, listener, self.group) for name in names)
+            else:
+                plain: list[str | None] = [*consumer._loop_names] or [consumer.worker_name]
+                loops.extend(ShardLoop(consumer, client, name, shard, self) for name in plain)
+            self.active[shard] = self.active.get(shard, 0) + sum(1 for x in loops if x.shard == shard)
         consumer._attach(loops)
         fns: list[Callable[[], Any]] = [
             functools.partial(self._run_loop, loop, stop_when_idle, max_batches) for loop in loops
         ]
         if not stop_when_idle and max_batches is None:
             fns.append(self._watch_map)
-        runs = _concurrency.gather(fns)
+        try:
+            runs = _concurrency.gather(fns)
+        finally:
+            for listener in listeners:
+                listener.shut()
         out: list[RunStats] = []
         for r in runs:
             out.extend(r if isinstance(r, list) else [r])
         return out
 
-    def _run_loop(self, loop: ShardLoop, stop_when_idle: bool, max_batches: int | None) -> RunStats:
+    def _run_loop(self, loop: _OnShard, stop_when_idle: bool, max_batches: int | None) -> RunStats:
         try:
             return self.consumer._run_loop(loop, stop_when_idle, max_batches)
         finally:
@@ -131,24 +183,22 @@ class ShardedRun:
         return gated.from_shard is not None and self.active.get(gated.from_shard, 0) > 0
 
 
-class ShardLoop(ReceiveLoop):
-    """A receive loop of a sharded consumer on one shard (``client``: that shard's).
-
-    Beside what every loop does: a receive gated by an unfinished move of slots passes the gate
-    once the consumer has finished the move's old shard up to the move's fence (the loops there go
-    on meanwhile), else finds nothing; a drain's gated loop waits while the old shard's loops run,
-    then looks at the fence once more.  A shard that is down, or that joined the cluster before
-    ``create_queue`` and ``subscribe`` made the queue and the consumer there, stops only this
-    loop: it tries again after ``poll_interval``, doubling up to ``SHARD_BACKOFF_MAX`` seconds."""
+class _OnShard(ReceiveLoop):
+    """What a loop of a sharded consumer does on its shard beside what every loop does (the base
+    of :class:`ShardLoop` and :class:`ShardSlot`): a receive gated by an unfinished move of slots
+    passes the gate once the consumer has finished the move's old shard up to the move's fence
+    (the loops there go on meanwhile), else finds nothing; a drain's gated loop waits while the
+    old shard's loops run, then looks at the fence once more.  A shard that is down, or that
+    joined the cluster before ``create_queue`` and ``subscribe`` made the queue and the consumer
+    there, stops only this loop: it tries again after ``poll_interval``, doubling up to
+    ``SHARD_BACKOFF_MAX`` seconds."""
 
     recoverable = (*RECOVERABLE, UnknownQueue, UnknownConsumer)
     backoff_max = SHARD_BACKOFF_MAX  # the other shards flow meanwhile
+    shard: str
 
-    def __init__(
-        self, consumer: Consumer, client: Client, name: str | None, shard: str, run: ShardedRun
-    ) -> None:
-        super().__init__(consumer, client, name)
-        self.shard: str = shard
+    def _on_shard(self, shard: str, run: ShardedRun) -> None:
+        self.shard = shard
         self.run = run
         self._gated: ConsumerGated | None = None  # what gated the last receive
         self._last_look = False  # a drain's gated loop looked at the fence after the old shard's loops ended
@@ -188,8 +238,32 @@ class ShardLoop(ReceiveLoop):
 
     def _drained(self) -> bool:
         gated = self._gated
-        if gated is None or (not self.run.old_shard_runs(gated) and self._last_look):
-            return True
-        # gated: wait while the old shard's loops run, then look at the fence once more
-        self._last_look = not self.run.old_shard_runs(gated)
-        return False
+        if gated is not None and not (not self.run.old_shard_runs(gated) and self._last_look):
+            # gated: wait while the old shard's loops run, then look at the fence once more
+            self._last_look = not self.run.old_shard_runs(gated)
+            return False
+        return super()._drained()
+
+
+class ShardLoop(_OnShard):
+    """A receive loop of a sharded consumer on one shard (``client``: that shard's), see
+    :class:`_OnShard`."""
+
+    def __init__(
+        self, consumer: Consumer, client: Client, name: str | None, shard: str, run: ShardedRun
+    ) -> None:
+        super().__init__(consumer, client, name)
+        self._on_shard(shard, run)
+
+
+class ShardSlot(_OnShard, ShareSlot):
+    """A handler slot of a sharded share consumer on one shard (``client``: that shard's): a
+    :class:`ShareSlot` whose leases are of that shard, with the gates and the waits of
+    :class:`_OnShard`; the slots of one shard share ``listener``."""
+
+    def __init__(
+        self, consumer: Consumer, client: Client, name: str, shard: str, run: ShardedRun,
+        listener: AsyncSharedWakeup, group: SlotGroup,
+    ) -> None:
+        ShareSlot.__init__(self, consumer, client, name, listener, group)
+        self._on_shard(shard, run)

@@ -7,9 +7,7 @@
 --             when it was a member of that cluster under that name with this very map.
 -- Raises:     PQ004 invalid cluster or shard name; PQ081 invalid map, shard_name not in it, or
 --             a member of another cluster or under another name already (cluster_leave first);
---             PQ080 a member already with a newer map, or the same version with another content;
---             PQ091 a queue of this database has a share consumer (share consumers are not
---             available on sharded queues: see subscribe).
+--             PQ080 a member already with a newer map, or the same version with another content.
 -- Tables:     cluster_node (insert), cluster_shard, cluster_slots (written), queue (every queue
 --             becomes sharded), cluster_epoch (set to the map version).
 -- Locks: the cluster lock (an advisory lock every function that changes the map takes first).
@@ -35,12 +33,6 @@ BEGIN
                 USING ERRCODE = 'PQ081', HINT = 'pglogq.cluster_leave() ends that membership';
         END IF;
         RETURN pglogq.cluster_apply(map);
-    END IF;
-    IF EXISTS (SELECT 1 FROM pglogq.subscriber s WHERE s.share) THEN
-        RAISE EXCEPTION 'queue "%" has a share consumer: share consumers run on queues that are not sharded',
-            (SELECT x.queue_name FROM pglogq.queue x JOIN pglogq.subscriber s ON s.queue_id = x.queue_id
-              WHERE s.share ORDER BY x.queue_name LIMIT 1)
-            USING ERRCODE = 'PQ091', HINT = 'unsubscribe the share consumers first';
     END IF;
     INSERT INTO pglogq.cluster_node (cluster_name, shard_name, map_version)
     VALUES (cluster_join.cluster_name, cluster_join.shard_name, v);

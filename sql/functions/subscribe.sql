@@ -7,8 +7,7 @@
 --             consumer, whose workers each take whole batches
 -- Returns:    true if subscribed, false if it already was, in the same mode (nothing changed).
 -- Raises:     PQ001 unknown queue; PQ004 invalid name; PQ003 the consumer exists in the other
---             mode; PQ091 a share consumer on a sharded queue (not available yet: the cluster's
---             client and consumer have no share mode; see docs/decisions/share-consumers.md).
+--             mode.
 -- Tables:     subscriber and sub_state (insert), tick (read); on a sharded queue, cluster_gate
 --             (a gate per unfinished import of this shard, see cluster_import).
 -- On a partitioned queue the consumer gets one stream per partition too (subscriber rows with
@@ -28,11 +27,6 @@ DECLARE
 BEGIN
     PERFORM pglogq._check_name(consumer_name, 'consumer', 63);
     q := pglogq._queue(queue_name);
-    IF coalesce(share, false) AND q.sharded THEN
-        RAISE EXCEPTION 'queue "%" is sharded: share consumers run on queues of one database', q.queue_name
-            USING ERRCODE = 'PQ091',
-                  HINT = 'subscribe an ordinary consumer (share => false) with cooperating workers, or use a queue that is not sharded';
-    END IF;
     PERFORM pg_advisory_xact_lock(hashtext('pglogq.registry'));
     -- held until commit: maint_prune and rotation skip the queue while a cursor is being set
     PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.cursor'), q.queue_id);

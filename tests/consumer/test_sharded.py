@@ -1,6 +1,7 @@
 """The consumer runtime on a cluster of shards, on Consumer and AsyncConsumer: one
 receive loop per shard and worker, every event handled once, per-key order with partitions and
-workers, a move of slots while producers and the consumer run, and a shard that goes down."""
+workers, a move of slots while producers and the consumer run, and a shard that goes down; the
+first three also for a share consumer (its handler slots on every shard, leases of one shard)."""
 
 from __future__ import annotations
 
@@ -87,17 +88,18 @@ def send_keyed(client: pglogq.ShardedClient, keys: list[str], per_key: int, star
     return order
 
 
+@pytest.mark.parametrize("share", [False, True], ids=["batches", "share"])
 @pytest.mark.parametrize("mode", MODES)
-def test_every_event_is_handled_once_across_the_shards(mode: str, cluster: Cluster) -> None:
+def test_every_event_is_handled_once_across_the_shards(mode: str, share: bool, cluster: Cluster) -> None:
     with pglogq.ShardedClient(cluster.seeds) as client:
         client.create_queue("q")
-        client.subscribe("q", "c")
+        client.subscribe("q", "c", share=share)
         order = send_keyed(client, [f"key-{i}" for i in range(30)], 10)
         for i in range(12):
             client.send("q", {"k": f"loose-{i}", "seq": 0})  # unkeyed: the shards in turn
         client.tick("q", force=True)
     rec = Recorder(mode)
-    spec = Spec("", "q", "c", kwargs={"poll_interval": 0.1}, sharded=cluster.seeds[:1])
+    spec = Spec("", "q", "c", kwargs={"poll_interval": 0.1, "share": share}, sharded=cluster.seeds[:1])
     spec.handler()(rec)
     stats = run_once(mode, spec, stop_when_idle=True)
     assert stats.handled == rec.handled() == 312 and stats.failed == 0
@@ -105,24 +107,33 @@ def test_every_event_is_handled_once_across_the_shards(mode: str, cluster: Clust
     assert {k: v for k, v in rec.done.items() if k.startswith("key-")} == dict(order)
     assert set(rec.shards) == {"s0", "s1", "s2"} and rec.shards.total() == 312
     assert rec.shards["s0"] >= 4 and rec.shards["s1"] >= 4 and rec.shards["s2"] >= 4
+    for shard_dsn in cluster.dsns.values():
+        # a share consumer ran as one: its slot received as a worker of its own on every shard
+        with psycopg.connect(shard_dsn) as conn:
+            workers = conn.execute("SELECT count(*) FROM pglogq.subscriber WHERE parent_id IS NOT NULL "
+                                   "AND worker_name LIKE '%-0'").fetchone()
+        assert workers == (1 if share else 0,)
 
 
+@pytest.mark.parametrize("share", [False, True], ids=["batches", "share"])
 @pytest.mark.parametrize("mode", MODES)
-def test_per_key_order_with_partitions_and_workers(mode: str, cluster: Cluster) -> None:
+def test_per_key_order_with_partitions_and_workers(mode: str, share: bool, cluster: Cluster) -> None:
     with pglogq.ShardedClient(cluster.seeds) as client:
         client.create_queue("q", partitions=4)
-        client.subscribe("q", "c")
+        client.subscribe("q", "c", share=share)
         order = send_keyed(client, [f"key-{i}" for i in range(40)], 15)
         client.tick("q", force=True)
     rec = Recorder(mode, sleep=0.001)
-    spec = Spec("", "q", "c", kwargs={"workers": 2, "concurrency": 2, "worker": "w", "poll_interval": 0.1},
+    spec = Spec("", "q", "c", kwargs={"workers": 2, "concurrency": 2, "worker": "w", "poll_interval": 0.1,
+                                      "share": share},
                 sharded=cluster.seeds[:1])
     spec.handler()(rec)
     stats = run_once(mode, spec, stop_when_idle=True)
     assert stats.handled == 600 and set(rec.count.values()) == {1}
     assert dict(rec.done) == dict(order)  # per key in send order, each once
     assert rec.overlaps == 0  # never two events of one key at once
-    assert {w for _, w in rec.workers} <= {"w-0", "w-1"}
+    # a share consumer's slots: workers * concurrency of them on each shard
+    assert {w for _, w in rec.workers} <= ({f"w-{i}" for i in range(4)} if share else {"w-0", "w-1"})
     assert {s for s, _ in rec.workers} == {"s0", "s1", "s2"}
 
 
@@ -162,8 +173,9 @@ def tick_every(seeds: list[str], stop: threading.Event, interval: float = 0.05) 
     return t
 
 
+@pytest.mark.parametrize("share", [False, True], ids=["batches", "share"])
 @pytest.mark.parametrize("mode", MODES)
-def test_a_move_of_slots_while_producers_and_the_consumer_run(mode: str, cluster: Cluster) -> None:
+def test_a_move_of_slots_while_producers_and_the_consumer_run(mode: str, share: bool, cluster: Cluster) -> None:
     m = cluster.read_map()
     (lo, hi), = m.slots_of("s0")
     half = (lo + hi) // 2
@@ -172,9 +184,9 @@ def test_a_move_of_slots_while_producers_and_the_consumer_run(mode: str, cluster
     staying = [k for k in staying if pglogq.key_slot(k) > half or m.shard_for_key(k) != "s0"]
     setup = pglogq.ShardedClient(cluster.seeds)
     setup.create_queue("q", partitions=4)
-    setup.subscribe("q", "c")
+    setup.subscribe("q", "c", share=share)
     rec = Recorder(mode)
-    spec = Spec("", "q", "c", kwargs={"workers": 2, "poll_interval": 0.05, "worker": "w"},
+    spec = Spec("", "q", "c", kwargs={"workers": 2, "poll_interval": 0.05, "worker": "w", "share": share},
                 sharded=cluster.seeds[:1])
     spec.handler()(rec)
     stop_ticks = threading.Event()

@@ -465,6 +465,41 @@ def test_receive_is_gated_until_the_fence_is_passed(pair: tuple[Conn, Conn]) -> 
     fails(a, "PQ002", "SELECT pglogq.cluster_fence_passed('q', NULL, 1)")
 
 
+def test_fence_passed_waits_for_every_lease_of_a_share_consumer(pair: tuple[Conn, Conn]) -> None:
+    # a share consumer's leases are open batches of its workers: a move's fence is passed only
+    # once each lease of the old shard ended (acknowledged), and the new shard's workers are
+    # gated until then, so a moved key's events never run on two shards at once
+    a, b = pair
+    k = key_in(0, 99)
+    for conn in (a, b):
+        conn.execute("SELECT pglogq.subscribe('q', 's', share => true)")
+    for p in ("one", "two"):
+        a.execute("SELECT pglogq.send_keyed('q', %s, %s)", (Jsonb(p), k))
+    a.execute("SELECT pglogq.force_tick('q')")
+    first = a.execute("SELECT batch_id, payload FROM pglogq.receive('q', 's', 1, worker_name => 'w1')").fetchall()
+    assert [r[1] for r in first] == ["one"]
+    assert one(b, "SELECT pglogq.cluster_import(%s)", (move(0, 99, "a", "b"),))
+    assert one(a, "SELECT pglogq.cluster_export(%s)", (move(0, 99, "a", "b"),))
+    fences = one(a, "SELECT pglogq.cluster_fence(2)")
+    assert one(b, "SELECT pglogq.cluster_finish_move(2, %s)", (Jsonb(fences),))
+    b.execute("SELECT pglogq.send_keyed('q', '\"new\"', %s)", (k,))
+    b.execute("SELECT pglogq.force_tick('q')")
+    fails(b, "PQ079", "SELECT * FROM pglogq.receive('q', 's', worker_name => 'w3')")
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 's', %s)", (fences["q"],)) is False
+    second = a.execute("SELECT batch_id, payload FROM pglogq.receive('q', 's', 10, worker_name => 'w2')").fetchall()
+    assert [r[1] for r in second] == ["two"]
+    a.execute("SELECT pglogq.ack(%s)", (second[0][0],))
+    assert a.execute("SELECT * FROM pglogq.receive('q', 's', worker_name => 'w2')").fetchall() == []
+    # w1's lease is still out
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 's', %s)", (fences["q"],)) is False
+    a.execute("SELECT pglogq.ack(%s)", (first[0][0],))
+    assert a.execute("SELECT * FROM pglogq.receive('q', 's', worker_name => 'w1')").fetchall() == []
+    assert one(a, "SELECT pglogq.cluster_fence_passed('q', 's', %s)", (fences["q"],)) is True
+    assert one(b, "SELECT pglogq.cluster_gate_pass('q', 's', 2)") is True
+    rows = b.execute("SELECT payload FROM pglogq.receive('q', 's', worker_name => 'w3')").fetchall()
+    assert [r[0] for r in rows] == ["new"]
+
+
 def test_fence_passed_waits_for_a_retry_of_a_moved_key(pair: tuple[Conn, Conn]) -> None:
     a, b = pair
     k = key_in(0, 99)

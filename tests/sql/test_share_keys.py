@@ -21,7 +21,6 @@ from pglogq.errors import (
     CedeRefused,
     InvalidArgument,
     NotAShareConsumer,
-    ShareNotSupported,
     StaleBatch,
     UnknownBatch,
 )
@@ -386,14 +385,22 @@ ONE_SHARD = {"version": 1, "shards": [{"name": "a", "dsn": "dbname=a"}],
              "ranges": [{"lo": 0, "hi": 16383, "shard": "a"}]}
 
 
-def test_share_consumers_stay_off_sharded_queues(jobs: pglogq.Client, dsn: str) -> None:
+def test_share_consumers_run_on_sharded_queues(jobs: pglogq.Client, dsn: str) -> None:
+    # a database with a share consumer joins a cluster, and a sharded queue takes new ones: each
+    # shard's share consumer leases that shard's events (the cluster's runtime runs its slots)
+    jobs.send("jobs", {"n": 1}, key="k1")
+    jobs.tick("jobs", force=True)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        with pytest.raises(psycopg.Error) as err:
-            conn.execute("SELECT pglogq.cluster_join('c1', 'a', %s)", (Jsonb(ONE_SHARD),))
-        assert err.value.sqlstate == "PQ091"
-        assert conn.execute("SELECT count(*) FROM pglogq.cluster_node").fetchone() == (0,)
-        jobs.unsubscribe("jobs", "mailer")
-        conn.execute("SELECT pglogq.cluster_join('c1', 'a', %s)", (Jsonb(ONE_SHARD),))
-    with pytest.raises(ShareNotSupported):
-        jobs.subscribe("jobs", "mailer", share=True)
+        assert conn.execute("SELECT pglogq.cluster_join('c1', 'a', %s)", (Jsonb(ONE_SHARD),)).fetchone() == (True,)
+        assert conn.execute("SELECT sharded FROM pglogq.queue WHERE queue_name = 'jobs'").fetchone() == (True,)
+    assert jobs.subscribe("jobs", "mailer2", share=True)
+    assert not jobs.subscribe("jobs", "mailer2", share=True)  # once
+    with pytest.raises(pglogq.AlreadyExists):
+        jobs.subscribe("jobs", "mailer2")  # a consumer keeps its mode, sharded or not
+    jobs.send("jobs", {"n": 2}, key="k2")
+    jobs.tick("jobs", force=True)
+    got = [m.payload["n"] for m in jobs.receive("jobs", "mailer", worker="w1", max_messages=10)]
+    assert got == [1, 2]
+    got = [m.payload["n"] for m in jobs.receive("jobs", "mailer2", worker="w1", max_messages=10)]
+    assert got == [2]  # subscribed after the first
     assert jobs.subscribe("jobs", "plain")  # ordinary consumers, as ever

@@ -63,6 +63,7 @@ class Settings:
     history_repeat: int  # history: timings of each jobs() page (median kept)
     history_rate: float  # history: jobs/s whose results a client waits for
     history_seconds: float  # history: how long those jobs are sent
+    history_meta_events: int  # history: events through a held snapshot, log on and off (metadata growth)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,6 +125,7 @@ FULL = Settings(
     history_repeat=20,
     history_rate=100.0,
     history_seconds=20.0,
+    history_meta_events=20_000,
 )
 
 QUICK = Settings(
@@ -182,4 +184,5 @@ QUICK = Settings(
     history_repeat=3,
     history_rate=100.0,
     history_seconds=2.0,
+    history_meta_events=2_000,
 )

@@ -8,9 +8,9 @@ is created there, used and dropped.  Without it the embedded PostgreSQL is used.
 
 * throughput: a Consumer (threads, no-op handlers, adaptive pages) drains a backlog of
   ``--events`` events with the queue's ``history_retention`` 1 day (the log on) and 0 (off),
-  ``--rounds`` rounds interleaved (on first in one round, off first in the next); handled events per second of each, the ratio of their medians,
-  and the median of each round's ratio (its two drains ran back to back: steadier on a machine
-  whose load changes);
+  ``--rounds`` rounds interleaved (on first in one round, off first in the next); handled
+  events per second of each, the ratio of their medians, and the median of each round's ratio
+  (its two drains ran back to back: steadier on a machine whose load changes);
 * pages: ``--outcomes`` outcomes recorded for one consumer (through record_outcomes, pages of
   10,000, 2 % failed, two types), then ``jobs(state='finished')``, ``state='failed'`` and
   ``state='done', type=...`` first pages (100 rows) and the page after a cursor half-way, and
