@@ -8,6 +8,9 @@
 -- that tick began, by a transaction still running when any earlier tick's snapshot was taken:
 -- its txid is at least that earlier snapshot's xmin (a delayed event moved by the pump, or a
 -- retry, is inserted later still).
+-- tick_event_seq never decreases with the tick id, so the order (tick_event_seq, tick_id) is the
+-- order of the ticks: tick_seq_idx serves the read with one probe, however many ticks are kept
+-- (in tick id order it walked back from the newest tick: O(ticks after the event)).
 -- plpgsql with a custom plan, so that the plan reads the queue's own tick partition only: a SQL
 -- function is planned (before PostgreSQL 18) without its arguments' values, over every queue's
 -- tick partitions, which it then locks - a cost and a lock count that grew with the queues.
@@ -19,6 +22,6 @@ BEGIN
     RETURN coalesce(
         (SELECT pg_snapshot_xmin(t.tick_snapshot) FROM pglogq.tick t
           WHERE t.queue_id = _event_txid_floor.queue_id AND t.tick_event_seq < _event_txid_floor.msg_id
-          ORDER BY t.tick_id DESC OFFSET 1 LIMIT 1),
+          ORDER BY t.tick_event_seq DESC, t.tick_id DESC OFFSET 1 LIMIT 1),
         '0'::xid8);
 END $$;

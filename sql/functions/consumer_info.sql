@@ -26,9 +26,10 @@
 --             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
 -- Tables:     queue, subscription, tick, retry, dead_letter_count (read); for a share consumer
 --             event, cancelled, attempt, dead_letter (read, through _lease_events).
--- Plans: custom (plan_cache_mode); for one queue every tick read names its id, so that the plan
--- reads and locks that queue's tick partitions only (a lateral read keyed by the joined queue
--- row is pruned only at run time: planned and locked over every queue's partitions).
+-- Plans: custom (plan_cache_mode), one query per queue (in queue name order), every tick read
+-- naming its id, so that the plan reads and locks that queue's tick partitions only (a lateral
+-- read keyed by the joined queue row is pruned only at run time: planned, locked and started
+-- over every queue's partitions, once per consumer: consumers times queues).
 CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
@@ -40,11 +41,10 @@ SET search_path = pglogq, pg_catalog, pg_temp
 SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     qr pglogq.queue;
-    qid integer;  -- the one queue asked for: its id in every tick read (NULL: every queue)
+    qid integer;  -- the queue of this round: its id in every tick read
 BEGIN
     IF consumer_info.for_queue IS NOT NULL THEN
         qr := pglogq._queue(consumer_info.for_queue);
-        qid := qr.queue_id;
         IF consumer_info.for_consumer IS NOT NULL THEN
             PERFORM pglogq._consumer(qr.queue_id, qr.queue_name, consumer_info.for_consumer);
         END IF;
@@ -54,36 +54,60 @@ BEGIN
         RAISE EXCEPTION 'unknown consumer "%" on every queue', left(consumer_info.for_consumer, 80)
             USING ERRCODE = 'PQ002', HINT = 'pglogq.consumer_info() lists the consumers';
     END IF;
+    -- One pass over the consumers and their rows (workers, streams, leases), grouped by consumer,
+    -- then index look-ups per consumer: no per-consumer subquery reads the subscription view, whose
+    -- join (subscriber, sub_state) a planner without statistics on sub_state runs as a hash join
+    -- over every row, once per consumer (quadratic until the table is analyzed).  The tick reads
+    -- are LATERAL ... LIMIT 1, so they stay index probes whatever the statistics.
+    FOR qid IN SELECT x.queue_id FROM pglogq.queue x
+                WHERE consumer_info.for_queue IS NULL OR x.queue_name = consumer_info.for_queue
+                ORDER BY x.queue_name LOOP
     RETURN QUERY
+    WITH g AS (
+        SELECT coalesce(w.parent_id, w.sub_id) AS top,
+               max(w.queue_id) AS queue_id,
+               max(w.consumer_name) FILTER (WHERE w.parent_id IS NULL) AS consumer_name,
+               max(w.last_tick) FILTER (WHERE w.parent_id IS NULL) AS last_tick,
+               max(w.last_seen) FILTER (WHERE w.parent_id IS NULL) AS own_seen,
+               max(w.last_seen) FILTER (WHERE w.parent_id IS NOT NULL) AS workers_seen,
+               max(w.batch_id) FILTER (WHERE w.parent_id IS NULL) AS batch_id,
+               max(w.batch_started_at) FILTER (WHERE w.parent_id IS NULL) AS batch_started_at,
+               max(w.skipped_events) FILTER (WHERE w.parent_id IS NULL) AS skipped_events,
+               max(w.skipped_at) FILTER (WHERE w.parent_id IS NULL) AS skipped_at,
+               bool_or(w.share) FILTER (WHERE w.parent_id IS NULL) AS share,
+               (count(*) FILTER (WHERE w.parent_id IS NOT NULL AND w.stream IS NULL
+                                   AND w.worker_name NOT LIKE 'ceded.%')
+                + count(DISTINCT w.lease_worker) FILTER (WHERE w.parent_id IS NOT NULL AND w.stream IS NOT NULL
+                                                           AND w.page_end_txid IS NOT NULL))::integer AS workers,
+               count(*) FILTER (WHERE w.batch_id IS NOT NULL)::integer AS open_batches,
+               min(w.batch_prev_tick) AS pos_tick
+          FROM pglogq.subscription w
+         WHERE w.queue_id = qid
+         GROUP BY 1)
     SELECT q.queue_name, s.consumer_name, s.last_tick,
            CASE WHEN lt.tick_event_total > pos.tick_event_total THEN clock_timestamp() - nxt.tick_time
                 ELSE interval '0' END,
            greatest(lt.tick_event_total - cur.tick_event_total, 0),
            greatest(lt.tick_event_total - pos.tick_event_total, 0),
-           greatest(s.last_seen, (SELECT max(w.last_seen) FROM pglogq.subscription w WHERE w.parent_id = s.sub_id)),
+           greatest(s.own_seen, s.workers_seen),
            s.batch_id, s.batch_started_at,
-           (SELECT (count(*) FILTER (WHERE w.stream IS NULL AND w.worker_name NOT LIKE 'ceded.%')
-                    + count(DISTINCT w.lease_worker) FILTER (WHERE w.stream IS NOT NULL
-                                                               AND w.page_end_txid IS NOT NULL))::integer
-              FROM pglogq.subscription w WHERE w.parent_id = s.sub_id),
-           (SELECT count(*)::integer FROM pglogq.subscription w
-             WHERE (w.parent_id = s.sub_id OR w.sub_id = s.sub_id) AND w.batch_id IS NOT NULL),
-           (SELECT count(*) FROM pglogq.retry r WHERE r.sub_id = s.sub_id),
-           coalesce((SELECT c.dead_letters FROM pglogq.dead_letter_count c WHERE c.sub_id = s.sub_id), 0),
+           s.workers,
+           s.open_batches,
+           (SELECT count(*) FROM pglogq.retry r WHERE r.sub_id = s.top),
+           coalesce((SELECT c.dead_letters FROM pglogq.dead_letter_count c WHERE c.sub_id = s.top), 0),
            s.skipped_events, s.skipped_at, s.share,
            sh.in_flight_events, sh.oldest_in_flight, sh.expired_leases, sh.redelivered
-      FROM pglogq.subscription s
+      FROM g s
       JOIN pglogq.queue q ON q.queue_id = s.queue_id
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
                           ORDER BY t.tick_id DESC LIMIT 1) lt ON true
-      LEFT JOIN pglogq.tick cur ON cur.queue_id = coalesce(qid, q.queue_id) AND cur.tick_id = s.last_tick
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
-                          AND t.tick_id = coalesce(
-                              (SELECT min(w.batch_prev_tick) FROM pglogq.subscription w
-                                WHERE w.parent_id = s.sub_id OR w.sub_id = s.sub_id), s.last_tick)) pos ON true
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
+                          AND t.tick_id = s.last_tick LIMIT 1) cur ON true
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
+                          AND t.tick_id = coalesce(s.pos_tick, s.last_tick) LIMIT 1) pos ON true
       -- lag's tick: the first after the position that closes an event (empty ticks hold none);
       -- read only when something is pending, so an idle consumer scans no run of empty ticks
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = coalesce(qid, q.queue_id)
+      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
                           AND lt.tick_event_total > pos.tick_event_total
                           AND t.tick_id > pos.tick_id AND t.tick_event_total > pos.tick_event_total
                           ORDER BY t.tick_id LIMIT 1) nxt ON true
@@ -98,15 +122,14 @@ BEGIN
                  coalesce(sum(le.redelivered), 0)::bigint AS redelivered
             FROM pglogq.subscription w
             LEFT JOIN (SELECT x.holder, count(*) AS events, count(*) FILTER (WHERE x.delivery_count > 1) AS redelivered
-                         FROM pglogq._lease_events(q.queue_id, s.sub_id) x
+                         FROM pglogq._lease_events(q.queue_id, s.top) x
                         WHERE s.share  -- a one-time filter: never read for an ordinary consumer
                         GROUP BY x.holder) le
               ON le.holder = w.sub_id
-           WHERE s.share AND w.parent_id = s.sub_id AND w.batch_id IS NOT NULL AND w.lease_end_txid IS NOT NULL
+           WHERE s.share AND w.parent_id = s.top AND w.batch_id IS NOT NULL AND w.lease_end_txid IS NOT NULL
           HAVING s.share) sh ON true
-     WHERE s.parent_id IS NULL
-       AND (qid IS NULL OR s.queue_id = qid)
-       AND (consumer_info.for_queue IS NULL OR q.queue_name = consumer_info.for_queue)
+     WHERE s.consumer_name IS NOT NULL  -- a group whose consumer row is gone (dropped meanwhile): none
        AND (consumer_info.for_consumer IS NULL OR s.consumer_name = consumer_info.for_consumer)
-     ORDER BY q.queue_name, s.consumer_name;
+     ORDER BY s.consumer_name;
+    END LOOP;
 END $$;

@@ -73,7 +73,7 @@ BEGIN
         -- minute after the last send has passed
         SELECT * INTO old FROM pglogq.tick t
          WHERE t.queue_id = q.queue_id AND t.tick_time <= now_ts - interval '1 minute'
-         ORDER BY t.tick_id DESC LIMIT 1;
+         ORDER BY t.tick_time DESC, t.tick_id DESC LIMIT 1;  -- one probe of tick_time_idx
         IF old.tick_id IS NULL THEN
             SELECT * INTO old FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id LIMIT 1;
         END IF;

@@ -27,6 +27,7 @@
 -- Tables:     queue, subscription, tick (read).  Changes nothing: see pglogq.seek to apply.
 -- Ticks older than the slowest consumer are thinned to about one a minute by maint_prune, so
 -- a timestamp or by_events target lands on the nearest tick that is still kept.
+-- Cost: index probes (tick_total_idx, tick_time_idx, tick_id_idx), whatever the number of kept ticks.
 -- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
 -- the queue's id and reads and locks that queue's partitions only (after five calls a generic
 -- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
@@ -50,6 +51,7 @@ DECLARE
     pos text := lower(btrim(to_position));
     at timestamptz;
     want bigint;
+    up bigint;
     tid bigint;
     digits text;
 BEGIN
@@ -91,9 +93,20 @@ BEGIN
                                     hi.tick_event_total - cur.tick_event_total);
         END IF;
         want := cur.tick_event_total + by_events;
+        -- the kept tick nearest to want (a tie: the later one), from the two neighbours of want
+        -- on tick_total_idx (totals never decrease with the tick id): two index probes, however
+        -- many ticks are kept
         SELECT * INTO tgt FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id
-         ORDER BY abs(t.tick_event_total - want), t.tick_id DESC LIMIT 1;
+         WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id AND t.tick_event_total <= want
+         ORDER BY t.tick_event_total DESC, t.tick_id DESC LIMIT 1;
+        SELECT t.tick_event_total INTO up FROM pglogq.tick t
+         WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id AND t.tick_event_total > want
+         ORDER BY t.tick_event_total LIMIT 1;
+        IF up IS NOT NULL AND (tgt.tick_id IS NULL OR up - want <= want - tgt.tick_event_total) THEN
+            SELECT * INTO tgt FROM pglogq.tick t
+             WHERE t.queue_id = q.queue_id AND t.tick_event_total = up
+             ORDER BY t.tick_id DESC LIMIT 1;
+        END IF;
     ELSIF pos = 'earliest' THEN
         tgt := lo;
     ELSIF pos = 'latest' THEN
@@ -111,9 +124,17 @@ BEGIN
                       HINT = format('kept ticks run from %s (%s) to %s; older ones are thinned to about one a minute: %s',
                                     lo.tick_id, date_trunc('second', lo.tick_time), hi.tick_id,
                                     coalesce((SELECT string_agg(x.tick_id::text, ', ' ORDER BY x.tick_id)
-                                                FROM (SELECT t.tick_id FROM pglogq.tick t
-                                                       WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id
-                                                       ORDER BY abs(t.tick_id - tid), t.tick_id LIMIT 2) x),
+                                                FROM (SELECT n.tick_id FROM (
+                                                        (SELECT t.tick_id FROM pglogq.tick t
+                                                          WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id
+                                                            AND t.tick_id <= tid
+                                                          ORDER BY t.tick_id DESC LIMIT 2)
+                                                        UNION ALL
+                                                        (SELECT t.tick_id FROM pglogq.tick t
+                                                          WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id
+                                                            AND t.tick_id > tid
+                                                          ORDER BY t.tick_id LIMIT 2)) n
+                                                       ORDER BY abs(n.tick_id - tid), n.tick_id LIMIT 2) x),
                                              'none'));
         END IF;
     ELSE
@@ -140,11 +161,16 @@ BEGIN
                 date_trunc('second', lo.tick_time), at
                 USING ERRCODE = 'PQ017', HINT = 'use to_position => ''earliest'' for the oldest kept position';
         END IF;
-        SELECT * INTO tgt FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id AND t.tick_time <= at
-         ORDER BY t.tick_id DESC LIMIT 1;
-        IF tgt.tick_id IS NULL THEN
+        IF at < lo.tick_time THEN
             tgt := lo;   -- before the oldest kept tick, but no event was ever sent before it
+        ELSE
+            -- one probe of tick_time_idx (tick times never decrease with the tick id)
+            SELECT * INTO tgt FROM pglogq.tick t
+             WHERE t.queue_id = q.queue_id AND t.tick_id >= lo.tick_id AND t.tick_time <= at
+             ORDER BY t.tick_time DESC, t.tick_id DESC LIMIT 1;
+            IF tgt.tick_id IS NULL THEN
+                tgt := lo;
+            END IF;
         END IF;
     END IF;
     current_tick := coalesce(cur.tick_id, c.last_tick);

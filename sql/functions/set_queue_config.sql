@@ -9,7 +9,7 @@
 --   big_batch_events (integer >= 1)   above this a batch is streamed in commit order, not priority order
 --   max_retries (integer >= 0)        redeliveries before an event is dead-lettered (0: at its first nack)
 --   retry_delay (interval >= 0)       default retry_after of nack
---   max_payload_bytes (integer >= 1)  largest accepted event: payload plus headers (stored jsonb sizes)
+--   max_payload_bytes (integer >= 1)  largest accepted event: payload plus headers as stored jsonb (1.2-1.5x the JSON text)
 --   idempotency_window (interval > 0) how long an idempotency key is remembered
 --   dead_interval (interval > 0)      silence after which a worker's batch is taken over
 --   max_consumer_lag (interval >= 0)  retention limit: consumers further behind are moved forward (0: off)

@@ -6,6 +6,7 @@ Regression tests of the defects two outside reviews found there (docs/reliabilit
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -85,6 +86,33 @@ def test_headers_count_toward_max_payload_bytes(client: pglogq.Client, dsn: str,
         call(client, {"h": "x" * 990})  # either part alone fits, together they do not
     assert state(dsn) == before
     call(client, {"h": "x" * 100})
+
+
+def test_the_cap_counts_stored_jsonb_and_the_refusal_says_so(client: pglogq.Client, dsn: str) -> None:
+    """max_payload_bytes counts the stored jsonb form, not the JSON text: a document whose text is
+    well under the cap can be over it (small numbers take ~5x their text in jsonb).  The refusal
+    names what is counted and gives both sizes, and the hint says how they compare; exactly the cap
+    in stored bytes is accepted."""
+    client.create_queue("q")
+    client.set_queue_config("q", "max_payload_bytes", 10_000)
+    doc = list(range(1500))
+    text = json.dumps(doc, separators=(",", ":"))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_column_size(%s::jsonb), octet_length(%s::jsonb::text)", (text, text)).fetchone()
+        assert row is not None
+        stored, as_text = int(row[0]), int(row[1])
+        assert len(text) < 10_000 < stored
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT pglogq.send('q', %s::jsonb)", (text,))
+        assert e.value.sqlstate == "PQ006"
+        assert (f"payload too large: {stored} bytes stored as jsonb (payload {stored}, headers 0; "
+                f"as JSON text {as_text} bytes), the queue accepts at most 10000 bytes stored as jsonb"
+                ) == e.value.diag.message_primary
+        assert "stored jsonb form" in (e.value.diag.message_hint or "")
+        conn.execute("SELECT pglogq.set_queue_config('q', 'max_payload_bytes', %s)", (str(stored),))
+        conn.execute("SELECT pglogq.send('q', %s::jsonb)", (text,))  # exactly the cap: accepted
+    with pytest.raises(pglogq.PayloadTooLarge, match="stored as jsonb"):
+        client.send("q", [*doc, 1])
 
 
 def test_headers_cap_in_send_batch_json(client: pglogq.Client, dsn: str) -> None:

@@ -26,7 +26,7 @@ def system_key(cls: type[System]) -> str:
 
 
 SCENARIOS = ("produce", "consume", "latency", "fanout", "held_xmin", "large_batch", "partitions", "vip", "jobs_mix",
-             "share_jobs", "shards", "queues", "history")
+             "share_jobs", "shards", "queues", "history", "growth")
 
 
 def _parse_only(value: str | None) -> tuple[str, ...]:

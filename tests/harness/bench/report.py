@@ -22,6 +22,8 @@ TITLES = {
                   "metadata)",
     "queues": "9. A call on one queue as the database holds more queues (1, 100, 1,000)",
     "history": "10. Job history: handler throughput with it on / off, results' round trip, jobs() of finished jobs",
+    "growth": "11. Cost as one dimension of a queue grows (partitions, cancels, idle queues, schedules, dead "
+              "letters, consumers, backlog, retries, ticks): the log-log slope of every call",
 }
 BUSY_LOAD = 1.0
 

@@ -197,6 +197,7 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
     out.extend(_share_targets(r))
     out.extend(_queue_targets(r))
     out.extend(_history_targets(r))
+    out.extend(_growth_targets(r))
     if quick:
         for v in out:
             if v.met is not None:
@@ -322,4 +323,22 @@ def _history_targets(r: Results) -> list[Verdict]:
                            + f" ({trips[0].case.rsplit(': ', 1)[0].removeprefix(h.TRIP + ' ')})", None, "no target"))
     else:
         out.append(_not_measured("job history: result round trip at 100 jobs/s, reported"))
+    return out
+
+
+def _growth_targets(r: Results) -> list[Verdict]:
+    """The growth scenario: each call's log-log slope of time on the size of a dimension, at most
+    its target (0.1: a call doing a fixed amount of work; 1: a listing of everything)."""
+    from tests.harness.bench import growth
+
+    out: list[Verdict] = []
+    for (dim, call), (target, pts) in growth.curves(r.measures).items():
+        s = growth.slope(pts)
+        if s is None:
+            continue
+        sizes = sorted(n for n, _ in pts)
+        out.append(Verdict(f"growth: {dim}: {call}: log-log slope <= {target:g} ({sizes[0]:,} to {sizes[-1]:,})",
+                           f"{s:+.2f}", s <= target, f"{s - target:+.2f}"))
+    if not out:
+        out.append(_not_measured("growth: every call's log-log slope within its target"))
     return out
