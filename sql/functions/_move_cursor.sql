@@ -5,7 +5,8 @@
 --             (the retention limit), false: go to target_tick wherever it is (seek)
 -- Returns:    true when the cursor moved.
 -- Raises:     nothing.
--- Tables:     sub_state (update of last_tick, the consumer's and its partitions' streams';
+-- Tables:     sub_state (update of last_tick, the consumer's and its partitions' streams', and
+--             of due_tick on a seek;
 --             handed_from through _cursor_jump), handed_run.
 -- The jump is recorded first (pglogq._cursor_jump: what had been handed, for cancel), even when
 -- the cursor then stays where it is.  Open batches are the caller's: close them with
@@ -15,7 +16,10 @@ RETURNS boolean LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pglogq._cursor_jump(_move_cursor.sub_id, _move_cursor.target_tick);
-    UPDATE pglogq.sub_state s SET last_tick = _move_cursor.target_tick
+    -- back (a seek): due_tick NULL, the next receive puts every stream in the due set again
+    -- (_stream_skip); forward, a stream's due state stays true: it had nothing up to due_tick
+    UPDATE pglogq.sub_state s SET last_tick = _move_cursor.target_tick,
+           due_tick = CASE WHEN forward_only THEN s.due_tick END
      WHERE (s.sub_id = _move_cursor.sub_id
             OR s.sub_id IN (SELECT x.sub_id FROM pglogq.subscriber x
                              WHERE x.parent_id = _move_cursor.sub_id AND x.stream IS NOT NULL))

@@ -41,19 +41,22 @@ def receive_ack(conn: Conn, queue: str) -> int:
 
 def measured_receive(conn: Conn, queue: str) -> tuple[int, int, int]:
     """(stream-state rows read, shared buffers touched, events returned) of one receive + its ack."""
+    rows_read = (
+        "SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)"
+        "  FROM pg_stat_xact_user_tables WHERE schemaname = 'pglogq' AND relname LIKE 'sub_state%'")
     with conn.transaction():
+        # the session's counters not yet sent to the statistics are in the view too: the
+        # difference across the call, in one transaction, is the call's
+        before = conn.execute(rows_read).fetchone()
         plan = conn.execute(
             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM pglogq.receive(%s, 'c', 10, 'w')",
             (queue,)).fetchone()
-        row = conn.execute(
-            "SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)"
-            "  FROM pg_stat_xact_user_tables WHERE schemaname = 'pglogq' AND relname LIKE 'sub_state%'"
-        ).fetchone()
-    assert plan is not None and row is not None
+        after = conn.execute(rows_read).fetchone()
+    assert plan is not None and before is not None and after is not None
     top = plan[0][0]["Plan"]
     buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
     n = receive_ack(conn, queue)  # the page EXPLAIN handed out comes again: acknowledge it
-    return int(row[0]), buffers, n
+    return int(after[0]) - int(before[0]), buffers, n
 
 
 def costs(conn: Conn, partitions: int) -> dict[str, tuple[int, int, int]]:
