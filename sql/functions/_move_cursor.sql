@@ -6,7 +6,7 @@
 -- Returns:    true when the cursor moved.
 -- Raises:     nothing.
 -- Tables:     sub_state (update of last_tick, the consumer's and its partitions' streams', and
---             of due_tick on a seek;
+--             of due_tick on a seek), stream_mark (a seek: the consumer's marks deleted;
 --             handed_from through _cursor_jump), handed_run.
 -- The jump is recorded first (pglogq._cursor_jump: what had been handed, for cancel), even when
 -- the cursor then stays where it is.  Open batches are the caller's: close them with
@@ -16,8 +16,11 @@ RETURNS boolean LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pglogq._cursor_jump(_move_cursor.sub_id, _move_cursor.target_tick);
-    -- back (a seek): due_tick NULL, the next receive puts every stream in the due set again
-    -- (_stream_skip); forward, a stream's due state stays true: it had nothing up to due_tick
+    -- a seek: due_tick NULL and the marks of the streams gone, the next receive marks them again
+    -- from their new cursors (_stream_skip); forward (retention), the marks stay true
+    IF NOT forward_only THEN
+        DELETE FROM pglogq.stream_mark m WHERE m.consumer_id = _move_cursor.sub_id;
+    END IF;
     UPDATE pglogq.sub_state s SET last_tick = _move_cursor.target_tick,
            due_tick = CASE WHEN forward_only THEN s.due_tick END
      WHERE (s.sub_id = _move_cursor.sub_id
