@@ -104,6 +104,9 @@ BEGIN
             -- batch brought to what its marks say it had nothing unread up to
             SELECT max(m.tick_id), min(m.since_tick) INTO mark_tick, mark_since FROM pglogq.stream_mark m
              WHERE m.consumer_id = _stream_pick.consumer_id AND m.stream = cand;
+            IF mark_tick IS NULL THEN
+                CONTINUE;  -- unmarked by its holder after it was read above: nothing to read
+            END IF;
             IF h.batch_id IS NULL AND h.last_tick >= newest AND mark_tick <= h.last_tick THEN
                 -- read up to the newest tick already (its last page acknowledged): unmarked
                 DELETE FROM pglogq.stream_mark m
