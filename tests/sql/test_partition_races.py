@@ -45,7 +45,7 @@ def run_race(dsn: str, partitions: int, seed: int) -> None:
         def run(*args: Any) -> None:
             try:
                 fn(*args)
-            except BaseException as e:  # noqa: BLE001 - reported by the test
+            except BaseException as e:  # reported by the test
                 errors.append(e)
                 stop.set()
         return run
