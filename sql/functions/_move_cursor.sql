@@ -16,13 +16,15 @@ RETURNS boolean LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pglogq._cursor_jump(_move_cursor.sub_id, _move_cursor.target_tick);
-    -- a seek: due_tick NULL and the marks of the streams gone, the next receive marks them again
-    -- from their new cursors (_stream_skip); forward (retention), the marks stay true
+    -- a seek: due_tick NULL, the marks of the streams gone and a new mark_epoch (marks a receive
+    -- inserts after this from what it read before count for nothing); the next receive marks the
+    -- streams again from their new cursors (_stream_skip); forward (retention), the marks stay true
     IF NOT forward_only THEN
         DELETE FROM pglogq.stream_mark m WHERE m.consumer_id = _move_cursor.sub_id;
     END IF;
     UPDATE pglogq.sub_state s SET last_tick = _move_cursor.target_tick,
-           due_tick = CASE WHEN forward_only THEN s.due_tick END
+           due_tick = CASE WHEN forward_only THEN s.due_tick END,
+           mark_epoch = CASE WHEN forward_only THEN s.mark_epoch ELSE s.mark_epoch + 1 END
      WHERE (s.sub_id = _move_cursor.sub_id
             OR s.sub_id IN (SELECT x.sub_id FROM pglogq.subscriber x
                              WHERE x.parent_id = _move_cursor.sub_id AND x.stream IS NOT NULL))

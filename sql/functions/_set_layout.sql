@@ -107,7 +107,8 @@ BEGIN
     -- (due_tick NULL, no marks: the next receive marks the new streams, see _stream_skip)
     DELETE FROM pglogq.stream_mark m
      WHERE m.consumer_id IN (SELECT s.sub_id FROM pglogq.subscriber s WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL);
-    UPDATE pglogq.sub_state st SET last_tick = newest, handed_from = newest_snap, due_tick = NULL
+    UPDATE pglogq.sub_state st SET last_tick = newest, handed_from = newest_snap, due_tick = NULL,
+                                  mark_epoch = st.mark_epoch + 1
       FROM pglogq.subscriber s
      WHERE s.sub_id = st.sub_id AND s.queue_id = q.queue_id AND s.parent_id IS NULL;
     UPDATE pglogq.queue x SET layout_epoch = x.layout_epoch + 1,

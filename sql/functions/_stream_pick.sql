@@ -38,6 +38,7 @@ DECLARE
     mark_tick bigint;
     mark_since bigint;
     slowest bigint;
+    ep integer;
 BEGIN
     IF q.partitions > 1 THEN
         -- a stream the caller found empty (the last one tried, still locked by this call): its
@@ -67,11 +68,12 @@ BEGIN
             RETURN h;
         END IF;
         SELECT max(t.tick_id) INTO newest FROM pglogq.tick t WHERE t.queue_id = q.queue_id;
+        SELECT s.mark_epoch INTO ep FROM pglogq.sub_state s WHERE s.sub_id = consumer_id;
         passed := tried;
         LOOP
             -- the marked stream served longest ago (the order of the marks), not passed yet
             SELECT m.stream INTO cand FROM pglogq.stream_mark m
-             WHERE m.consumer_id = _stream_pick.consumer_id AND NOT (m.stream = ANY (passed))
+             WHERE m.consumer_id = _stream_pick.consumer_id AND m.epoch = ep AND NOT (m.stream = ANY (passed))
              ORDER BY m.seq LIMIT 1;
             IF NOT FOUND THEN
                 -- nothing to hand out: the consumer's cursor back on its slowest marked stream
@@ -84,7 +86,8 @@ BEGIN
                                         JOIN pglogq.sub_state st ON st.sub_id = x.sub_id
                                        WHERE x.parent_id = consumer_id
                                          AND x.stream IN (SELECT m.stream FROM pglogq.stream_mark m
-                                                           WHERE m.consumer_id = _stream_pick.consumer_id)));
+                                                           WHERE m.consumer_id = _stream_pick.consumer_id
+                                                             AND m.epoch = ep)));
                     UPDATE pglogq.sub_state s SET last_tick = slowest
                      WHERE s.sub_id = consumer_id AND s.last_tick < slowest;
                 END IF;
@@ -103,7 +106,7 @@ BEGIN
             -- its marks made one, at the back of the order; the cursor of a stream without a
             -- batch brought to what its marks say it had nothing unread up to
             SELECT max(m.tick_id), min(m.since_tick) INTO mark_tick, mark_since FROM pglogq.stream_mark m
-             WHERE m.consumer_id = _stream_pick.consumer_id AND m.stream = cand;
+             WHERE m.consumer_id = _stream_pick.consumer_id AND m.stream = cand AND m.epoch = ep;
             IF mark_tick IS NULL THEN
                 CONTINUE;  -- unmarked by its holder after it was read above: nothing to read
             END IF;
@@ -114,15 +117,16 @@ BEGIN
                 CONTINUE;
             END IF;
             DELETE FROM pglogq.stream_mark m
-             WHERE m.consumer_id = _stream_pick.consumer_id AND m.stream = cand AND m.tick_id <= mark_tick;
+             WHERE m.consumer_id = _stream_pick.consumer_id AND m.stream = cand
+               AND (m.tick_id <= mark_tick OR m.epoch <> ep);
             IF h.batch_id IS NULL AND mark_since > h.last_tick THEN
                 h.last_tick := mark_since;
                 mark_since := h.last_tick;
             ELSE
                 mark_since := NULL;
             END IF;
-            INSERT INTO pglogq.stream_mark (consumer_id, stream, tick_id, since_tick)
-            VALUES (consumer_id, cand, mark_tick, h.last_tick);
+            INSERT INTO pglogq.stream_mark (consumer_id, stream, tick_id, since_tick, epoch)
+            VALUES (consumer_id, cand, mark_tick, h.last_tick, ep);
             UPDATE pglogq.sub_state s SET out_of = consumer_id, out_worker = worker,
                                           last_tick = coalesce(mark_since, s.last_tick)
              WHERE s.sub_id = h.sub_id;

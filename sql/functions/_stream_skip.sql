@@ -20,6 +20,8 @@
 -- it), and in the transaction that inserted the marks of every tick up to it, so whoever reads
 -- the new due_tick reads those marks too.  A receive that holds a stream deletes its marks only up
 -- to the tick it read through: a mark of a later tick, inserted meanwhile, stays.
+-- A seek or a layout change between the read of due_tick and the insert: the marks carry the
+-- consumer's mark_epoch read with due_tick, which the seek moved on, so they count for nothing.
 -- due_tick NULL on the consumer (a new consumer, an upgrade, a seek, a layout change): every
 -- stream with something to read from its own cursor is marked, found in one statement (one
 -- probe per partition), once.
@@ -32,6 +34,7 @@ DECLARE
     newest pglogq.tick;
     since pglogq.tick;
     taken bigint;
+    ep integer;
     parts smallint[];
     n integer;
 BEGIN
@@ -39,7 +42,7 @@ BEGIN
     IF newest.tick_id IS NULL THEN
         RETURN 0;
     END IF;
-    SELECT st.due_tick INTO taken FROM pglogq.sub_state st WHERE st.sub_id = consumer_id;
+    SELECT st.due_tick, st.mark_epoch INTO taken, ep FROM pglogq.sub_state st WHERE st.sub_id = consumer_id;
     IF taken >= newest.tick_id THEN
         RETURN 0;
     END IF;
@@ -49,8 +52,8 @@ BEGIN
     IF since.tick_id IS NULL THEN
         -- nothing known (or its tick is gone): the streams with something to read, each from its
         -- own cursor; a stream whose cursor tick is gone is marked too, for receive to say so
-        INSERT INTO pglogq.stream_mark (consumer_id, stream, tick_id, since_tick)
-        SELECT _stream_skip.consumer_id, x.stream, newest.tick_id, st.last_tick
+        INSERT INTO pglogq.stream_mark (consumer_id, stream, tick_id, since_tick, epoch)
+        SELECT _stream_skip.consumer_id, x.stream, newest.tick_id, st.last_tick, ep
           FROM pglogq.subscriber x
           JOIN pglogq.sub_state st ON st.sub_id = x.sub_id
           LEFT JOIN pglogq.tick t ON t.queue_id = q.queue_id AND t.tick_id = st.last_tick
@@ -89,8 +92,8 @@ BEGIN
                                    AND (e.ev_owner IS NULL OR e.ev_owner = consumer_id)));
         END IF;
         -- since: every tick up to it is marked, so an unmarked stream had nothing up to it
-        INSERT INTO pglogq.stream_mark (consumer_id, stream, tick_id, since_tick)
-        SELECT _stream_skip.consumer_id, p, newest.tick_id, since.tick_id FROM unnest(parts) p;
+        INSERT INTO pglogq.stream_mark (consumer_id, stream, tick_id, since_tick, epoch)
+        SELECT _stream_skip.consumer_id, p, newest.tick_id, since.tick_id, ep FROM unnest(parts) p;
         GET DIAGNOSTICS n = ROW_COUNT;
     END IF;
     -- the consumer's cursor: at its slowest marked stream, or at the newest tick when none is
@@ -102,8 +105,10 @@ BEGIN
                last_tick = greatest(s.last_tick, least(newest.tick_id, (
                    SELECT min(st.last_tick) FROM pglogq.subscriber x JOIN pglogq.sub_state st ON st.sub_id = x.sub_id
                     WHERE x.parent_id = consumer_id
-                      AND x.stream IN (SELECT m.stream FROM pglogq.stream_mark m WHERE m.consumer_id = _stream_skip.consumer_id))))
-         WHERE s.sub_id = consumer_id AND (s.due_tick IS NULL OR s.due_tick < newest.tick_id);
+                      AND x.stream IN (SELECT m.stream FROM pglogq.stream_mark m
+                                        WHERE m.consumer_id = _stream_skip.consumer_id AND m.epoch = ep))))
+         WHERE s.sub_id = consumer_id AND (s.due_tick IS NULL OR s.due_tick < newest.tick_id)
+           AND s.mark_epoch = ep;  -- a seek since: these marks count for nothing
     END IF;
     RETURN n;
 END $$;

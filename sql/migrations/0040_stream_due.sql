@@ -19,6 +19,9 @@
 -- pglogq.sub_state.due_tick   on a consumer: the newest tick whose partitions are marked (NULL:
 --                             none yet, or a seek or layout change moved the streams; the next
 --                             receive then marks every stream with something to read).
+-- pglogq.sub_state.mark_epoch on a consumer: counts its seeks and layout changes; a mark counts
+--                             only in the epoch it was made in (a receive that read due_tick
+--                             before a seek may insert its marks after it: they are ignored).
 -- pglogq.sub_state.out_of, out_worker  on a stream: its consumer and the worker last given it,
 --                             until a receive sees its page acknowledged or taken over (a
 --                             worker's own page found without a look at every stream).  Only a
@@ -31,6 +34,7 @@ CREATE TABLE pglogq.stream_mark (
     stream      smallint NOT NULL,
     tick_id     bigint NOT NULL,
     since_tick  bigint,
+    epoch       integer NOT NULL,
     seq         bigint NOT NULL DEFAULT nextval('pglogq.stream_mark_seq')
 );
 CREATE INDEX stream_mark_order_idx ON pglogq.stream_mark (consumer_id, seq);
@@ -38,6 +42,7 @@ CREATE INDEX stream_mark_stream_idx ON pglogq.stream_mark (consumer_id, stream, 
 
 ALTER TABLE pglogq.sub_state
     ADD COLUMN due_tick bigint,
+    ADD COLUMN mark_epoch integer NOT NULL DEFAULT 0,
     ADD COLUMN out_of integer,
     ADD COLUMN out_worker text;
 
