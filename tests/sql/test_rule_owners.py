@@ -220,7 +220,8 @@ def _cursor_follows_slowest_stream(conn: psycopg.Connection) -> None:
             WHERE q.queue_name = %s AND c.parent_id IS NULL
             GROUP BY c.consumer_name, c.sub_id, c.last_tick, cs.due_tick, cs.mark_epoch""", (Q,)).fetchall()
     for consumer, cursor, slowest in rows:
-        assert slowest is None or cursor <= slowest, f"consumer {consumer} at tick {cursor}, its slowest stream at {slowest}"
+        assert slowest is None or cursor <= slowest, \
+            f"consumer {consumer} at tick {cursor}, its slowest stream at {slowest}"
     conn.commit()
 
 
