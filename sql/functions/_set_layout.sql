@@ -65,8 +65,13 @@ BEGIN
     END IF;
     SELECT t.tick_id, t.tick_snapshot INTO newest, newest_snap FROM pglogq.tick t
      WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
+    -- a partition's stream without a mark counts through its consumer's cursor
+    -- (see _slowest_tick)
     SELECT min(coalesce(s.batch_prev_tick, s.last_tick)) INTO slowest FROM pglogq.subscription s
-     WHERE s.queue_id = q.queue_id AND (s.parent_id IS NULL OR s.stream IS NOT NULL);
+     WHERE s.queue_id = q.queue_id
+       AND (s.parent_id IS NULL OR s.stream < 0 OR s.batch_prev_tick IS NOT NULL
+            OR (s.stream >= 0 AND EXISTS (SELECT 1 FROM pglogq.stream_mark m
+                                           WHERE m.consumer_id = s.parent_id AND m.stream = s.stream)));
     SELECT t.tick_snapshot INTO slowest_snap FROM pglogq.tick t
      WHERE t.queue_id = q.queue_id AND t.tick_id = slowest;
     why := CASE
@@ -99,7 +104,11 @@ BEGIN
     -- every consumer: the streams of the new layout, each with the consumer's cursor at the last
     -- tick (nothing is in flight, so moving cursors over empty ticks skips nothing)
     DELETE FROM pglogq.subscriber s WHERE s.queue_id = q.queue_id AND s.stream IS NOT NULL;
-    UPDATE pglogq.sub_state st SET last_tick = newest, handed_from = newest_snap
+    -- (due_tick NULL, no marks: the next receive marks the new streams, see _stream_skip)
+    DELETE FROM pglogq.stream_mark m
+     WHERE m.consumer_id IN (SELECT s.sub_id FROM pglogq.subscriber s WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL);
+    UPDATE pglogq.sub_state st SET last_tick = newest, handed_from = newest_snap, due_tick = NULL,
+                                  mark_epoch = st.mark_epoch + 1
       FROM pglogq.subscriber s
      WHERE s.sub_id = st.sub_id AND s.queue_id = q.queue_id AND s.parent_id IS NULL;
     UPDATE pglogq.queue x SET layout_epoch = x.layout_epoch + 1,

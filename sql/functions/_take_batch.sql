@@ -5,7 +5,7 @@
 --             consumer, the most events its lease may hold (default 100)
 -- Returns:    h with its batch fields set (not yet written), or h unchanged when no batch is ready;
 --             for a worker of a share consumer, a lease (see _share_lease).
--- Tables:     subscription (lock and update of the consumer row; takeover of a silent worker's
+-- Tables:     subscription (lock and update of the consumer row, not for a partition's stream; takeover of a silent worker's
 --             batch, closed through _close_batch), progress (the silent worker's rows deleted),
 --             attempt (the silent worker's rows moved to h),
 --             tick (read), batch_seq (a new batch id).
@@ -25,9 +25,9 @@
 -- one batch up to batch_max_events events (counted by the ticks), but never across a tick that
 -- a producer transaction of the queue was open across (see docs/how-to/priority.md).
 -- The stream of a partition moves its own cursor like a consumer (its batches are streamed in
--- (txid, id) order, priority aside: per-key order), and keeps the consumer's cursor at or before
--- the slowest stream's, so that everything reading the consumer's cursor (rotation, retention,
--- lag) stays on the safe side.  The stream of the urgent lane (stream -1) moves its own cursor
+-- (txid, id) order, priority aside: per-key order); the consumer's cursor stays at or before the
+-- slowest stream's (_stream_skip, _stream_pick), so that everything reading the consumer's
+-- cursor (rotation, retention, lag) stays on the safe side.  The stream of the urgent lane (stream -1) moves its own cursor
 -- too, ahead of the consumer's: only its urgent events are read there.
 CREATE OR REPLACE FUNCTION pglogq._take_batch(q pglogq.queue, consumer_id integer, h pglogq.subscription,
                                                lease_size integer DEFAULT NULL)
@@ -44,7 +44,6 @@ DECLARE
     cur_total bigint;
     tk record;
     xips xid8[];
-    slowest bigint;
 BEGIN
     IF h.parent_id IS NOT NULL AND h.stream IS NULL THEN
         SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
@@ -134,17 +133,9 @@ BEGIN
         UPDATE pglogq.sub_state s SET last_tick = cur_id, last_seen = clock_timestamp()
          WHERE s.sub_id = c.sub_id;
     ELSE
-        IF h.stream >= 0 THEN
-            -- the consumer's cursor follows the slowest stream, only ever forward: a stream
-            -- moving at the same time in another transaction is read at its old place, which
-            -- keeps the consumer's cursor behind (never ahead); the next receive puts it back
-            -- on the slowest stream (_stream_skip)
-            slowest := least(cur_id, (SELECT min(o.last_tick) FROM pglogq.subscription o
-                                       WHERE o.parent_id = consumer_id AND o.stream >= 0
-                                         AND o.sub_id <> h.sub_id));
-            UPDATE pglogq.sub_state s SET last_tick = slowest
-             WHERE s.sub_id = consumer_id AND s.last_tick < slowest;
-        END IF;
+        -- a partition's stream leaves the consumer's cursor alone: _stream_skip (once per new
+        -- tick) and _stream_pick (when nothing is left to hand out) put it on the slowest
+        -- stream of the due set, so that a batch costs nothing per partition
         h.last_tick := cur_id;
     END IF;
     h.batch_id := nextval('pglogq.batch_seq');

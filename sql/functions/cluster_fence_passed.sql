@@ -35,9 +35,11 @@ BEGIN
     END IF;
     q := pglogq._queue(queue_name);
     c := pglogq._consumer(q.queue_id, queue_name, consumer_name);
-    -- the slowest cursor (the consumer's, or each partition stream's, and the urgent lane's) and
-    -- the start of every open batch: what the consumer has passed for sure
-    SELECT least(min(s.last_tick) FILTER (WHERE s.stream IS NOT NULL OR (s.parent_id IS NULL AND q.partitions = 1)),
+    -- the slowest cursor (the consumer's, which on a partitioned queue stands at or behind its
+    -- slowest partition stream with something to read -- a stream with nothing to read keeps
+    -- its cursor where it last read, see _stream_skip --, and the urgent lane's) and the start of
+    -- every open batch: what the consumer has passed for sure
+    SELECT least(min(s.last_tick) FILTER (WHERE s.stream < 0 OR s.parent_id IS NULL),
                  min(s.batch_prev_tick) FILTER (WHERE s.batch_id IS NOT NULL)),
            array_agg(s.sub_id)
       INTO done, holders

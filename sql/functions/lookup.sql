@@ -232,14 +232,16 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        -- on a partitioned queue, the cursor of the stream of the event's partition; an urgent
-        -- event of a queue with an urgent lane, the lane's
+        -- on a partitioned queue, the cursor of the stream of the event's partition, or the
+        -- consumer's when it is ahead (a stream with nothing to read keeps its cursor where it
+        -- last read, maybe on a tick gone: it has passed everything up to the consumer's); an
+        -- urgent event of a queue with an urgent lane, the lane's
         SELECT t.tick_snapshot INTO snap FROM pglogq.tick t
          WHERE t.queue_id = q.queue_id
-           AND t.tick_id = coalesce((SELECT st.last_tick FROM pglogq.subscription st
+           AND t.tick_id = greatest(c.last_tick, (SELECT st.last_tick FROM pglogq.subscription st
                                       WHERE st.parent_id = c.sub_id
                                         AND st.stream = CASE WHEN q.urgent_lane AND r.ev_priority > 100 THEN -1
-                                                             ELSE r.ev_partition END), c.last_tick);
+                                                             ELSE r.ev_partition END));
         IF snap IS NOT NULL AND pg_visible_in_snapshot(r.ev_txid, snap) THEN
             IF (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(r.ev_txid, c.handed_from))
                OR EXISTS (SELECT 1 FROM pglogq.handed_run hr
