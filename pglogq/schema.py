@@ -319,6 +319,11 @@ END
 """
 
 
+# Every queue's copies of receive's functions, made again from the functions just installed (the
+# install dropped the old ones with every function the files do not hold; see _queue_functions).
+QUEUE_FUNCTIONS_SQL = "SELECT pglogq._queue_functions(q.queue_id) FROM pglogq.queue q ORDER BY q.queue_id;"
+
+
 def plan(applied: set[int]) -> list[tuple[str, str]]:
     """The statements that bring a database with ``applied`` migrations to the latest schema."""
     steps: list[tuple[str, str]] = [("search_path", PIN_SEARCH_PATH_SQL), ("check", check_sql())]
@@ -327,6 +332,7 @@ def plan(applied: set[int]) -> list[tuple[str, str]]:
             steps.append((f"migration {m.version:04d}_{m.name}", m.sql))
             steps.append((f"record {m.version}", record_sql(m)))
     steps.append(("functions", code_sql()))
+    steps.append(("queue functions", QUEUE_FUNCTIONS_SQL))
     views = views_code_sql()
     if views:
         steps.append(("views", views))

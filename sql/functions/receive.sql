@@ -76,7 +76,20 @@ DECLARE
     from_id bigint;
     owner integer;
     any_cancel boolean;
+    copy text;
 BEGIN
+    -- queue copy: from here
+    -- the queue's own copy of this function (_queue_functions), whose generic plans read and
+    -- lock its tables only; the name's shared lock first, as below (a drop_queue racing this
+    -- call, which drops the copy, is waited for); no copy (no such queue): the body below
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(receive.queue_name));
+    SELECT '_q' || x.queue_id || '_receive' INTO copy FROM pglogq.queue x WHERE x.queue_name = receive.queue_name;
+    IF copy IS NOT NULL AND to_regproc('pglogq.' || copy) IS NOT NULL THEN
+        RETURN QUERY EXECUTE format('SELECT * FROM pglogq.%I($1, $2, $3, $4, $5)', copy)
+            USING queue_name, consumer_name, max_messages, worker_name, start_first;
+        RETURN;
+    END IF;
+    -- queue copy: to here
     IF start_first IS NOT NULL AND (start_first < 0 OR start_first > 100000) THEN
         RAISE EXCEPTION 'invalid start_first %: use 0..100000, or NULL', start_first
             USING ERRCODE = 'PQ060';

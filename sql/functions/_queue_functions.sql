@@ -1,0 +1,63 @@
+-- pglogq._queue_functions(queue_id, make): make (or drop) one queue's copies of the functions of
+-- receive's path, whose statements read that queue's own tick and event tables.
+-- Parameters: queue_id  the queue's id; make  true (default): drop the queue's copies and make
+--             them afresh from the installed functions; false: only drop them
+-- Returns:    the number of copies made.
+-- Raises:     nothing of its own.
+-- Tables:     none (functions pglogq._q<queue_id>_<name> created or dropped).
+-- Why copies: receive's statements run with cached generic plans (a custom plan of its page
+-- query, planned again on every call, costs about as much as the rest of the call).  A generic
+-- plan over the partitioned tick or event table cannot prune at plan time, and PostgreSQL
+-- before 18 locks every partition of such a plan when it starts (AcquireExecutorLocks): with
+-- the shared tables one receive locked the tables and indexes of every queue, ~25 a queue,
+-- until the lock table ran out (53200) at ~150 queues.  A copy reads pglogq.event_<id> and
+-- pglogq.tick_<id> instead: still generic, cached plans, and they lock this queue's tables
+-- only, at any number of queues.  Measured on PostgreSQL 15 (send + force_tick + receive + ack,
+-- receive alone timed): the copies cost one dynamic call (the public receive's dispatch) and
+-- one copy of each returned row; force_custom_plan on receive's path instead made receive
+-- about three times slower (see receive's header for the numbers).
+-- Made by: create_queue (its queue), every install and upgrade (every queue: the copies follow
+-- the functions just installed); dropped by drop_queue.  A copy is the installed function's
+-- definition (pg_get_functiondef) with: its name prefixed with _q<id>_ (and so the qualifier of
+-- its parameters); calls of the other copied functions made to their copies; every reference
+-- to pglogq.event / pglogq.tick as a table (not as a row type: followed by ; , ) % [ or .)
+-- made to the queue's own partition; in receive, its dispatch to the copy cut out (between
+-- its two "queue copy" comment lines).  The copies are granted to no role (as every _ helper).
+CREATE OR REPLACE FUNCTION pglogq._queue_functions(queue_id integer, make boolean DEFAULT true)
+RETURNS integer LANGUAGE plpgsql
+SET search_path = pglogq, pg_catalog, pg_temp AS $$
+DECLARE
+    -- the functions of receive's path whose statements read the tick or event table
+    names text[] := ARRAY['receive', '_take_batch', '_batch_page', '_crashed_page', '_stream_pick',
+                          '_stream_skip', '_share_lease'];
+    prefix text := '_q' || _queue_functions.queue_id || '_';
+    r record;
+    src text;
+    made integer := 0;
+BEGIN
+    FOR r IN SELECT p.oid FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pglogq'::regnamespace
+                AND p.proname LIKE replace(prefix, '_', '\_') || '%' LOOP
+        EXECUTE format('DROP FUNCTION %s', r.oid::regprocedure);
+    END LOOP;
+    IF NOT make THEN
+        RETURN 0;
+    END IF;
+    FOR r IN SELECT p.oid, p.proname::text AS name FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proname = ANY (names)
+              ORDER BY p.oid LOOP
+        src := pg_catalog.pg_get_functiondef(r.oid);
+        src := regexp_replace(src, '^CREATE OR REPLACE FUNCTION pglogq\.' || r.name || '\(',
+                              'CREATE OR REPLACE FUNCTION pglogq.' || prefix || r.name || '(');
+        src := regexp_replace(src, '\n[^\n]*-- queue copy: from here.*?-- queue copy: to here[^\n]*', '');
+        src := regexp_replace(src, '\mpglogq\.(' || array_to_string(names, '|') || ')\(',
+                              'pglogq.' || prefix || '\1(', 'g');
+        src := regexp_replace(src, '\mpglogq\.(event|tick)\M(?![;,)%\[.])',
+                              'pglogq.\1_' || _queue_functions.queue_id, 'g');
+        src := regexp_replace(src, '([^.\w])' || r.name || '\.(?=[a-z_])', '\1' || prefix || r.name || '.', 'g');
+        EXECUTE src;
+        EXECUTE format('REVOKE ALL ON FUNCTION pglogq.%I FROM PUBLIC', prefix || r.name);
+        made := made + 1;
+    END LOOP;
+    RETURN made;
+END $$;
