@@ -4,7 +4,8 @@
 --             them afresh from the installed functions; false: only drop them
 -- Returns:    the number of copies made.
 -- Raises:     nothing of its own.
--- Tables:     none (functions pglogq._q<queue_id>_<name> created or dropped).
+-- Tables:     none (functions pglogq._q<queue_id>_<name> created or dropped, owned by the
+--             owner of the function they copy, granted to nobody).
 -- Why copies: receive's statements run with cached generic plans (a custom plan of its page
 -- query, planned again on every call, costs about as much as the rest of the call).  A generic
 -- plan over the partitioned tick or event table cannot prune at plan time, and PostgreSQL
@@ -43,12 +44,11 @@ BEGIN
     IF NOT make THEN
         RETURN 0;
     END IF;
-    FOR r IN SELECT p.oid, p.proname::text AS name FROM pg_catalog.pg_proc p
+    FOR r IN SELECT p.oid, p.proname::text AS name, p.proowner FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proname = ANY (names)
               ORDER BY p.oid LOOP
         src := pg_catalog.pg_get_functiondef(r.oid);
-        src := regexp_replace(src, '^CREATE OR REPLACE FUNCTION pglogq\.' || r.name || '\(',
-                              'CREATE OR REPLACE FUNCTION pglogq.' || prefix || r.name || '(');
+        src := regexp_replace(src, '^(\w+ \w+ \w+ \w+ pglogq\.)' || r.name || '\(', '\1' || prefix || r.name || '(');
         src := regexp_replace(src, '\n[^\n]*-- queue copy: from here.*?-- queue copy: to here[^\n]*', '');
         src := regexp_replace(src, '\mpglogq\.(' || array_to_string(names, '|') || ')\(',
                               'pglogq.' || prefix || '\1(', 'g');
@@ -57,6 +57,11 @@ BEGIN
         src := regexp_replace(src, '([^.\w])' || r.name || '\.(?=[a-z_])', '\1' || prefix || r.name || '.', 'g');
         EXECUTE src;
         EXECUTE format('REVOKE ALL ON FUNCTION pglogq.%I FROM PUBLIC', prefix || r.name);
+        -- the original's owner (a superuser's install must not make a SECURITY DEFINER copy its own)
+        IF r.proowner <> (SELECT p.proowner FROM pg_catalog.pg_proc p
+                           WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proname = prefix || r.name) THEN
+            EXECUTE format('ALTER FUNCTION pglogq.%I OWNER TO %I', prefix || r.name, r.proowner::regrole);
+        END IF;
         made := made + 1;
     END LOOP;
     RETURN made;
