@@ -18,6 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 
+import pglogq
+
 Conn = psycopg.Connection[Any]
 LOCKS = "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()"
 
@@ -120,3 +122,56 @@ def test_locks_of_a_call_do_not_grow_with_the_queues(dsn: str, partitions: int) 
 def test_locks_of_receive_do_not_grow_with_the_queues(dsn: str, partitions: int) -> None:
     grew = _grown(dsn, partitions, {"receive"})
     assert not grew, f"locks at 2 queues -> at 50 queues: {grew}"
+
+
+def _copies(conn: Conn, queue: str) -> list[tuple[str, bool]]:
+    """(name, open to PUBLIC or a pglogq role) of the copies of receive's functions of a queue."""
+    return [(r[0], bool(r[1])) for r in conn.execute(
+        "SELECT p.proname, EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a"
+        "                          WHERE a.grantee = 0 OR a.grantee::regrole::text LIKE 'pglogq\\_%%')"
+        "  FROM pg_proc p, pglogq.queue q WHERE q.queue_name = %s AND p.pronamespace = 'pglogq'::regnamespace"
+        "   AND p.proname LIKE '\\_q' || q.queue_id || '\\_%%' ORDER BY 1", (queue,)).fetchall()]
+
+
+def test_queue_copies_follow_the_queue(dsn: str) -> None:
+    """The copies receive runs (see _queue_functions) are made with the queue, granted to nobody,
+    made again by every install, dropped with the queue; without them receive still works (the
+    shared functions, with their locks)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.create_queue('q')")
+        conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        made = _copies(conn, "q")
+        assert len(made) == 7 and not any(open_ for _, open_ in made), made
+        assert "_q%d_receive" % conn.execute("SELECT queue_id FROM pglogq.queue").fetchone()[0] in dict(made)
+        for _ in range(2):
+            with pglogq.Client(dsn) as client:
+                client.install_schema()
+        assert _copies(conn, "q") == made
+        _ticked(conn)
+        assert len(conn.execute("SELECT * FROM pglogq.receive('q', 'c', 100)").fetchall()) == 1
+        _drain(conn)
+        # the layout and partitions change under the copies: they read the queue's tables anew
+        conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', '4')")
+        _ticked(conn)
+        assert len(conn.execute("SELECT * FROM pglogq.receive('q', 'c', 100)").fetchall()) == 1
+        _drain(conn)
+        # no copies (a queue made while they were missing): the shared functions answer
+        conn.execute("SELECT pglogq._queue_functions(queue_id, false) FROM pglogq.queue")
+        assert _copies(conn, "q") == []
+        _ticked(conn)
+        assert len(conn.execute("SELECT * FROM pglogq.receive('q', 'c', 100)").fetchall()) == 1
+        _drain(conn)
+        conn.execute("SELECT pglogq._queue_functions(queue_id) FROM pglogq.queue")
+        # dropped with the queue; a queue of the same name gets its own
+        old = {name for name, _ in _copies(conn, "q")}
+        conn.execute("SELECT pglogq.drop_queue('q', force => true)")
+        left = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = ANY(%s)", (list(old),)).fetchone()
+        assert left == (0,)
+        conn.execute("SELECT pglogq.create_queue('q')")
+        assert len(_copies(conn, "q")) == 7 and not {name for name, _ in _copies(conn, "q")} & old
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT * FROM pglogq.receive('q', 'nobody', 100)")
+        assert info.value.sqlstate == "PQ002"
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT * FROM pglogq.receive('gone', 'c', 100)")
+        assert info.value.sqlstate == "PQ001"
