@@ -9,6 +9,7 @@ every install or upgrade; ``sql/views.sql`` and ``sql/triggers.sql`` follow the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -101,7 +102,16 @@ def functions() -> list[tuple[str, str]]:
     if unlisted or missing or len(order) != len(set(order)):
         raise ValueError(f"sql/functions/MANIFEST and the function files disagree: not listed {unlisted}, "
                          f"no file {missing}, listed twice {sorted({n for n in order if order.count(n) > 1})}")
-    return [(name, files[name].read_text(encoding="utf-8")) for name in order]
+    texts = [(name, files[name].read_text(encoding="utf-8")) for name in order]
+    # the generation of the queues' copies of receive's functions: these files' own digest, so
+    # that an install that changes any function makes each queue's copies again (lazily, on its
+    # next receive; see _queue_functions), and one that changes nothing leaves them alone
+    generation = hashlib.md5("".join(text for _, text in texts).encode()).hexdigest()[:8]
+    return [(name, text.replace(COPIES_MARK, generation)) for name, text in texts]
+
+
+# receive.sql and _queue_functions.sql hold this placeholder where the generation goes
+COPIES_MARK = "@copies@"
 
 
 # roles.sql holds this placeholder where the grant map goes (see grant_map)
@@ -274,6 +284,9 @@ BEGIN
     FOR r IN SELECT p.oid FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proconfig @> ARRAY['{OWN_MARK}']
                 AND (p.proname || '(' || p.proargtypes::text || ')') <> ALL (wanted)
+                -- a queue's copies of receive's functions are _queue_functions' (one DROP
+                -- each would lock as many objects as there are copies, in this one transaction)
+                AND p.proname !~ '^_q[0-9]+_'
               ORDER BY p.oid LOOP
         BEGIN
             EXECUTE pg_catalog.format('DROP ROUTINE %s', r.oid::regprocedure);
@@ -319,11 +332,6 @@ END
 """
 
 
-# Every queue's copies of receive's functions, made again from the functions just installed (the
-# install dropped the old ones with every function the files do not hold; see _queue_functions).
-QUEUE_FUNCTIONS_SQL = "SELECT pglogq._queue_functions(q.queue_id) FROM pglogq.queue q ORDER BY q.queue_id;"
-
-
 def plan(applied: set[int]) -> list[tuple[str, str]]:
     """The statements that bring a database with ``applied`` migrations to the latest schema."""
     steps: list[tuple[str, str]] = [("search_path", PIN_SEARCH_PATH_SQL), ("check", check_sql())]
@@ -332,7 +340,6 @@ def plan(applied: set[int]) -> list[tuple[str, str]]:
             steps.append((f"migration {m.version:04d}_{m.name}", m.sql))
             steps.append((f"record {m.version}", record_sql(m)))
     steps.append(("functions", code_sql()))
-    steps.append(("queue functions", QUEUE_FUNCTIONS_SQL))
     views = views_code_sql()
     if views:
         steps.append(("views", views))

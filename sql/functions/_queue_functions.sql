@@ -31,14 +31,18 @@ DECLARE
     -- the functions of receive's path whose statements read the tick or event table
     names text[] := ARRAY['receive', '_take_batch', '_batch_page', '_crashed_page', '_stream_pick',
                           '_stream_skip', '_share_lease'];
-    prefix text := '_q' || _queue_functions.queue_id || '_';
+    -- the copies' names: the queue's id, then the generation of the installed functions (the
+    -- install writes it here and in receive's dispatch)
+    mine text := '_q' || _queue_functions.queue_id || '_';
+    prefix text := mine || '@copies@_';
     r record;
     src text;
     made integer := 0;
 BEGIN
     FOR r IN SELECT p.oid FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'pglogq'::regnamespace
-                AND p.proname LIKE replace(prefix, '_', '\_') || '%' LOOP
+                AND p.proname LIKE replace(mine, '_', '\_') || '%'
+                AND p.proconfig @> ARRAY['search_path=pglogq, pg_catalog, pg_temp'] LOOP  -- ours only
         EXECUTE format('DROP FUNCTION %s', r.oid::regprocedure);
     END LOOP;
     IF NOT make THEN

@@ -77,14 +77,24 @@ DECLARE
     owner integer;
     any_cancel boolean;
     copy text;
+    copy_of integer;  -- the queue whose copy answers
 BEGIN
     -- queue copy: from here
     -- the queue's own copy of this function (_queue_functions), whose generic plans read and
     -- lock its tables only; the name's shared lock first, as below (a drop_queue racing this
-    -- call, which drops the copy, is waited for); no copy (no such queue): the body below
+    -- call, which drops the copy, is waited for); no such queue: the body below says so
     PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(receive.queue_name));
-    SELECT '_q' || x.queue_id || '_receive' INTO copy FROM pglogq.queue x WHERE x.queue_name = receive.queue_name;
-    IF copy IS NOT NULL AND to_regproc('pglogq.' || copy) IS NOT NULL THEN
+    SELECT x.queue_id INTO copy_of FROM pglogq.queue x WHERE x.queue_name = receive.queue_name;
+    IF FOUND THEN
+        copy := '_q' || copy_of || '_@copies@_receive';
+        IF to_regproc('pglogq.' || copy) IS NULL THEN
+            -- the first receive since an install changed the functions (or since the copies
+            -- were dropped): the copies made now, once (racing receives wait for the first)
+            PERFORM pg_advisory_xact_lock(hashtext('pglogq.queue_functions'), copy_of);
+            IF to_regproc('pglogq.' || copy) IS NULL THEN
+                PERFORM pglogq._queue_functions(copy_of);
+            END IF;
+        END IF;
         RETURN QUERY EXECUTE format('SELECT * FROM pglogq.%I($1, $2, $3, $4, $5)', copy)
             USING queue_name, consumer_name, max_messages, worker_name, start_first;
         RETURN;

@@ -135,14 +135,14 @@ def _copies(conn: Conn, queue: str) -> list[tuple[str, bool]]:
 
 def test_queue_copies_follow_the_queue(dsn: str) -> None:
     """The copies receive runs (see _queue_functions) are made with the queue, granted to nobody,
-    made again by every install, dropped with the queue; without them receive still works (the
-    shared functions, with their locks)."""
+    kept by an install that changes nothing, made again by the first receive when they are of
+    another install or missing, dropped with the queue."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT pglogq.create_queue('q')")
         conn.execute("SELECT pglogq.subscribe('q', 'c')")
         made = _copies(conn, "q")
         assert len(made) == 7 and not any(open_ for _, open_ in made), made
-        assert "_q%d_receive" % conn.execute("SELECT queue_id FROM pglogq.queue").fetchone()[0] in dict(made)
+        assert [name for name, _ in made if name.endswith("_receive")], made
         for _ in range(2):
             with pglogq.Client(dsn) as client:
                 client.install_schema()
@@ -155,13 +155,21 @@ def test_queue_copies_follow_the_queue(dsn: str) -> None:
         _ticked(conn)
         assert len(conn.execute("SELECT * FROM pglogq.receive('q', 'c', 100)").fetchall()) == 1
         _drain(conn)
-        # no copies (a queue made while they were missing): the shared functions answer
+        # copies of an older install (another generation in their names), or none: the next
+        # receive drops the old ones and makes them for the functions installed
+        for name, _ in made:
+            conn.execute(f"ALTER FUNCTION pglogq.{name} RENAME TO {name}_old".encode())
+        assert _copies(conn, "q") != made
+        _ticked(conn)
+        assert len(conn.execute("SELECT * FROM pglogq.receive('q', 'c', 100)").fetchall()) == 1
+        assert _copies(conn, "q") == made
+        _drain(conn)
         conn.execute("SELECT pglogq._queue_functions(queue_id, false) FROM pglogq.queue")
         assert _copies(conn, "q") == []
         _ticked(conn)
         assert len(conn.execute("SELECT * FROM pglogq.receive('q', 'c', 100)").fetchall()) == 1
+        assert _copies(conn, "q") == made
         _drain(conn)
-        conn.execute("SELECT pglogq._queue_functions(queue_id) FROM pglogq.queue")
         # dropped with the queue; a queue of the same name gets its own
         old = {name for name, _ in _copies(conn, "q")}
         conn.execute("SELECT pglogq.drop_queue('q', force => true)")
