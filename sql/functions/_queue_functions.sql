@@ -4,26 +4,34 @@
 --             them afresh from the installed functions; false: only drop them
 -- Returns:    the number of copies made.
 -- Raises:     nothing of its own.
--- Tables:     none (functions pglogq._q<queue_id>_<name> created or dropped, owned by the
---             owner of the function they copy, granted to nobody).
+-- Tables:     none (functions pglogq._q<queue_id>_<generation>_<name> created, and every
+--             pglogq._q<queue_id>_* of pglogq's dropped; owned by the owner of the function
+--             they copy, granted to nobody).
 -- Why copies: receive's statements run with cached generic plans (a custom plan of its page
 -- query, planned again on every call, costs about as much as the rest of the call).  A generic
 -- plan over the partitioned tick or event table cannot prune at plan time, and PostgreSQL
 -- before 18 locks every partition of such a plan when it starts (AcquireExecutorLocks): with
--- the shared tables one receive locked the tables and indexes of every queue, ~25 a queue,
--- until the lock table ran out (53200) at ~150 queues.  A copy reads pglogq.event_<id> and
--- pglogq.tick_<id> instead: still generic, cached plans, and they lock this queue's tables
--- only, at any number of queues.  Measured on PostgreSQL 15 (send + force_tick + receive + ack,
--- receive alone timed): the copies cost one dynamic call (the public receive's dispatch) and
--- one copy of each returned row; force_custom_plan on receive's path instead made receive
--- about three times slower (see receive's header for the numbers).
--- Made by: create_queue (its queue), every install and upgrade (every queue: the copies follow
--- the functions just installed); dropped by drop_queue.  A copy is the installed function's
--- definition (pg_get_functiondef) with: its name prefixed with _q<id>_ (and so the qualifier of
--- its parameters); calls of the other copied functions made to their copies; every reference
--- to pglogq.event / pglogq.tick as a table (not as a row type: followed by ; , ) % [ or .)
--- made to the queue's own partition; in receive, its dispatch to the copy cut out (between
--- its two "queue copy" comment lines).  The copies are granted to no role (as every _ helper).
+-- the shared tables one receive locked the tables and indexes of every queue, ~23 a queue
+-- (1,188 locks at 50 queues), until the lock table ran out (53200) at ~150 queues.  A copy
+-- reads pglogq.event_<id> and pglogq.tick_<id> instead: still generic, cached plans, which lock
+-- this queue's tables only: 59 locks at 1, 2, 50 and 1,000 queues.  Measured on PostgreSQL 15,
+-- one queue, 2,000 send + force_tick + receive + ack, interleaved with the shared functions:
+-- @BENCH@
+-- force_custom_plan on receive's path instead (the other way to prune) also kept 61 locks at
+-- 50 queues but made receive 3.1x slower at 1 queue (790 -> 2,426 us, every statement planned
+-- on every call); EXECUTE of the few statements over the queue's own tables would still plan
+-- the page query on every call.
+-- Made by: create_queue (its queue), and receive when the queue has no copies of the installed
+-- generation (the first receive after an install that changed any function file, or after
+-- they were dropped): an install never replaces them all at once (a DROP or CREATE OR REPLACE
+-- takes one object lock per function, in the install's one transaction: 7,000 at 1,000 queues,
+-- more than the lock table holds).  Dropped by drop_queue.  The generation is the digest of
+-- the function files, written by the install where the files say @copies@ (pglogq/schema.py).
+-- A copy is the installed function's definition (pg_get_functiondef) with: its name prefixed
+-- (and so the qualifier of its parameters); calls of the other copied functions made to their
+-- copies; every reference to pglogq.event / pglogq.tick as a table (not as a row type:
+-- followed by ; , ) % [ or .) made to the queue's own partition; in receive, its dispatch to
+-- the copy cut out (between its two "queue copy" comment lines).
 CREATE OR REPLACE FUNCTION pglogq._queue_functions(queue_id integer, make boolean DEFAULT true)
 RETURNS integer LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$

@@ -37,6 +37,10 @@
 -- counts a failed attempt (_crashed_page) and the page is handed out again halved, down to one
 -- event, until the run of events under suspicion is passed: the event that kills its worker
 -- every time stands alone, and goes to the dead-letter queue after max_retries + 1 attempts.
+-- Copies: the call is answered by the queue's own copy of this function (and of the helpers it
+-- calls that read the tick and event tables), whose statements name the queue's tables, so that
+-- its generic plans lock only those, whatever the number of queues (see _queue_functions: why,
+-- and the measurements); this function finds it (one dynamic call) or makes it.
 -- Plans: generic (plan_cache_mode): a custom plan of the page query over the partitioned event
 -- table was planned again on every call (about a third of a receive of 100 events, measured
 -- with callgrind); enable_sort and jit off as in _batch_page, whose transaction-order query the
