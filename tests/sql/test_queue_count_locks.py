@@ -62,6 +62,7 @@ CALLS: list[tuple[str, str, Callable[[Conn], tuple[Any, ...]], Callable[[Conn], 
     ("lookup", "SELECT * FROM pglogq.lookup('q', %s)", lambda c: (_send(c),), lambda c: None),
     ("consumer_info(q)", "SELECT * FROM pglogq.consumer_info('q')", lambda c: (), lambda c: None),
     ("queue_info(q)", "SELECT * FROM pglogq.queue_info('q')", lambda c: (), lambda c: None),
+    ("jobs(q)", "SELECT * FROM pglogq.jobs('q')", _ticked, _drain),
 ]
 
 
