@@ -439,8 +439,8 @@ DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_co
                # CREATE/DROP TRIGGER on the caller's table: the table as regclass (%s of a regclass
                # is its quoted name), trigger names %I, trigger arguments and only_if %L
                "capture_table", "uncapture_table",
-               # the queue's copy of receive: its name made of the queue's id, format('%I')
-               "receive",
+               # the queue's copy of receive and of jobs: its name made of the queue's id, format('%I')
+               "receive", "jobs",
                # copies of installed functions (their catalog definitions, names made of the
                # queue's id), run as src; no argument text reaches them
                "_queue_functions"}
