@@ -9,6 +9,7 @@ every install or upgrade; ``sql/views.sql`` and ``sql/triggers.sql`` follow the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -101,7 +102,16 @@ def functions() -> list[tuple[str, str]]:
     if unlisted or missing or len(order) != len(set(order)):
         raise ValueError(f"sql/functions/MANIFEST and the function files disagree: not listed {unlisted}, "
                          f"no file {missing}, listed twice {sorted({n for n in order if order.count(n) > 1})}")
-    return [(name, files[name].read_text(encoding="utf-8")) for name in order]
+    texts = [(name, files[name].read_text(encoding="utf-8")) for name in order]
+    # the generation of the queues' copies of receive's functions: these files' own digest, so
+    # that an install that changes any function makes each queue's copies again (lazily, on its
+    # next receive; see _queue_functions), and one that changes nothing leaves them alone
+    generation = hashlib.md5("".join(text for _, text in texts).encode()).hexdigest()[:8]
+    return [(name, text.replace(COPIES_MARK, generation)) for name, text in texts]
+
+
+# receive.sql and _queue_functions.sql hold this placeholder where the generation goes
+COPIES_MARK = "@copies@"
 
 
 # roles.sql holds this placeholder where the grant map goes (see grant_map)
@@ -274,6 +284,9 @@ BEGIN
     FOR r IN SELECT p.oid FROM pg_catalog.pg_proc p
               WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proconfig @> ARRAY['{OWN_MARK}']
                 AND (p.proname || '(' || p.proargtypes::text || ')') <> ALL (wanted)
+                -- a queue's copies of receive's functions are _queue_functions' (one DROP
+                -- each would lock as many objects as there are copies, in this one transaction)
+                AND p.proname !~ '^_q[0-9]+_'
               ORDER BY p.oid LOOP
         BEGIN
             EXECUTE pg_catalog.format('DROP ROUTINE %s', r.oid::regprocedure);

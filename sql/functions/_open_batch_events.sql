@@ -58,8 +58,8 @@ BEGIN
                                               AND p.ev_txid >= pg_snapshot_xmin(tp.tick_snapshot)
                                               AND p.ev_txid < pg_snapshot_xmax(tc.tick_snapshot))) AS txorder
           FROM pglogq.subscription h
-          JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
-          JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
+          JOIN pglogq.tick tp ON tp.queue_id = _open_batch_events.queue_id AND tp.tick_id = h.batch_prev_tick
+          JOIN pglogq.tick tc ON tc.queue_id = _open_batch_events.queue_id AND tc.tick_id = h.batch_cur_tick
          WHERE (h.sub_id = _open_batch_events.consumer_sub_id OR h.parent_id = _open_batch_events.consumer_sub_id)
            AND h.batch_id IS NOT NULL
            AND (_open_batch_events.want = 1 OR h.page_end_txid IS NOT NULL)

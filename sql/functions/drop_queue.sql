@@ -9,9 +9,10 @@
 --             already ticked are not counted: with no consumer left, nobody is waiting for them
 --             (a new consumer starts after them).
 -- Tables:     queue and everything referencing it (cascade: its tick rows too), event partitions
---             (dropped).  Its empty tick partitions are dropped later by maint_rotate_meta (a
---             DROP here would lock the parent tick table, which receive of any queue reads
---             before the event table: a deadlock with the event table's lock taken here).
+--             (dropped), its copies of receive's functions (_queue_functions).  Its empty tick
+--             partitions are dropped later by maint_rotate_meta (a DROP here would lock the
+--             parent tick table, which receive of any queue reads before the event table: a
+--             deadlock with the event table's lock taken here).
 -- Locks, in this order (the order every other call takes them in): the queue name's advisory
 -- lock, exclusive (waits for every open transaction that has called a function of this queue;
 -- calls made meanwhile wait, then get PQ001), the registry advisory lock, then the event table
@@ -70,6 +71,7 @@ BEGIN
     LOCK TABLE ONLY pglogq.event IN ACCESS EXCLUSIVE MODE;
     EXECUTE format('DROP TABLE pglogq.%I', 'event_' || q.queue_id);
     EXECUTE format('DROP SEQUENCE pglogq.%I', 'event_' || q.queue_id || '_seq');
+    PERFORM pglogq._queue_functions(q.queue_id, false);  -- its copies of receive's functions
     DELETE FROM pglogq.queue WHERE queue_id = q.queue_id;
     RETURN true;
 END $$;

@@ -37,6 +37,10 @@
 -- counts a failed attempt (_crashed_page) and the page is handed out again halved, down to one
 -- event, until the run of events under suspicion is passed: the event that kills its worker
 -- every time stands alone, and goes to the dead-letter queue after max_retries + 1 attempts.
+-- Copies: the call is answered by the queue's own copy of this function (and of the helpers it
+-- calls that read the tick and event tables), whose statements name the queue's tables, so that
+-- its generic plans lock only those, whatever the number of queues (see _queue_functions: why,
+-- and the measurements); this function finds it (one dynamic call) or makes it.
 -- Plans: generic (plan_cache_mode): a custom plan of the page query over the partitioned event
 -- table was planned again on every call (about a third of a receive of 100 events, measured
 -- with callgrind); enable_sort and jit off as in _batch_page, whose transaction-order query the
@@ -76,7 +80,30 @@ DECLARE
     from_id bigint;
     owner integer;
     any_cancel boolean;
+    copy text;
+    copy_of integer;  -- the queue whose copy answers
 BEGIN
+    -- queue copy: from here
+    -- the queue's own copy of this function (_queue_functions), whose generic plans read and
+    -- lock its tables only; the name's shared lock first, as below (a drop_queue racing this
+    -- call, which drops the copy, is waited for); no such queue: the body below says so
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(receive.queue_name));
+    SELECT x.queue_id INTO copy_of FROM pglogq.queue x WHERE x.queue_name = receive.queue_name;
+    IF FOUND THEN
+        copy := '_q' || copy_of || '_@copies@_receive';
+        IF to_regproc('pglogq.' || copy) IS NULL THEN
+            -- the first receive since an install changed the functions (or since the copies
+            -- were dropped): the copies made now, once (racing receives wait for the first)
+            PERFORM pg_advisory_xact_lock(hashtext('pglogq.queue_functions'), copy_of);
+            IF to_regproc('pglogq.' || copy) IS NULL THEN
+                PERFORM pglogq._queue_functions(copy_of);
+            END IF;
+        END IF;
+        RETURN QUERY EXECUTE format('SELECT * FROM pglogq.%I($1, $2, $3, $4, $5)', copy)
+            USING queue_name, consumer_name, max_messages, worker_name, start_first;
+        RETURN;
+    END IF;
+    -- queue copy: to here
     IF start_first IS NOT NULL AND (start_first < 0 OR start_first > 100000) THEN
         RAISE EXCEPTION 'invalid start_first %: use 0..100000, or NULL', start_first
             USING ERRCODE = 'PQ060';

@@ -36,6 +36,15 @@ from tests.support.paths import UPGRADE_DATA
 
 RELEASES = sorted(UPGRADE_DATA.glob("*.sql"))
 PER_QUEUE = r"^(event|tick)_\d+"  # per-queue partitions and sequences: data, not schema
+# per-queue copies of receive's functions (_queue_functions): made for the queues there are
+PER_QUEUE_FUNCTION = r"^_q\d+_"
+
+
+def queue_copies(conn: psycopg.Connection[Any]) -> dict[int, int]:
+    """queue_id -> the number of its copies of receive's functions (_queue_functions)."""
+    return {int(r[0]): int(r[1]) for r in conn.execute(
+        "SELECT q.queue_id, (SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'pglogq'::regnamespace"
+        "                    AND p.proname LIKE '\\_q' || q.queue_id || '\\_%') FROM pglogq.queue q")}
 
 
 def catalog(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
@@ -59,10 +68,10 @@ def catalog(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
         "indexes": f"""
             SELECT i.indexname, i.indexdef FROM pg_indexes i
              WHERE i.schemaname = 'pglogq' AND i.tablename !~ '{PER_QUEUE}'""",
-        "functions": """
+        "functions": f"""
             SELECT p.oid::regprocedure::text, md5(p.prosrc), p.prosecdef, p.proconfig::text, p.provolatile,
                    pg_get_function_result(p.oid), pg_get_function_arguments(p.oid), p.prokind
-              FROM pg_proc p WHERE p.pronamespace = 'pglogq'::regnamespace""",
+              FROM pg_proc p WHERE p.pronamespace = 'pglogq'::regnamespace AND p.proname !~ '{PER_QUEUE_FUNCTION}'""",
         "views": """
             SELECT c.relname, pg_get_viewdef(c.oid) FROM pg_class c
              WHERE c.relnamespace = 'pglogq'::regnamespace AND c.relkind IN ('v', 'm')""",
@@ -71,10 +80,11 @@ def catalog(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
               FROM pg_type t LEFT JOIN pg_attribute a ON a.attrelid = t.typrelid AND a.attnum > 0
              WHERE t.typnamespace = 'pglogq'::regnamespace AND t.typtype IN ('c', 'e', 'd')
                AND (t.typrelid = 0 OR (SELECT relkind FROM pg_class WHERE oid = t.typrelid) = 'c')""",
-        "function_grants": """
+        "function_grants": f"""
             SELECT p.oid::regprocedure::text, a.grantee::regrole::text, a.privilege_type
               FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
              WHERE p.pronamespace = 'pglogq'::regnamespace AND a.grantee <> 0
+               AND p.proname !~ '{PER_QUEUE_FUNCTION}'
             UNION ALL
             SELECT p.oid::regprocedure::text, 'PUBLIC', a.privilege_type
               FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
@@ -215,6 +225,10 @@ def test_upgrade_from_an_earlier_version_with_data(
         # open pages are exactly as they were
         again = c.receive("q", "c1", max_messages=4)
         assert [(again.id, m.msg_id) for m in again] == [tuple(r) for r in work["page"]]
+        # the queue's copies of receive's functions were made by that first receive
+        with psycopg.connect(dsn) as conn:
+            qid = conn.execute("SELECT queue_id FROM pglogq.queue WHERE queue_name = 'q'").fetchone()
+            assert qid is not None and queue_copies(conn)[qid[0]] == 9
         w = c.receive("q", "c2", max_messages=3, worker="w1")
         assert [(w.id, m.msg_id) for m in w] == [tuple(r) for r in work["worker"]]
         # and everything is delivered once to each consumer after the upgrade
