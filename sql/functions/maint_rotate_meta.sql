@@ -7,7 +7,8 @@
 -- Tables:     sub_state (the new epoch's partition TRUNCATEd, then every row moved into it),
 --             tick (the oldest slot of each queue TRUNCATEd when no one needs a tick in it; a
 --             retain_tick stored there is copied to the current slot first; the empty tick
---             partitions of dropped queues dropped), subscription (read).
+--             partitions of dropped queues dropped), subscription (read), stream_mark (compacted:
+--             TRUNCATEd and its live rows written back as they were).
 -- The metadata epoch is the sequence pglogq.meta_epoch (meta_epoch_time: the unix time of the last
 -- switch); a new tick goes to slot epoch % 3 of its queue.  A switch from epoch e to e + 1 first
 -- empties slot (e + 1) % 3 of each queue, the oldest (written two to three epochs ago), so that
@@ -25,7 +26,14 @@
 -- tick slot while it waits for the state (queue_info reads the ticks first), so this call must
 -- give up before the deadlock detector (deadlock_timeout, 1 s by default) picks a victim; and it
 -- stops locking tick slots after the first refusal or after 300 ms.  What it gives up is retried
--- at the next switch.  The only owner of tick removal and of moving the holder state.
+-- at the next switch.  The marks of partitioned consumers' streams (pglogq.stream_mark: an insert
+-- and a delete per receive on a partitioned queue) are compacted under the same locks: the live
+-- marks are read, the table TRUNCATEd, and they are written back unchanged (same seq), so a held
+-- snapshot leaves at most one epoch of dead marks behind, as it does of holder state.  Nobody
+-- reads the marks without the holder state first, so the state's locks keep them out; a
+-- read-only statement whose snapshot predates the switch finds no marks, and the only one
+-- (_slowest_tick) then counts the consumers' cursors alone, which are never ahead of a marked
+-- stream's.  The only owner of tick removal, of moving the holder state and of compacting marks.
 CREATE OR REPLACE FUNCTION pglogq.maint_rotate_meta(force boolean DEFAULT false)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -40,6 +48,7 @@ DECLARE
     old_timeout text;
     new_part smallint;
     deadline timestamptz;
+    marks pglogq.stream_mark[];
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE WARNING 'metadata rotation skipped: it must run in a READ COMMITTED transaction, not %',
@@ -76,12 +85,20 @@ BEGIN
         -- in partition order (0, then 1), the order in which every query on sub_state locks them:
         -- the other order deadlocks with any receive that holds one and waits for the other,
         -- and then this lock gives up (lock_timeout) at every switch into partition 1
-        LOCK TABLE pglogq.sub_state_0, pglogq.sub_state_1 IN ACCESS EXCLUSIVE MODE;
+        LOCK TABLE pglogq.sub_state_0, pglogq.sub_state_1, pglogq.stream_mark IN ACCESS EXCLUSIVE MODE;
         -- live rows here only if an earlier switch could not move them: then they stay
         IF NOT EXISTS (SELECT 1 FROM pglogq.sub_state st WHERE st.state_part = new_part) THEN
             EXECUTE format('TRUNCATE pglogq.%I', 'sub_state_' || new_part);
         END IF;
         UPDATE pglogq.sub_state st SET state_part = new_part WHERE st.state_part <> new_part;
+        -- the marks, only when the statistics count dead ones (a queue without partitions writes
+        -- none): a TRUNCATE renews the table's files, which is not free either
+        IF pg_stat_get_dead_tuples('pglogq.stream_mark'::regclass) > 0 THEN
+            marks := ARRAY(SELECT m FROM pglogq.stream_mark m);
+            TRUNCATE pglogq.stream_mark;
+            INSERT INTO pglogq.stream_mark (consumer_id, stream, tick_id, since_tick, epoch, seq)
+            SELECT m.consumer_id, m.stream, m.tick_id, m.since_tick, m.epoch, m.seq FROM unnest(marks) m;
+        END IF;
     EXCEPTION WHEN lock_not_available THEN
         -- the rows stay where they are (readers find them in either partition): next switch
         NULL;
