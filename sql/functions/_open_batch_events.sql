@@ -30,7 +30,9 @@
 -- off, as in _batch_page: the children's estimates (often not analysed) made the planner read
 -- the whole rest of the batch and sort it, where the index gives the order.  jit off: a
 -- plan over a big queue's estimates passed jit_above_cost, and compiling cost far more than the
--- query.
+-- query.  Custom plans, with the queue's id in every read of the tick and event tables: a plan
+-- that joined the ticks through the holder's row covered every queue's tick partitions (at
+-- 1,000 queues a page of jobs took minutes), and a generic plan covers and locks them all.
 CREATE OR REPLACE FUNCTION pglogq._open_batch_events(
     queue_id integer, consumer_sub_id integer, want integer, after_txid xid8 DEFAULT NULL,
     after_id bigint DEFAULT NULL, lim integer DEFAULT NULL, msg_type text DEFAULT NULL,
@@ -40,7 +42,8 @@ RETURNS TABLE (holder integer, ev_id bigint, ev_type text, ev_time timestamptz, 
 LANGUAGE plpgsql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_sort = off
-SET jit = off AS $$
+SET jit = off
+SET plan_cache_mode = force_custom_plan AS $$
 #variable_conflict use_column
 DECLARE
     lanes boolean := (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = _open_batch_events.queue_id);
@@ -58,8 +61,10 @@ BEGIN
                                               AND p.ev_txid >= pg_snapshot_xmin(tp.tick_snapshot)
                                               AND p.ev_txid < pg_snapshot_xmax(tc.tick_snapshot))) AS txorder
           FROM pglogq.subscription h
-          JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
-          JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
+          -- the queue's id as a constant, not only through h: each read of the ticks is then
+          -- planned against this queue's tick partitions alone
+          JOIN pglogq.tick tp ON tp.queue_id = _open_batch_events.queue_id AND tp.tick_id = h.batch_prev_tick
+          JOIN pglogq.tick tc ON tc.queue_id = _open_batch_events.queue_id AND tc.tick_id = h.batch_cur_tick
          WHERE (h.sub_id = _open_batch_events.consumer_sub_id OR h.parent_id = _open_batch_events.consumer_sub_id)
            AND h.batch_id IS NOT NULL
            AND (_open_batch_events.want = 1 OR h.page_end_txid IS NOT NULL)

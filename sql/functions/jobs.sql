@@ -41,7 +41,9 @@
 -- are read and skipped (a rare type among many waiting events makes a page slower).  An open
 -- batch is read from the cursor and only up to the page (see _open_batch_events), whatever its
 -- size.  jit off: the estimates of a queue of millions of events passed jit_above_cost, and
--- compiling the plans (about 0.1 s) cost far more than the page.
+-- compiling the plans (about 0.1 s) cost far more than the page.  Custom plans, and the queue's
+-- id as a constant in every read of the tick and event tables (a stream's tick too): each is
+-- planned against, and locks, this queue's partitions only, whatever the number of queues.
 -- Cancelled events are left out.  A page is a snapshot: an event can move between states (and
 -- so be listed twice, or not at all) between two pages.
 CREATE OR REPLACE FUNCTION pglogq.jobs(
@@ -54,7 +56,8 @@ RETURNS TABLE (consumer text, state text, msg_id bigint, type text, created_at t
                finished_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp
-SET jit = off AS $$
+SET jit = off
+SET plan_cache_mode = force_custom_plan AS $$
 #variable_conflict use_variable
 DECLARE
     q pglogq.queue;
@@ -293,7 +296,7 @@ BEGIN
                    AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m
                                     WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.subscription st
-                                     JOIN pglogq.tick ts ON ts.queue_id = st.queue_id AND ts.tick_id = st.last_tick
+                                     JOIN pglogq.tick ts ON ts.queue_id = q.queue_id AND ts.tick_id = st.last_tick
                                     WHERE st.parent_id = c.sub_id
                                       AND st.stream = CASE WHEN q.urgent_lane AND x.ev_priority > 100 THEN -1
                                                            ELSE x.ev_partition END
@@ -317,7 +320,7 @@ BEGIN
                    AND NOT EXISTS (SELECT 1 FROM pglogq.cancelled m
                                     WHERE m.queue_id = q.queue_id AND m.msg_id = x.ev_id)
                    AND NOT EXISTS (SELECT 1 FROM pglogq.subscription st
-                                     JOIN pglogq.tick ts ON ts.queue_id = st.queue_id AND ts.tick_id = st.last_tick
+                                     JOIN pglogq.tick ts ON ts.queue_id = q.queue_id AND ts.tick_id = st.last_tick
                                     WHERE st.parent_id = c.sub_id
                                       AND st.stream = CASE WHEN q.urgent_lane AND x.ev_priority > 100 THEN -1
                                                            ELSE x.ev_partition END

@@ -60,6 +60,8 @@ CALLS: list[tuple[str, str, Callable[[Conn], tuple[Any, ...]], Callable[[Conn], 
     ("lookup", "SELECT * FROM pglogq.lookup('q', %s)", lambda c: (_send(c),), lambda c: None),
     ("consumer_info(q)", "SELECT * FROM pglogq.consumer_info('q')", lambda c: (), lambda c: None),
     ("queue_info(q)", "SELECT * FROM pglogq.queue_info('q')", lambda c: (), lambda c: None),
+    # a page of jobs while the consumer holds an open batch (the reads of its ticks)
+    ("jobs(q)", "SELECT * FROM pglogq.jobs('q')", lambda c: (_page(c), ())[1], _drain),
 ]
 
 
