@@ -4,7 +4,7 @@
 -- Raises:     PQ004 invalid name.
 -- Tables:     queue (sharded on a cluster member), cluster_node (read), tick and event
 --             partitions (created: tick_<id> with its 3 rotated slots, event_<id> with its
---             ntables children), a per-queue id sequence.
+--             ntables children), a per-queue id sequence, tick_head (insert).
 -- Concurrency: racing creators of one name serialise on an advisory lock; one wins.  Locks in
 -- drop_queue's order: the name's advisory lock, the registry lock, then the event table.
 CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text)
@@ -57,6 +57,8 @@ BEGIN
     -- tick 1: the starting point of every consumer that subscribes before the first event
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_snapshot, tick_event_seq, tick_event_total)
     VALUES (q.queue_id, 1, pg_current_snapshot(), 0, 0);
+    -- no id drawn yet: nothing to tick until one is (see pglogq.ticker)
+    INSERT INTO pglogq.tick_head (queue_id, tick_id, tick_time, quiet_seq) VALUES (q.queue_id, 1, now(), 0);
     UPDATE pglogq.queue SET retain_tick = 1 WHERE queue_id = q.queue_id;
     RETURN true;
 END $$;
