@@ -12,10 +12,12 @@
 -- it; ids of rolled-back sends too, until the next tick), a tick written while a send was in
 -- flight (quiet_seq NULL), or its keep-alive due.  An idle pass touches no partition: at 1,000
 -- idle queues it took the locks of every queue's partitions (and ran out of the lock table).
--- Bounded: a call looks at most at 100 such queues, those whose last tick is oldest first (a
--- tick puts its queue last), so that one transaction never holds the partition locks of
--- more than 100 queues; the rest wait for the next call (the daemon calls again at once while
--- ticks are written).  1,000 queues whose keep-alive falls due together are ten calls.
+-- Bounded: a call looks at most at 20 such queues, so that one transaction never holds the
+-- partition locks of more than 20 queues (about 40 locks each; the lock table is shared by the
+-- whole server, 64 per connection by default); the rest wait for the next call, which goes on
+-- from the queue after the last one looked at (the session setting pglogq.ticker_next: round
+-- robin, none waits behind queues that are probed without a tick).  The daemon calls again at
+-- once while ticks are written: 1,000 queues whose keep-alive falls due together are 50 calls.
 -- Shortcut: a whole pass (not cut short) keeps its starting snapshot in the session setting
 -- pglogq.ticker_seen.  When the next pass starts with the same snapshot, no transaction that
 -- had an xid ended in between (a commit or abort moves the xmax or leaves the running list),
@@ -29,7 +31,9 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     qid integer;
     n integer := 0;
-    per_call constant integer := 100;  -- queues looked at per call (documented in the header)
+    per_call constant integer := 20;  -- queues looked at per call (documented in the header)
+    next_q integer := coalesce(nullif(current_setting('pglogq.ticker_next', true), '')::integer, 0);
+    last_q integer;
     seen text := pg_current_snapshot()::text;
     still boolean;
     looked integer := 0;
@@ -53,10 +57,11 @@ BEGIN
                        OR ((NOT still OR x.ticker_max_lag > interval '0')
                            AND (h.quiet_seq IS NULL
                                 OR coalesce(pg_sequence_last_value(x.event_seq), 0) > h.quiet_seq)))
-                -- the longest untouched first, at most per_call of them (see the header)
-                ORDER BY h.tick_time NULLS FIRST, x.queue_id
+                -- round robin from where the last call stopped, at most per_call (see the header)
+                ORDER BY x.queue_id < next_q, x.queue_id
                 LIMIT CASE WHEN ticker.queue_name IS NULL THEN per_call END LOOP
         looked := looked + 1;
+        last_q := qid;
         IF pglogq._tick(qid, false) IS NOT NULL THEN
             n := n + 1;
         END IF;
@@ -64,6 +69,7 @@ BEGIN
     IF ticker.queue_name IS NULL THEN
         -- a pass cut short by per_call has not looked at every queue: no shortcut after it
         PERFORM set_config('pglogq.ticker_seen', CASE WHEN looked < per_call THEN seen ELSE '' END, false);
+        PERFORM set_config('pglogq.ticker_next', CASE WHEN looked < per_call THEN '0' ELSE (last_q + 1)::text END, false);
     END IF;
     RETURN n;
 END $$;

@@ -85,13 +85,17 @@ def test_an_idle_pass_locks_no_partition_and_writes_no_tick(dsn: str) -> None:
 
 
 def test_a_pass_looks_at_a_bounded_number_of_queues(dsn: str) -> None:
-    """Keep-alives of many queues falling due together take several calls, each bounded."""
+    """Keep-alives of many queues falling due together take several calls, each bounded, in
+    turn: every queue is ticked once before any twice."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        _queues(conn, 130)
+        _queues(conn, 50)
         _catch_up(conn)
         conn.execute("UPDATE pglogq.queue SET ticker_idle_period = interval '1 microsecond'")
-        assert _one(conn, "SELECT pglogq.ticker()") == 100
-        assert _one(conn, "SELECT pglogq.ticker()") == 100  # the 30 left first, then the oldest
+        before = dict(conn.execute("SELECT queue_id, tick_id FROM pglogq.tick_head").fetchall())
+        assert [_pass(conn)[0] for _ in range(3)] == [20, 20, 20]
+        after = dict(conn.execute("SELECT queue_id, tick_id FROM pglogq.tick_head").fetchall())
+        ticked = sorted(after[q] - before[q] for q in before)
+        assert ticked == [1] * 40 + [2] * 10  # the third call: the last 10, then from the first again
 
 
 def test_a_send_in_flight_at_the_tick_is_ticked_after_its_commit(dsn: str) -> None:
