@@ -126,10 +126,11 @@ BEGIN
     at := clock_timestamp();
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq, tick_event_total)
     VALUES (q.queue_id, last.tick_id + 1, at, snap, cur_seq, last.tick_event_total + closed);
-    INSERT INTO pglogq.tick_head AS h (queue_id, tick_id, tick_time, quiet_seq)
-    VALUES (q.queue_id, last.tick_id + 1, at, quiet)
+    INSERT INTO pglogq.tick_head AS h (queue_id, tick_id, tick_time, quiet_seq, tick_xmax)
+    VALUES (q.queue_id, last.tick_id + 1, at, quiet, pg_snapshot_xmax(snap))
         ON CONFLICT ON CONSTRAINT tick_head_pkey DO UPDATE
-       SET tick_id = excluded.tick_id, tick_time = excluded.tick_time, quiet_seq = excluded.quiet_seq;
+       SET tick_id = excluded.tick_id, tick_time = excluded.tick_time, quiet_seq = excluded.quiet_seq,
+           tick_xmax = excluded.tick_xmax;
     PERFORM pg_notify('pglogq.' || q.queue_name, (last.tick_id + 1)::text);
     RETURN last.tick_id + 1;
 END $$;
