@@ -362,16 +362,18 @@ class Engine:
             try:
                 cur = await conn.execute(q.TICKER)
                 row = await cur.fetchone()
+            except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+                # before OperationalError, their base class: a slow pass is retried on this
+                # session, not taken for a lost connection (a new session starts cold, slower)
+                stats.errors += 1
+                self._emit(logging.WARNING, "tick_timeout", f"tick took too long: {_error_text(exc)}")
+                await self._sleep(s.idle_interval)
+                continue
             except psycopg.OperationalError:
                 raise
             except psycopg.Error as exc:
                 if exc.sqlstate == "PQ015":
                     raise Refused(_error_text(exc)) from exc
-                if isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable):
-                    stats.errors += 1
-                    self._emit(logging.WARNING, "tick_timeout", f"tick took too long: {_error_text(exc)}")
-                    await self._sleep(s.idle_interval)
-                    continue
                 raise
             now = time.monotonic()
             stats.polls += 1

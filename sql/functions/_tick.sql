@@ -3,7 +3,8 @@
 -- Returns:    the new tick id, or NULL when no tick was due (or another ticker holds the queue).
 -- Raises:     PQ015 the new snapshot is older than the last tick's (txids went backwards:
 --             a database restored into another cluster).
--- Tables:     tick (insert), event (count of committed, unticked events).
+-- Tables:     tick (insert), tick_head (insert or update), event (count of committed, unticked
+--             events).
 -- tick_event_total (cumulative per queue) grows by the number of events the new tick closes:
 -- those whose transaction is visible in its snapshot and not in the last tick's (the batch
 -- predicate), counted through the (ev_txid, ev_id) index, so burnt message ids (rollbacks,
@@ -14,6 +15,13 @@
 -- Ticks of one queue are serialised by a transaction advisory lock, so a tick's snapshot is
 -- never older than its predecessor's.  The ticking transaction's own xid is marked as running
 -- in the snapshot, so events it sent itself are never in a batch before it commits.
+-- tick_head gets the tick with quiet_seq, the sequence's value read before the snapshot, when no
+-- send of the queue is in flight between that read and the snapshot: a send holds the queue's
+-- shared advisory lock from before it draws its id until it ends (pumps and replays too), so a
+-- try of that lock in exclusive mode, taken and let go at once, tells that every id up to
+-- quiet_seq is of a transaction that ended before the snapshot (in this tick, or aborted); else
+-- quiet_seq is NULL and ticker() probes the queue each pass until its next tick.  Events of the
+-- ticking transaction itself (not committed yet) make it NULL too.
 -- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
 -- the queue's id and reads and locks that queue's partitions only (after five calls a generic
 -- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
@@ -36,6 +44,8 @@ DECLARE
     closed bigint;
     xips text;
     xip_arr xid8[];
+    quiet bigint;
+    at timestamptz;
 BEGIN
     IF force THEN
         PERFORM pg_advisory_xact_lock(hashtext('pglogq.tick'), _tick.queue_id);
@@ -70,6 +80,25 @@ BEGIN
             RETURN NULL;
         END IF;
     END IF;
+    -- no send of the queue in flight now (see the header): the try and the unlock in a block of
+    -- their own, so that an error or a cancel between them never leaves the lock held (it would
+    -- stop every send of the queue until this session ends)
+    quiet := cur_seq;
+    mine := pg_current_xact_id_if_assigned();
+    IF mine IS NOT NULL AND EXISTS (SELECT 1 FROM pglogq.event e WHERE e.ev_queue = q.queue_id AND e.ev_txid = mine) THEN
+        quiet := NULL;
+    ELSE
+        BEGIN
+            IF pg_try_advisory_lock(hashtext('pglogq.queue'), hashtext(q.queue_name)) THEN
+                PERFORM pg_advisory_unlock(hashtext('pglogq.queue'), hashtext(q.queue_name));
+            ELSE
+                quiet := NULL;
+            END IF;
+        EXCEPTION WHEN query_canceled OR others THEN
+            PERFORM pg_advisory_unlock(hashtext('pglogq.queue'), hashtext(q.queue_name));
+            RAISE;
+        END;
+    END IF;
     me := pg_current_xact_id();
     snap := pg_current_snapshot();
     IF pg_visible_in_snapshot(me, snap) THEN
@@ -94,8 +123,14 @@ BEGIN
          + (SELECT count(*) FROM pglogq.event e
              WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr))
       INTO closed;
+    at := clock_timestamp();
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq, tick_event_total)
-    VALUES (q.queue_id, last.tick_id + 1, clock_timestamp(), snap, cur_seq, last.tick_event_total + closed);
+    VALUES (q.queue_id, last.tick_id + 1, at, snap, cur_seq, last.tick_event_total + closed);
+    INSERT INTO pglogq.tick_head AS h (queue_id, tick_id, tick_time, quiet_seq, tick_xmax)
+    VALUES (q.queue_id, last.tick_id + 1, at, quiet, pg_snapshot_xmax(snap))
+        ON CONFLICT ON CONSTRAINT tick_head_pkey DO UPDATE
+       SET tick_id = excluded.tick_id, tick_time = excluded.tick_time, quiet_seq = excluded.quiet_seq,
+           tick_xmax = excluded.tick_xmax;
     PERFORM pg_notify('pglogq.' || q.queue_name, (last.tick_id + 1)::text);
     RETURN last.tick_id + 1;
 END $$;

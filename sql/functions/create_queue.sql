@@ -4,8 +4,8 @@
 -- Raises:     PQ004 invalid name.
 -- Tables:     queue (sharded on a cluster member), cluster_node (read), tick and event
 --             partitions (created: tick_<id> with its 3 rotated slots, event_<id> with its
---             ntables children), a per-queue id sequence, the queue's copies of receive's
---             functions (_queue_functions).
+--             ntables children), a per-queue id sequence, tick_head (insert), the queue's
+--             copies of receive's functions (_queue_functions).
 -- Concurrency: racing creators of one name serialise on an advisory lock; one wins.  Locks in
 -- drop_queue's order: the name's advisory lock, the registry lock, then the event table.
 CREATE OR REPLACE FUNCTION pglogq.create_queue(queue_name text)
@@ -58,6 +58,10 @@ BEGIN
     -- tick 1: the starting point of every consumer that subscribes before the first event
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_snapshot, tick_event_seq, tick_event_total)
     VALUES (q.queue_id, 1, pg_current_snapshot(), 0, 0);
+    -- no id drawn yet: nothing to tick until one is (see pglogq.ticker)
+    INSERT INTO pglogq.tick_head (queue_id, tick_id, tick_time, quiet_seq, tick_xmax)
+    SELECT q.queue_id, 1, now(), 0, pg_snapshot_xmax(t.tick_snapshot)
+      FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = 1;
     UPDATE pglogq.queue SET retain_tick = 1 WHERE queue_id = q.queue_id;
     -- its copies of receive's functions, which read these tables only (see _queue_functions)
     PERFORM pglogq._queue_functions(q.queue_id);

@@ -3,7 +3,8 @@
 -- Returns:    rows (op, queue_name): op is one of pump, meta (queue_name NULL), retention,
 --             rotate_step1, rotate_step2, prune, release, history (queue_name NULL);
 --             run each with pglogq.maint_run(op, queue_name), each in its own transaction.
--- Tables:     queue, retry, delayed, subscription (read).
+-- Tables:     queue, retry, delayed, subscription, cancelled, idempotency_key, stop_request,
+--             progress (read).
 -- The policy lives here, with the schema, so the daemon (or pg_cron) stays dumb.  Each test is
 -- an index probe or a read of the queue rows: a pass costs the same with a million retries or
 -- delayed sends waiting for tomorrow as with none.
@@ -30,12 +31,31 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
     SELECT 'rotate_step1', q.queue_name FROM pglogq.queue q
      WHERE q.switch_step2 IS NOT NULL AND clock_timestamp() - q.switch_time >= q.rotation_period
     UNION ALL
+    -- prune only where maint_prune has something to look at: cancel markers, idempotency keys
+    -- older than the shortest window (their time index), stop requests over a minute old,
+    -- progress rows of finished pages, workers silent for a day (the small tables read once,
+    -- not once per queue); every queue every time was a prune transaction per queue and
+    -- rotate_interval (200 a second at 1,000 idle queues)
     SELECT 'prune', q.queue_name FROM pglogq.queue q
+     WHERE EXISTS (SELECT 1 FROM pglogq.cancelled c WHERE c.queue_id = q.queue_id)
+        OR q.queue_id IN (
+            SELECT k.queue_id FROM pglogq.idempotency_key k
+             WHERE k.created_at < now() - (SELECT min(x.idempotency_window) FROM pglogq.queue x)
+            UNION
+            SELECT r.queue_id FROM pglogq.stop_request r WHERE r.requested_at < now() - interval '1 minute'
+            UNION
+            SELECT s.queue_id FROM pglogq.progress p JOIN pglogq.subscription s ON s.sub_id = p.sub_id
+             WHERE s.batch_id IS DISTINCT FROM p.batch_id
+            UNION
+            SELECT s.queue_id FROM pglogq.subscription s
+             WHERE s.parent_id IS NOT NULL AND s.batch_id IS NULL AND s.stream IS NULL
+               AND s.last_seen < now() - interval '1 day')
     UNION ALL
-    SELECT 'release', q.queue_name FROM pglogq.queue q
-     WHERE EXISTS (SELECT 1 FROM pglogq.subscription s
-                    WHERE s.queue_id = q.queue_id AND s.parent_id IS NOT NULL AND s.batch_id IS NOT NULL
-                      AND (s.stream IS NULL OR s.page_end_txid IS NOT NULL)
-                      AND s.released_at IS NULL
-                      AND s.heartbeat_at < (SELECT clock_timestamp()) - q.dead_interval);
+    -- from the holders' rows, read once (an EXISTS per queue scanned them all for each queue)
+    SELECT DISTINCT 'release', q.queue_name
+      FROM pglogq.subscription s JOIN pglogq.queue q ON q.queue_id = s.queue_id
+     WHERE s.parent_id IS NOT NULL AND s.batch_id IS NOT NULL
+       AND (s.stream IS NULL OR s.page_end_txid IS NOT NULL)
+       AND s.released_at IS NULL
+       AND s.heartbeat_at < (SELECT clock_timestamp()) - q.dead_interval;
 $$;

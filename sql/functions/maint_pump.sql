@@ -4,8 +4,8 @@
 -- Returns:    the number of events moved (at most 20,000: 10,000 retries and 10,000 delayed
 --             events); the rest stays due and is moved by the next calls (maint_operations
 --             names pump again while anything is due).
--- Tables:     queue (FOR KEY SHARE of the queues with due rows), retry, delayed (delete of due
---             rows), event (insert).
+-- Tables:     queue (FOR KEY SHARE of the queues with due rows; an id of each one's sequence),
+--             retry, delayed (delete of due rows), event (insert).
 -- Bounded: each call reads and moves at most 10,000 due rows of each table, the earliest due
 -- first (due_at, deliver_at: through their indexes), so a burst of 100,000 due retries is ten
 -- short transactions, not one long statement that holds every row and writes one huge batch.
@@ -13,7 +13,10 @@
 -- what a call leaves comes in a later batch, like a row that fell due after it.  Concurrent
 -- pumps move each row once: a pump locks the rows it takes and skips those another pump (or a
 -- transaction changing them) holds, which stay for the next call.  A retried event keeps its
--- msg_id and goes to its consumer only.
+-- msg_id and goes to its consumer only.  Into each queue it moves events the way a send does:
+-- holding the queue's shared advisory lock (tried: a queue being dropped waits for the next
+-- call) and drawing an id of the queue's sequence first, so that the ticker's pass sees the
+-- queue has something to do (pglogq.ticker) although the events keep their older ids.
 CREATE OR REPLACE FUNCTION pglogq.maint_pump()
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -21,6 +24,9 @@ DECLARE
     n1 integer;
     n2 integer;
     qids integer[];
+    qn text;
+    sq regclass;
+    qi integer;
     now_ts timestamptz := clock_timestamp();  -- a plain value: the due_at/deliver_at indexes apply
     cap constant integer := 10000;  -- rows of each table per call (documented in the header)
 BEGIN
@@ -36,6 +42,15 @@ BEGIN
                                           FROM (SELECT d.queue_id FROM pglogq.delayed d WHERE d.deliver_at <= now_ts
                                                  ORDER BY d.deliver_at LIMIT cap) d)
                    ORDER BY q.queue_id FOR KEY SHARE);
+    -- the lock before the id, one queue at a time (see the header)
+    FOR qn, sq, qi IN SELECT q.queue_name, q.event_seq, q.queue_id FROM pglogq.queue q
+                       WHERE q.queue_id = ANY (qids) ORDER BY q.queue_id LOOP
+        IF pg_try_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(qn)) THEN
+            PERFORM nextval(sq);
+        ELSE
+            qids := array_remove(qids, qi);
+        END IF;
+    END LOOP;
     IF cardinality(qids) = 0 THEN
         RETURN 0;
     END IF;

@@ -1,0 +1,137 @@
+"""The ticker's pass over all queues costs the queues with something to do, not the idle ones.
+
+A queue's last tick is kept in one row of pglogq.tick_head with quiet_seq, the id sequence's
+value below which every event is in a tick.  pglogq.ticker() reads the event and tick tables (and
+so plans and locks their partitions) only of a queue whose sequence moved past it, whose tick was
+written while a send was in flight, or whose keep-alive is due.  Counted here: the partitions an
+idle pass locks (none), the ticks written, and that no event is left unticked by the shortcuts
+(a send in flight at the tick, a pumped retry, a replayed dead letter keep their older ids).
+maint_operations lists prune and release only for queues that have something of theirs.
+Nothing here is timed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+Conn = psycopg.Connection[Any]
+
+# relation locks of this session on any queue's tick or event partitions (or their indexes)
+PARTITION_LOCKS = (
+    "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+    " WHERE l.pid = pg_backend_pid() AND c.relname ~ '^(event|tick)_[0-9]' AND c.relkind <> 'S'"
+)
+TICKS = "SELECT count(*) FROM pglogq.tick"
+
+
+def _queues(conn: Conn, n: int) -> None:
+    """Queues q_0 .. q_<n-1>, each with a consumer and one ticked event."""
+    for i in range(n):
+        with conn.transaction():
+            conn.execute("SELECT pglogq.create_queue(%s)", (f"q_{i}",))
+            conn.execute("SELECT pglogq.subscribe(%s, 'c')", (f"q_{i}",))
+        conn.execute("SELECT pglogq.send(%s, '{}')", (f"q_{i}",))
+        conn.execute("SELECT pglogq.force_tick(%s)", (f"q_{i}",))
+
+
+def _one(conn: Conn, sql: str, args: tuple[Any, ...] = ()) -> Any:
+    row = conn.execute(sql, args).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _pass(conn: Conn) -> tuple[int, int]:
+    """(ticks written, partition locks held) of one ticker() call in its own transaction."""
+    with conn.transaction():
+        n = int(_one(conn, "SELECT pglogq.ticker()"))
+        return n, int(_one(conn, PARTITION_LOCKS))
+
+
+def _drain(conn: Conn, queue: str) -> list[Any]:
+    """The payloads of every batch of consumer c of the queue (received and acknowledged)."""
+    got = []
+    while rows := conn.execute("SELECT batch_id, payload FROM pglogq.receive(%s, 'c', 100)", (queue,)).fetchall():
+        got += [r[1] for r in rows]
+        conn.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
+    return got
+
+
+def _catch_up(conn: Conn) -> None:
+    while int(_one(conn, "SELECT pglogq.ticker()")):
+        pass
+
+
+def test_an_idle_pass_locks_no_partition_and_writes_no_tick(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _queues(conn, 30)
+        _catch_up(conn)
+        ticks = _one(conn, TICKS)
+        for _ in range(3):
+            assert _pass(conn) == (0, 0)
+        assert _one(conn, TICKS) == ticks
+        # a send to one queue: that queue is ticked, and only its partitions are locked
+        conn.execute("SELECT pglogq.send('q_7', '{}')")
+        with conn.transaction():
+            assert _one(conn, "SELECT pglogq.ticker()") == 1
+            names = {r[0] for r in conn.execute(
+                "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                " WHERE l.pid = pg_backend_pid() AND c.relname ~ '^(event|tick)_[0-9]' AND c.relkind <> 'S'"
+            ).fetchall()}
+        qid = _one(conn, "SELECT queue_id FROM pglogq.queue WHERE queue_name = 'q_7'")
+        assert names and all(n.split("_")[1] == str(qid) for n in names), names
+        assert _pass(conn) == (0, 0)
+
+
+def test_a_pass_looks_at_a_bounded_number_of_queues(dsn: str) -> None:
+    """Keep-alives of many queues falling due together take several calls, each bounded, in
+    turn: every queue is ticked once before any twice."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _queues(conn, 50)
+        _catch_up(conn)
+        conn.execute("UPDATE pglogq.queue SET ticker_idle_period = interval '1 microsecond'")
+        before = dict(conn.execute("SELECT queue_id, tick_id FROM pglogq.tick_head").fetchall())
+        assert [_pass(conn)[0] for _ in range(3)] == [20, 20, 20]
+        after = dict(conn.execute("SELECT queue_id, tick_id FROM pglogq.tick_head").fetchall())
+        ticked = sorted(after[q] - before[q] for q in before)
+        assert ticked == [1] * 40 + [2] * 10  # the third call: the last 10, then from the first again
+
+
+def test_a_send_in_flight_at_the_tick_is_ticked_after_its_commit(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as sender:
+        _queues(conn, 3)
+        _catch_up(conn)
+        sender.execute("SELECT pglogq.send('q_1', '{\"late\": 1}')")  # its id drawn, not committed
+        conn.execute("SELECT pglogq.send('q_1', '{}')")
+        assert _one(conn, "SELECT pglogq.ticker()") == 1  # written while the first send is in flight
+        assert _one(conn, "SELECT quiet_seq FROM pglogq.tick_head h JOIN pglogq.queue q USING (queue_id)"
+                          " WHERE q.queue_name = 'q_1'") is None
+        sender.commit()
+        assert _one(conn, "SELECT pglogq.ticker()") == 1
+        assert _pass(conn) == (0, 0)
+        assert {"late": 1} in _drain(conn, "q_1")
+
+
+def test_pumped_events_are_ticked(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _queues(conn, 3)
+        _catch_up(conn)
+        # a due delayed send keeps its older id: the pump draws one to say the queue has work
+        conn.execute("SELECT pglogq.send('q_2', '{\"d\": 1}', delay => interval '1 second')")
+        _catch_up(conn)
+        conn.execute("UPDATE pglogq.delayed SET deliver_at = now() - interval '1 second'")
+        assert _one(conn, "SELECT pglogq.maint_pump()") == 1
+        assert _one(conn, "SELECT pglogq.ticker()") == 1
+        assert {"d": 1} in _drain(conn, "q_2")
+        assert _pass(conn) == (0, 0)
+
+
+def test_maintenance_lists_no_prune_or_release_for_idle_queues(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _queues(conn, 20)
+        ops = {r[0] for r in conn.execute("SELECT op FROM pglogq.maint_operations()").fetchall()}
+        assert not ops & {"prune", "release"}, ops
+        conn.execute("SELECT pglogq.cancel('q_3', pglogq.send('q_3', '{}'))")
+        rows = conn.execute("SELECT op, queue_name FROM pglogq.maint_operations() WHERE op = 'prune'").fetchall()
+        assert rows == [("prune", "q_3")]
