@@ -48,7 +48,9 @@ BEGIN
     -- the event table before any queue's rows, as drop_queue takes them: no deadlock with it
     LOCK TABLE ONLY pglogq.event IN ACCESS SHARE MODE;
     -- nothing ended since this session's last whole pass (see the header)
-    still := ticker.queue_name IS NULL AND current_setting('pglogq.ticker_seen', true) = seen;
+    -- (a session's first pass has no setting: current_setting gives NULL, which must read false,
+    -- or the filter below would pass over every queue whose keep-alive is not due)
+    still := ticker.queue_name IS NULL AND coalesce(current_setting('pglogq.ticker_seen', true) = seen, false);
     FOR qid IN SELECT x.queue_id FROM pglogq.queue x
                   LEFT JOIN pglogq.tick_head h ON h.queue_id = x.queue_id
                 WHERE ((ticker.queue_name IS NULL AND NOT x.paused) OR x.queue_id = qid)

@@ -98,6 +98,19 @@ def test_a_pass_looks_at_a_bounded_number_of_queues(dsn: str) -> None:
         assert ticked == [1] * 40 + [2] * 10  # the third call: the last 10, then from the first again
 
 
+def test_the_first_pass_of_a_new_session_ticks_what_waits(dsn: str) -> None:
+    # the shortcut keeps the last pass's snapshot in a session setting: a session that has none
+    # yet (the daemon's first pass, `pglogq-ticker --once`, pg_cron's call) must look at every
+    # queue with something new, not read the missing setting as "nothing ended since"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _queues(conn, 2)
+        conn.execute("SELECT pglogq.send('q_1', '{\"n\": 2}')")
+    with psycopg.connect(dsn, autocommit=True) as fresh:
+        assert _one(fresh, "SELECT current_setting('pglogq.ticker_seen', true)") is None
+        assert _one(fresh, "SELECT pglogq.ticker()") == 1
+        assert {"n": 2} in _drain(fresh, "q_1")
+
+
 def test_a_send_in_flight_at_the_tick_is_ticked_after_its_commit(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as sender:
         _queues(conn, 3)
