@@ -44,7 +44,7 @@ import psycopg
 
 from tests.harness.chaos import nemesis
 from tests.harness.chaos.checker import check, client_faults
-from tests.harness.chaos.harness import DEAD_INTERVAL_S, QUEUE_CONFIG, Proc, ticker_command
+from tests.harness.chaos.harness import BEHIND, DEAD_INTERVAL_S, QUEUE_CONFIG, Proc, ticker_command
 from tests.harness.chaos.history import Recorder, is_poison, read_file
 from tests.support.servers import ExtraServer, start_servers, stop_servers
 
@@ -350,10 +350,7 @@ class ShardedHarness:
         while time.monotonic() < end:
             row = conn.execute(
                 "SELECT (SELECT count(*) FROM pglogq.subscription WHERE batch_id IS NOT NULL),"
-                " (SELECT count(*) FROM pglogq.subscription s WHERE s.last_tick < %s"
-                "   AND (s.stream >= 0 OR (s.parent_id IS NULL AND NOT EXISTS"
-                "     (SELECT 1 FROM pglogq.subscription x WHERE x.parent_id = s.sub_id"
-                "       AND x.stream >= 0)))),"
+                f" ({BEHIND}),"
                 " (SELECT count(*) FROM pglogq.retry) + (SELECT count(*) FROM pglogq.delayed),"
                 " (SELECT count(*) FROM pglogq.event), " + gate_sql,
                 (tick[0],),
