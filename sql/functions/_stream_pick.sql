@@ -11,8 +11,8 @@
 --             the tick the caller read it through when it was found empty; those of the stream
 --             chosen made one, at the back of the order), sub_state (out_of, out_worker and the
 --             cursor of the stream chosen; the consumer's cursor put back on its slowest marked
---             stream when none can be read), tick (read), progress (a silent worker's rows
---             deleted), batch_seq.
+--             stream when none can be read), tick (read); a silent worker's stream taken over by
+--             _stream_takeover.
 -- Order of choice: first the page this worker was handed and has not acknowledged (it gets the
 -- same page again, as receive always does); then a stream with no page out -- or whose page's
 -- worker fell silent for longer than the queue's dead_interval (or was released by maintenance)
@@ -130,13 +130,7 @@ BEGIN
             UPDATE pglogq.sub_state s SET out_of = consumer_id, out_worker = worker,
                                           last_tick = coalesce(mark_since, s.last_tick)
              WHERE s.sub_id = h.sub_id;
-            IF h.page_end_txid IS NOT NULL AND h.lease_worker IS DISTINCT FROM worker THEN
-                RAISE NOTICE 'worker "%" took over partition % of consumer "%" from silent worker "%" (last heartbeat %)',
-                    worker, h.stream, h.consumer_name, h.lease_worker, h.heartbeat_at;
-                DELETE FROM pglogq.progress p WHERE p.sub_id = h.sub_id;
-                h.batch_id := nextval('pglogq.batch_seq');
-            END IF;
-            RETURN h;
+            RETURN pglogq._stream_takeover(h, worker);
         END LOOP;
     END IF;
     SELECT * INTO h FROM pglogq.subscription s
@@ -160,11 +154,5 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    IF h.page_end_txid IS NOT NULL AND h.lease_worker IS DISTINCT FROM worker THEN
-        RAISE NOTICE 'worker "%" took over partition % of consumer "%" from silent worker "%" (last heartbeat %)',
-            worker, h.stream, h.consumer_name, h.lease_worker, h.heartbeat_at;
-        DELETE FROM pglogq.progress p WHERE p.sub_id = h.sub_id;
-        h.batch_id := nextval('pglogq.batch_seq');
-    END IF;
-    RETURN h;
+    RETURN pglogq._stream_takeover(h, worker);
 END $$;

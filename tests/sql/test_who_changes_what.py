@@ -61,7 +61,7 @@ def test_the_parser_sees_the_writers_it_must() -> None:
     w = writers()
     assert "sub_state" in w["_close_batch"]  # UPDATE
     assert "subscriber" in w["cede"]  # INSERT INTO
-    assert "progress" in w["_stream_pick"]  # DELETE FROM
+    assert "progress" in w["_stream_takeover"]  # DELETE FROM
     assert "%I" in w["maint_rotate_meta"]  # inside an EXECUTE string
     assert "tab" in w["maint_rotate_step1"]  # 'TRUNCATE ' || tab
     assert {"heartbeat", "receive", "ack"} <= set(w)
