@@ -49,6 +49,8 @@ DECLARE
     lanes boolean;
     serial boolean;
     start integer;
+    head bigint;
+    tried smallint[] := '{}';
     sources smallint[];
     moved boolean := false;
 BEGIN
@@ -69,28 +71,43 @@ BEGIN
             RETURN h;  -- the window is full
         END IF;
     END IF;
-    -- where leases are cut from, in order: the urgent lane (a queue with one), then the lanes,
-    -- starting at one that depends on the worker (workers that ask together start apart), or
-    -- the consumer's own row
+    -- where leases are cut from, in order: the urgent lane (a queue with one), then the lanes
+    -- (below), or the consumer's own row
     sources := CASE WHEN q.urgent_lane THEN ARRAY[-1]::smallint[] ELSE '{}' END;
-    IF lanes THEN
-        start := h.sub_id % 8;
-        sources := sources || ARRAY(SELECT (-2 - (start + i) % 8)::smallint FROM generate_series(0, 7) i);
-    ELSE
+    IF NOT lanes THEN
         sources := sources || NULL::smallint;
+    ELSE
+        head := (SELECT th.tick_id FROM pglogq.tick_head th WHERE th.queue_id = q.queue_id);
+        start := h.sub_id % 8;
     END IF;
-    FOREACH part IN ARRAY sources LOOP
-        IF part IS NULL THEN
-            src := c;
-        ELSIF lanes THEN
-            -- a stream another worker is cutting from is passed over, never waited for
+    FOR i IN 1 .. cardinality(sources) + CASE WHEN lanes THEN 8 ELSE 0 END LOOP
+        IF i > cardinality(sources) THEN
+            -- the next lane that may have something (a batch out, or a tick it has not read),
+            -- starting at one that depends on the worker (workers asking together start apart);
+            -- a lane another worker is cutting on is passed over, never waited for
             SELECT * INTO src FROM pglogq.subscription s
-             WHERE s.parent_id = consumer_id AND s.stream = part FOR NO KEY UPDATE SKIP LOCKED;
-            CONTINUE WHEN NOT FOUND;
+             WHERE s.parent_id = consumer_id AND s.stream <= -2 AND s.stream <> ALL (tried)
+               AND (s.batch_id IS NOT NULL OR s.last_tick < coalesce(head, s.last_tick + 1))
+             ORDER BY (-2 - s.stream - start + 8) % 8
+             LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED;
+            EXIT WHEN NOT FOUND;
+            part := src.stream;
+            tried := tried || part;
         ELSE
-            SELECT * INTO src FROM pglogq.subscription s
-             WHERE s.parent_id = consumer_id AND s.stream = part FOR NO KEY UPDATE;
-            CONTINUE WHEN NOT FOUND;
+            part := sources[i];
+            IF part IS NULL THEN
+                src := c;
+            ELSE
+                -- the urgent lane: with lanes, passed over while another worker cuts on it
+                IF lanes THEN
+                    SELECT * INTO src FROM pglogq.subscription s
+                     WHERE s.parent_id = consumer_id AND s.stream = part FOR NO KEY UPDATE SKIP LOCKED;
+                ELSE
+                    SELECT * INTO src FROM pglogq.subscription s
+                     WHERE s.parent_id = consumer_id AND s.stream = part FOR NO KEY UPDATE;
+                END IF;
+                CONTINUE WHEN NOT FOUND;
+            END IF;
         END IF;
         LOOP
             IF src.batch_id IS NULL THEN
@@ -127,17 +144,19 @@ BEGIN
         END LOOP;
         EXIT WHEN n > 0;
     END LOOP;
-    IF moved THEN
-        -- a lane took a new batch: the consumer's cursor follows its slowest lane (what reads
-        -- the consumer's cursor -- rotation, retention, lag -- stays on the safe side: a lane
-        -- whose move is not committed yet counts where it was).  Only when the row is free:
-        -- the next acquisition moves it otherwise
-        PERFORM 1 FROM pglogq.sub_state s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE SKIP LOCKED;
-        IF FOUND THEN
-            UPDATE pglogq.sub_state s SET last_tick = l.slowest
-              FROM (SELECT min(x.last_tick) AS slowest FROM pglogq.subscription x
-                     WHERE x.parent_id = consumer_id AND x.stream <= -2) l
-             WHERE s.sub_id = consumer_id AND l.slowest > s.last_tick;
+    IF lanes AND (moved OR n = 0) THEN
+        -- the consumer's cursor follows its slowest lane, so that what reads it (rotation,
+        -- retention, lag) stays on the safe side: a lane whose move is not committed yet counts
+        -- where it was.  Locked only when it is behind, and only when free (else the next
+        -- acquisition or idle poll moves it): no write when nothing moved
+        SELECT min(x.last_tick) INTO oldest FROM pglogq.subscription x
+         WHERE x.parent_id = consumer_id AND x.stream <= -2;
+        IF oldest > c.last_tick THEN
+            PERFORM 1 FROM pglogq.sub_state s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE pglogq.sub_state s SET last_tick = oldest
+                 WHERE s.sub_id = consumer_id AND s.last_tick < oldest;
+            END IF;
         END IF;
     END IF;
     IF n = 0 THEN
