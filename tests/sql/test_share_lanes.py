@@ -226,3 +226,21 @@ def test_a_window_bounds_leases_on_lanes_too(lanes: pglogq.Client) -> None:
     assert not lanes.receive(Q, "mailer", worker="c", max_messages=2).messages  # full
     assert a.ack()
     assert lanes.receive(Q, "mailer", worker="c", max_messages=5).messages
+
+
+@pytest.mark.parametrize("with_lanes", [False, True], ids=["one frontier", "lanes"])
+def test_starts_and_progress_of_an_urgent_lease_are_its_own_events(client: pglogq.Client, with_lanes: bool) -> None:
+    client.create_queue(Q, urgent_lane=True)
+    assert client.subscribe(Q, "mailer", share=True, lanes=with_lanes)
+    client.send(Q, {"n": 0})
+    urgent = [client.send(Q, {"vip": i}, priority=150) for i in range(2)]
+    client.tick(Q, force=True)
+    a = client.receive(Q, "mailer", worker="a", max_messages=2, start_first=0)
+    assert _ids(a) == urgent
+    assert client.mark_started(a.messages[0]) == []
+    batch_id = a.messages[1].batch_id
+    assert batch_id is not None
+    client.report_progress(batch_id, a.messages[1].msg_id, percent=50)
+    (row,) = client.lookup(Q, urgent[1])
+    assert row.state == "in-flight" and row.worker == "a"
+    assert a.ack()
