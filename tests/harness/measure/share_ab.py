@@ -13,8 +13,9 @@ each worker count and claim / lease size: the jobs table (in ``share_ab_table``,
 each drain, as the scenario does) is drained, then each tree's share consumer, the trees' order
 flipped every other round, each from a backlog of ``--jobs`` events (ten times that for a claim
 above 1).  The trees named by ``--lanes`` subscribe their consumer with lanes (one tree may
-be named twice, e.g. ``one=. lanes=. --lanes lanes``).  Prints each drain and the medians of the share / table ratio of the same round: on a
-busy machine only ratios mean something.  The DSN is an admin connection to the server.
+be named twice, e.g. ``one=. lanes=. --lanes lanes``).  Prints each drain and the medians of
+the share / table ratio of the same round: on a busy machine only ratios mean something.  The
+DSN is an admin connection to the server.
 """
 
 from __future__ import annotations
