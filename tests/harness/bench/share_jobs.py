@@ -370,13 +370,15 @@ def takeover(ctx: BenchContext, sides: Sides) -> None:
         c.create_queue(queue)
         c.subscribe(queue, CONSUMER, share=True, lanes=True)
         c.set_queue_config(queue, "dead_interval", f"{dead:g} s")
-        c.send_batch(queue, [payload.make(i) for i in range(100)])
+        # a lane holds every eighth event: 800 give the holder's lane the 100 of its lease
+        c.send_batch(queue, [payload.make(i) for i in range(800)])
         c.tick(queue, force=True)
     mp = multiprocessing.get_context("spawn")
     ids_q: Any = mp.Queue()
     holder = mp.Process(target=hold_lease, args=(ctx.dsn, queue, 100, dead, ids_q), daemon=True)
     holder.start()
     held_ids: list[int] = ids_q.get(timeout=60)
+    assert len(held_ids) == 100, held_ids
     seen: dict[int, list[float]] = {}
     times: list[float] = []
     stop = threading.Event()
@@ -386,7 +388,7 @@ def takeover(ctx: BenchContext, sides: Sides) -> None:
         with pglogq.Client(ctx.dsn) as c:
             while not stop.is_set():
                 if sent[0] - len(times) < 3000:
-                    c.send_batch(queue, [payload.make(100 + sent[0] + i) for i in range(1000)])
+                    c.send_batch(queue, [payload.make(800 + sent[0] + i) for i in range(1000)])
                     c.tick(queue, force=True)
                     sent[0] += 1000
                 else:
