@@ -12,7 +12,7 @@ from typing_extensions import LiteralString
 CREATE_QUEUE: LiteralString = "SELECT pglogq.create_queue(%s)"
 DROP_QUEUE: LiteralString = "SELECT pglogq.drop_queue(%s, %s)"
 SET_QUEUE_CONFIG: LiteralString = "SELECT pglogq.set_queue_config(%s, %s, %s)"
-SUBSCRIBE: LiteralString = "SELECT pglogq.subscribe(%s, %s, %s)"
+SUBSCRIBE: LiteralString = "SELECT pglogq.subscribe(%s, %s, %s, %s)"
 UNSUBSCRIBE: LiteralString = "SELECT pglogq.unsubscribe(%s, %s)"
 SET_SHARE_WINDOW: LiteralString = "SELECT pglogq.set_share_window(%s, %s, %s)"
 SEND: LiteralString = (

@@ -445,7 +445,8 @@ class AsyncClient:
         """The per-type overrides of ``queue`` (see :meth:`set_type_config`), by type."""
         return [cv.info(TypeConfig, r) for r in await self._rows(q.TYPE_CONFIG, (a.name(queue, "queue"),), conn)]
 
-    async def subscribe(self, queue: str, consumer: str, *, share: bool = False, conn: AnyConn | None = None) -> bool:
+    async def subscribe(self, queue: str, consumer: str, *, share: bool = False, lanes: bool = False,
+                        conn: AnyConn | None = None) -> bool:
         """Register a consumer; it receives events ticked from now on.  False if it existed (in the same mode).
 
         ``share=True``: a share consumer.  Its workers (``receive(..., worker=...)``, a name per
@@ -459,11 +460,20 @@ class AsyncClient:
         the other one).  On a sharded queue each shard's consumer is a share consumer of its
         own (``ShardedClient.subscribe(..., share=True)``).  Its in-flight window:
         :meth:`set_share_window`.
+
+        ``lanes=True`` (a share consumer of a queue with one partition): its workers cut their
+        leases on eight lanes side by side (events spread over the lanes by id) instead of one
+        after another from one frontier: the throughput of many workers with small leases, at
+        the price of hand-out order, kept within a lane only (urgent events still go first).
+        :class:`LanesRefused` for an ordinary consumer or a partitioned queue.  Without lanes
+        (the default) events are handed out in order, one acquisition at a time.
         """
         if not isinstance(share, bool):
             raise InvalidArgument(f"share must be True or False, not {share!r}")
-        return bool(await self._value(q.SUBSCRIBE, (a.name(queue, "queue"), a.name(consumer, "consumer"), share),
-                                      conn))
+        if not isinstance(lanes, bool):
+            raise InvalidArgument(f"lanes must be True or False, not {lanes!r}")
+        return bool(await self._value(q.SUBSCRIBE, (a.name(queue, "queue"), a.name(consumer, "consumer"), share,
+                                                     lanes), conn))
 
     async def set_share_window(self, queue: str, consumer: str, size: int | None, *,
                                conn: AnyConn | None = None) -> int | None:

@@ -36,6 +36,7 @@ Exception tree::
     │   ├── ShareWorkerRequired     PQ090  (receive: a share consumer without a worker name)
     │   ├── ShareNotSupported       PQ091  (no longer raised: share consumers run on sharded queues)
     │   ├── ShareModeMismatch       PQ095  (client side: Consumer share=True/False and the subscription's other mode)
+    │   ├── LanesRefused            PQ096  (subscribe: lanes for an ordinary consumer, or on a partitioned queue)
     │   └── ResultTooLarge          PQ094  (record_outcomes, a consumer's handler: a result above max_result_bytes)
     ├── StaleBatch                  PQ009
     ├── QueueInUse                  PQ013
@@ -484,6 +485,14 @@ class ShareModeMismatch(InvalidInput):
     in the subscription's mode."""
 
     sqlstate = "PQ095"
+
+
+class LanesRefused(InvalidInput):
+    """``subscribe(..., lanes=True)`` refused: lanes are for a share consumer (``share=True``) of
+    a queue with one partition (a partitioned queue's partitions are its share consumers' lanes
+    already).  Nothing changed."""
+
+    sqlstate = "PQ096"
 
 
 class ResultTooLarge(InvalidInput):

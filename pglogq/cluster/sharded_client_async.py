@@ -314,12 +314,13 @@ class AsyncShardedClient(AsyncClusterClient):
         """Drop ``queue`` on every shard; True when it was dropped on at least one."""
         return any((await self._on_every("drop_queue", queue, force=force)).values())
 
-    async def subscribe(self, queue: str, consumer: str, *, share: bool = False) -> bool:
+    async def subscribe(self, queue: str, consumer: str, *, share: bool = False, lanes: bool = False) -> bool:
         """Subscribe ``consumer`` on every shard; True when it was new on at least one.  It
         receives the events ticked from now on, on each shard.  ``share=True``: a share consumer
         on every shard (see :meth:`AsyncClient.subscribe`): a worker's lease holds events of one
-        shard, and the consumer runtime runs its handler slots on each shard."""
-        return any((await self._on_every("subscribe", queue, consumer, share=share)).values())
+        shard, and the consumer runtime runs its handler slots on each shard; ``lanes=True``: with
+        lanes on every shard."""
+        return any((await self._on_every("subscribe", queue, consumer, share=share, lanes=lanes)).values())
 
     async def unsubscribe(self, queue: str, consumer: str) -> bool:
         """Unsubscribe ``consumer`` on every shard; True when it was subscribed on at least one."""

@@ -4,7 +4,9 @@
 --             after_prio, after_txid, after_id  the key of the last acknowledged event (NULL: start);
 --             lim  rows to return at most; part  the partition of a stream (its events only;
 --             with big), -1 for the urgent lane's stream (the urgent events only: priority above
---             100, in priority order), NULL for all; ordinary  true: leave the urgent events out
+--             100, in priority order), -2 - k for lane k of a share consumer (the events with
+--             ev_id % 8 = k, see _consumer_streams; with ordinary on a queue with an urgent
+--             lane), NULL for all; ordinary  true: leave the urgent events out
 --             (a consumer or worker of a queue with an urgent lane); since  a partition's stream:
 --             the start of its batch (the events it buried since are not handed again)
 -- Returns:    setof pglogq.message (batch_id NULL), ordered by priority desc, txid, id
@@ -58,6 +60,8 @@ DECLARE
     -- (about 12,000 events/s instead of 150,000)
     from_txid xid8 := coalesce(after_txid, pg_snapshot_xmin(prev_snap));
     from_id bigint := CASE WHEN after_txid IS NULL THEN -1 ELSE after_id END;
+    -- a share consumer's lane (_consumer_streams): its events, read from the same index ranges
+    lane smallint := CASE WHEN part <= -2 THEN -2 - part END;
 BEGIN
     IF part = -1 THEN
         -- the urgent lane: the partial index of urgent events (the literal predicate matches it)
@@ -78,7 +82,7 @@ BEGIN
          LIMIT lim;
         RETURN;
     END IF;
-    IF part IS NOT NULL THEN
+    IF part >= 0 THEN
         -- one partition's stream: the (ev_partition, ev_txid, ev_id) index of partitioned queues
         RETURN QUERY
         SELECT NULL::bigint, e.ev_id, e.ev_type, e.ev_payload, e.ev_headers, e.ev_retry, e.ev_time,
@@ -117,6 +121,7 @@ BEGIN
            AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
            AND (e.ev_owner IS NULL OR e.ev_owner = owner)
            AND (NOT ordinary OR e.ev_priority <= 100)
+           AND (lane IS NULL OR e.ev_id % 8 = lane)
            AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
                                               WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id OFFSET 0))
          ORDER BY e.ev_txid, e.ev_id
@@ -139,6 +144,7 @@ BEGIN
            AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
            AND (e.ev_owner IS NULL OR e.ev_owner = owner)
            AND (NOT ordinary OR e.ev_priority <= 100)
+           AND (lane IS NULL OR e.ev_id % 8 = lane)
            AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
                                               WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id OFFSET 0))
          ORDER BY e.ev_txid, e.ev_id
@@ -159,6 +165,7 @@ BEGIN
        AND (after_txid IS NULL OR e.ev_priority < after_prio)
        AND (e.ev_owner IS NULL OR e.ev_owner = owner)
        AND (NOT ordinary OR e.ev_priority <= 100)
+       AND (lane IS NULL OR e.ev_id % 8 = lane)
        AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled c
                                           WHERE c.queue_id = _batch_page.queue_id AND c.msg_id = e.ev_id OFFSET 0))
      ORDER BY e.ev_priority DESC, e.ev_txid, e.ev_id

@@ -53,7 +53,8 @@ BEGIN
            AND st.stream = CASE WHEN _cancel_handed.ev_priority > 100
                                      AND (SELECT x.urgent_lane FROM pglogq.queue x
                                            WHERE x.queue_id = _cancel_handed.queue_id)
-                                THEN -1 ELSE _cancel_handed.ev_partition END
+                                THEN -1 ELSE coalesce(_cancel_handed.ev_partition,
+                                                      -2 - _cancel_handed.ev_id % 8) END
            AND pg_visible_in_snapshot(_cancel_handed.ev_txid, t.tick_snapshot)
            AND (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(_cancel_handed.ev_txid, c.handed_from))
            AND NOT EXISTS (

@@ -31,7 +31,7 @@ BEGIN
     started := ARRAY(SELECT x FROM pglogq._batch_page(q.queue_id, owner, prev_snap, cur_snap, h.batch_big,
                                                       h.page_prio, h.page_txid, h.page_id, 100001,
                                                       coalesce(h.stream, h.lease_stream),
-                                                      q.urgent_lane AND coalesce(h.stream, h.lease_stream) IS NULL,
+                                                      q.urgent_lane AND coalesce(h.stream, h.lease_stream, -2) <= -2,
                                                       h.batch_started_at) x
                       WHERE pglogq._page_position(h, x.priority, x.txid, x.msg_id, true) = 0);
     INSERT INTO pglogq.attempt AS a (sub_id, msg_id, ev_priority, ev_txid, crashes)

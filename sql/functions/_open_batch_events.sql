@@ -123,6 +123,10 @@ BEGIN
                       THEN NOT (lanes AND ev.ev_priority > 100)
                       -- the urgent lane's stream, or a lease cut from its batch
                       WHEN coalesce((hb.hrow).stream, (hb.hrow).lease_stream) = -1 THEN ev.ev_priority > 100
+                      -- a share consumer's lane (_consumer_streams), or a lease cut from its batch
+                      WHEN coalesce((hb.hrow).stream, (hb.hrow).lease_stream) <= -2
+                      THEN ev.ev_id % 8 = -2 - coalesce((hb.hrow).stream, (hb.hrow).lease_stream)
+                           AND NOT (lanes AND ev.ev_priority > 100)
                       ELSE ev.ev_partition = (hb.hrow).stream END  -- a partition's stream
              AND CASE WHEN _open_batch_events.want = 0 THEN
                       CASE WHEN (hb.hrow).batch_big

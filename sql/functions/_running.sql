@@ -20,10 +20,13 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
            AND NOT pg_visible_in_snapshot(x.ev_txid, tp.tick_snapshot)
            AND (x.ev_owner IS NULL OR x.ev_owner = coalesce(h.parent_id, h.sub_id))
            -- the holder's stream only: a partition's, the urgent lane's, or the rest (as nack)
-           AND CASE WHEN h.stream IS NULL
+           AND CASE WHEN coalesce(h.stream, h.lease_stream) IS NULL
                     THEN x.ev_priority <= 100
                          OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id)
-                    WHEN h.stream = -1 THEN x.ev_priority > 100
-                    ELSE x.ev_partition = h.stream END
+                    WHEN coalesce(h.stream, h.lease_stream) = -1 THEN x.ev_priority > 100
+                    WHEN coalesce(h.stream, h.lease_stream) <= -2 THEN x.ev_id % 8 = -2 - coalesce(h.stream, h.lease_stream)
+                                             AND (x.ev_priority <= 100
+                                                  OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id))
+                    ELSE x.ev_partition = coalesce(h.stream, h.lease_stream) END
            AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id, true) = 0);
 $$;

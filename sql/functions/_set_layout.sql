@@ -119,19 +119,15 @@ BEGIN
     ELSE
         q.urgent_lane := lane;
     END IF;
-    IF q.partitions > 1 OR q.urgent_lane THEN
-        WITH st AS (
-            INSERT INTO pglogq.subscriber (queue_id, consumer_name, parent_id, stream)
-            SELECT q.queue_id, s.consumer_name, s.sub_id, p::smallint
-              FROM pglogq.subscriber s,
-                   generate_series(CASE WHEN q.urgent_lane THEN -1 ELSE 0 END,
-                                   CASE WHEN q.partitions > 1 THEN q.partitions - 1 ELSE -1 END) p
-             WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL
-            RETURNING sub_id
-        )
-        INSERT INTO pglogq.sub_state (sub_id, last_tick, handed_from)
-        SELECT st.sub_id, newest, newest_snap FROM st;
-    END IF;
+    WITH st AS (
+        INSERT INTO pglogq.subscriber (queue_id, consumer_name, parent_id, stream)
+        SELECT q.queue_id, s.consumer_name, s.sub_id, p
+          FROM pglogq.subscriber s, pglogq._consumer_streams(q, s.lanes) p
+         WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL
+        RETURNING sub_id
+    )
+    INSERT INTO pglogq.sub_state (sub_id, last_tick, handed_from)
+    SELECT st.sub_id, newest, newest_snap FROM st;
     IF param = 'partitions' THEN
         UPDATE pglogq.queue x SET partitions = n WHERE x.queue_id = q.queue_id;
         IF n > 1 AND to_regclass(format('pglogq.%I', qtab || '_part_idx')) IS NULL THEN

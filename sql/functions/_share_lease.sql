@@ -46,8 +46,22 @@ DECLARE
     k integer;
     oldest bigint;
     last_row pglogq.message;
+    lanes boolean;
+    serial boolean;
+    start integer;
+    head bigint;
+    tried smallint[] := '{}';
+    sources smallint[];
+    moved boolean := false;
 BEGIN
-    SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
+    lanes := EXISTS (SELECT 1 FROM pglogq.subscriber s WHERE s.parent_id = consumer_id AND s.stream <= -2);
+    SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id;
+    -- one acquisition at a time: without lanes (a consumer subscribed before they existed), or
+    -- with a window, whose count lives on the consumer's row
+    serial := NOT lanes OR c.share_window IS NOT NULL;
+    IF serial THEN
+        SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
+    END IF;
     IF c.share_window IS NOT NULL THEN
         SELECT min(w.lease_seq) INTO oldest FROM pglogq.subscription w
          WHERE w.parent_id = consumer_id AND w.stream IS NULL AND w.batch_id IS NOT NULL;
@@ -57,16 +71,43 @@ BEGIN
             RETURN h;  -- the window is full
         END IF;
     END IF;
-    -- the urgent lane's batch first (a queue with one), then the consumer's
-    FOR i IN CASE WHEN q.urgent_lane THEN 1 ELSE 2 END .. 2 LOOP
-        IF i = 1 THEN
-            part := -1;
+    -- where leases are cut from, in order: the urgent lane (a queue with one), then the lanes
+    -- (below), or the consumer's own row
+    sources := CASE WHEN q.urgent_lane THEN ARRAY[-1]::smallint[] ELSE '{}' END;
+    IF NOT lanes THEN
+        sources := sources || NULL::smallint;
+    ELSE
+        head := (SELECT th.tick_id FROM pglogq.tick_head th WHERE th.queue_id = q.queue_id);
+        start := h.sub_id % 8;
+    END IF;
+    FOR i IN 1 .. cardinality(sources) + CASE WHEN lanes THEN 8 ELSE 0 END LOOP
+        IF i > cardinality(sources) THEN
+            -- the next lane that may have something (a batch out, or a tick it has not read),
+            -- starting at one that depends on the worker (workers asking together start apart);
+            -- a lane another worker is cutting on is passed over, never waited for
             SELECT * INTO src FROM pglogq.subscription s
-             WHERE s.parent_id = consumer_id AND s.stream = -1 FOR NO KEY UPDATE;
-            CONTINUE WHEN NOT FOUND;
+             WHERE s.parent_id = consumer_id AND s.stream <= -2 AND s.stream <> ALL (tried)
+               AND (s.batch_id IS NOT NULL OR s.last_tick < coalesce(head, s.last_tick + 1))
+             ORDER BY (-2 - s.stream - start + 8) % 8
+             LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED;
+            EXIT WHEN NOT FOUND;
+            part := src.stream;
+            tried := tried || part;
         ELSE
-            part := NULL;
-            src := c;
+            part := sources[i];
+            IF part IS NULL THEN
+                src := c;
+            ELSE
+                -- the urgent lane: with lanes, passed over while another worker cuts on it
+                IF lanes THEN
+                    SELECT * INTO src FROM pglogq.subscription s
+                     WHERE s.parent_id = consumer_id AND s.stream = part FOR NO KEY UPDATE SKIP LOCKED;
+                ELSE
+                    SELECT * INTO src FROM pglogq.subscription s
+                     WHERE s.parent_id = consumer_id AND s.stream = part FOR NO KEY UPDATE;
+                END IF;
+                CONTINUE WHEN NOT FOUND;
+            END IF;
         END IF;
         LOOP
             IF src.batch_id IS NULL THEN
@@ -78,6 +119,7 @@ BEGIN
                        batch_started_at = src.batch_started_at,
                        page_prio = NULL, page_txid = NULL, page_id = NULL, last_seen = clock_timestamp()
                  WHERE s.sub_id = src.sub_id;
+                moved := moved OR part <= -2;
             END IF;
             SELECT p.tick_snapshot, t.tick_snapshot INTO prev_snap, cur_snap
               FROM pglogq.tick p, pglogq.tick t
@@ -90,7 +132,7 @@ BEGIN
             END IF;
             rows := ARRAY(SELECT m FROM pglogq._batch_page(q.queue_id, consumer_id, prev_snap, cur_snap, src.batch_big,
                                                             src.page_prio, src.page_txid, src.page_id, lease_size + 1,
-                                                            part, q.urgent_lane AND part IS NULL) m);
+                                                            part, q.urgent_lane AND coalesce(part, -2) <= -2) m);
             n := cardinality(rows);
             EXIT WHEN n > 0;
             -- nothing left to hand out in this batch: close it, then the next one
@@ -102,6 +144,21 @@ BEGIN
         END LOOP;
         EXIT WHEN n > 0;
     END LOOP;
+    IF lanes AND (moved OR n = 0) THEN
+        -- the consumer's cursor follows its slowest lane, so that what reads it (rotation,
+        -- retention, lag) stays on the safe side: a lane whose move is not committed yet counts
+        -- where it was.  Locked only when it is behind, and only when free (else the next
+        -- acquisition or idle poll moves it): no write when nothing moved
+        SELECT min(x.last_tick) INTO oldest FROM pglogq.subscription x
+         WHERE x.parent_id = consumer_id AND x.stream <= -2;
+        IF oldest > c.last_tick THEN
+            PERFORM 1 FROM pglogq.sub_state s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE pglogq.sub_state s SET last_tick = oldest
+                 WHERE s.sub_id = consumer_id AND s.last_tick < oldest;
+            END IF;
+        END IF;
+    END IF;
     IF n = 0 THEN
         RETURN h;
     END IF;
@@ -143,7 +200,7 @@ BEGIN
         -- the lease takes the rest of the batch
         PERFORM pglogq._close_batch(src.sub_id);
     END IF;
-    IF n <= lease_size OR src.sub_id <> consumer_id THEN
+    IF serial AND (n <= lease_size OR src.sub_id <> consumer_id) THEN
         UPDATE pglogq.sub_state s SET share_handed = coalesce(s.share_handed, 0) + k WHERE s.sub_id = consumer_id;
     END IF;
     RETURN h;

@@ -46,7 +46,14 @@ DECLARE
     xips xid8[];
 BEGIN
     IF h.parent_id IS NOT NULL AND h.stream IS NULL THEN
-        SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
+        -- a share consumer's row is only read here (KEY SHARE: it stays while we look), so that
+        -- acquisitions of its workers do not wait for each other (_share_lease locks what it
+        -- cuts from); an ordinary consumer's row is locked: one batch is taken at a time
+        IF (SELECT s.share FROM pglogq.subscriber s WHERE s.sub_id = consumer_id) THEN
+            SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR KEY SHARE;
+        ELSE
+            SELECT * INTO c FROM pglogq.subscription s WHERE s.sub_id = consumer_id FOR NO KEY UPDATE;
+        END IF;
         SELECT * INTO d FROM pglogq.subscription s
          WHERE s.parent_id = consumer_id AND s.stream IS NULL AND s.batch_id IS NOT NULL AND s.sub_id <> h.sub_id
            AND (s.heartbeat_at < clock_timestamp() - q.dead_interval OR s.released_at IS NOT NULL)
@@ -142,7 +149,7 @@ BEGIN
     h.batch_prev_tick := prev.tick_id;
     h.batch_cur_tick := cur_id;
     h.batch_big := coalesce(h.stream >= 0, false)
-                   OR (h.stream IS NULL AND cur_total - prev.tick_event_total > q.big_batch_events);
+                   OR ((h.stream IS NULL OR h.stream <= -2) AND cur_total - prev.tick_event_total > q.big_batch_events);
     h.batch_started_at := clock_timestamp();
     h.page_prio := NULL;
     h.page_txid := NULL;

@@ -58,6 +58,9 @@ BEGIN
           FROM pglogq.event e, pglogq.tick tp, pglogq.tick tc
          WHERE e.ev_queue = h.queue_id AND e.ev_txid = keep_txid AND e.ev_id = keep_msg_id
            AND (e.ev_owner IS NULL OR e.ev_owner = h.parent_id)
+           -- a lease cut from a lane (_consumer_streams): that lane's events only
+           AND (h.lease_stream IS NULL OR h.lease_stream > -2
+                OR (e.ev_id % 8 = -2 - h.lease_stream AND NOT (q.urgent_lane AND e.ev_priority > 100)))
            AND tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
            AND tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
            AND pg_visible_in_snapshot(e.ev_txid, tc.tick_snapshot)

@@ -312,7 +312,7 @@ BEGIN
                                      JOIN pglogq.tick ts ON ts.queue_id = q.queue_id AND ts.tick_id = st.last_tick
                                     WHERE st.parent_id = c.sub_id
                                       AND st.stream = CASE WHEN q.urgent_lane AND x.ev_priority > 100 THEN -1
-                                                           ELSE x.ev_partition END
+                                                           ELSE coalesce(x.ev_partition, -2 - x.ev_id % 8) END
                                       AND pg_visible_in_snapshot(x.ev_txid, ts.tick_snapshot))
                  ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;
@@ -336,7 +336,7 @@ BEGIN
                                      JOIN pglogq.tick ts ON ts.queue_id = q.queue_id AND ts.tick_id = st.last_tick
                                     WHERE st.parent_id = c.sub_id
                                       AND st.stream = CASE WHEN q.urgent_lane AND x.ev_priority > 100 THEN -1
-                                                           ELSE x.ev_partition END
+                                                           ELSE coalesce(x.ev_partition, -2 - x.ev_id % 8) END
                                       AND pg_visible_in_snapshot(x.ev_txid, ts.tick_snapshot))
                  ORDER BY x.ev_txid, x.ev_id LIMIT left_rows;
                 GET DIAGNOSTICS n = ROW_COUNT;

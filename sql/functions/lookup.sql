@@ -189,6 +189,9 @@ BEGIN
                     AND CASE WHEN coalesce(x.stream, x.lease_stream) IS NULL
                              THEN NOT (q.urgent_lane AND r.ev_priority > 100)
                              WHEN coalesce(x.stream, x.lease_stream) = -1 THEN r.ev_priority > 100
+                             WHEN coalesce(x.stream, x.lease_stream) <= -2
+                             THEN r.ev_id % 8 = -2 - coalesce(x.stream, x.lease_stream)
+                                  AND NOT (q.urgent_lane AND r.ev_priority > 100)
                              ELSE x.stream = r.ev_partition END
                     AND pg_visible_in_snapshot(r.ev_txid, tc.tick_snapshot)
                     AND NOT pg_visible_in_snapshot(r.ev_txid, tp.tick_snapshot) LOOP
@@ -241,7 +244,7 @@ BEGIN
            AND t.tick_id = greatest(c.last_tick, (SELECT st.last_tick FROM pglogq.subscription st
                                       WHERE st.parent_id = c.sub_id
                                         AND st.stream = CASE WHEN q.urgent_lane AND r.ev_priority > 100 THEN -1
-                                                             ELSE r.ev_partition END));
+                                                             ELSE coalesce(r.ev_partition, -2 - r.ev_id % 8) END));
         IF snap IS NOT NULL AND pg_visible_in_snapshot(r.ev_txid, snap) THEN
             IF (c.handed_from IS NULL OR NOT pg_visible_in_snapshot(r.ev_txid, c.handed_from))
                OR EXISTS (SELECT 1 FROM pglogq.handed_run hr

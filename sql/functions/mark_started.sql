@@ -73,11 +73,14 @@ BEGIN
        AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)
        AND (x.ev_owner IS NULL OR x.ev_owner = owner)
        -- the holder's stream only (as in nack): a partition's, the urgent lane's, or the rest
-       AND CASE WHEN h.stream IS NULL
+       AND CASE WHEN coalesce(h.stream, h.lease_stream) IS NULL
                 THEN x.ev_priority <= 100
                      OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id)
-                WHEN h.stream = -1 THEN x.ev_priority > 100
-                ELSE x.ev_partition = h.stream END
+                WHEN coalesce(h.stream, h.lease_stream) = -1 THEN x.ev_priority > 100
+                WHEN coalesce(h.stream, h.lease_stream) <= -2 THEN x.ev_id % 8 = -2 - coalesce(h.stream, h.lease_stream)
+                                         AND (x.ev_priority <= 100
+                                              OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id))
+                ELSE x.ev_partition = coalesce(h.stream, h.lease_stream) END
        AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0
      LIMIT 1;
     IF NOT FOUND THEN
@@ -103,11 +106,14 @@ BEGIN
             SELECT c.msg_id FROM pglogq.cancelled c
               JOIN pglogq.event x ON x.ev_queue = c.queue_id AND x.ev_txid = c.ev_txid AND x.ev_id = c.msg_id
              WHERE c.queue_id = h.queue_id AND x.ev_owner IS NULL
-               AND CASE WHEN h.stream IS NULL
+               AND CASE WHEN coalesce(h.stream, h.lease_stream) IS NULL
                         THEN x.ev_priority <= 100
                              OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id)
-                        WHEN h.stream = -1 THEN x.ev_priority > 100
-                        ELSE x.ev_partition = h.stream END
+                        WHEN coalesce(h.stream, h.lease_stream) = -1 THEN x.ev_priority > 100
+                        WHEN coalesce(h.stream, h.lease_stream) <= -2 THEN x.ev_id % 8 = -2 - coalesce(h.stream, h.lease_stream)
+                                                 AND (x.ev_priority <= 100
+                                                      OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id))
+                        ELSE x.ev_partition = coalesce(h.stream, h.lease_stream) END
                -- the batch's transaction range (the txid index): never every marker of the queue
                AND c.ev_txid >= pg_snapshot_xmin(prev_snap) AND c.ev_txid < pg_snapshot_xmax(cur_snap)
                AND pg_visible_in_snapshot(x.ev_txid, cur_snap) AND NOT pg_visible_in_snapshot(x.ev_txid, prev_snap)

@@ -79,6 +79,8 @@ BEGIN
        AND (x.ev_owner IS NULL OR x.ev_owner = owner)
        AND CASE WHEN coalesce(h.stream, h.lease_stream) IS NULL THEN NOT (q.urgent_lane AND x.ev_priority > 100)
                 WHEN coalesce(h.stream, h.lease_stream) = -1 THEN x.ev_priority > 100
+                WHEN coalesce(h.stream, h.lease_stream) <= -2
+                THEN x.ev_id % 8 = -2 - coalesce(h.stream, h.lease_stream) AND NOT (q.urgent_lane AND x.ev_priority > 100)
                 ELSE x.ev_partition = h.stream END
        AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id) = 0
      LIMIT 1;

@@ -263,7 +263,7 @@ BEGIN
             -- last row is kept once (at max_messages, or the loop variable after the loop).
             n := 0;
             hi := pg_snapshot_xmax(cur_snap);
-            IF h.stream IS NULL AND h.lease_stream IS NULL
+            IF h.stream IS NULL AND coalesce(h.lease_stream, -2) <= -2
                AND (h.batch_big OR NOT EXISTS (SELECT 1 FROM pglogq.event e
                                                WHERE e.ev_queue = q.queue_id AND e.ev_priority <> 100
                                                  AND e.ev_txid >= pg_snapshot_xmin(prev_snap) AND e.ev_txid < hi)) THEN
@@ -290,6 +290,8 @@ BEGIN
                              AND (h.lease_end_txid IS NULL
                                   OR (e.ev_txid, e.ev_id) <= (h.lease_end_txid, h.lease_end_id))
                              AND (NOT q.urgent_lane OR e.ev_priority <= 100)
+                             -- a lease cut from a share consumer's lane: that lane's events
+                             AND (h.lease_stream IS NULL OR e.ev_id % 8 = -2 - h.lease_stream)
                              AND (NOT any_cancel OR NOT EXISTS (SELECT 1 FROM pglogq.cancelled x
                                                                 WHERE x.queue_id = q.queue_id AND x.msg_id = e.ev_id
                                                                 OFFSET 0))
@@ -312,7 +314,7 @@ BEGIN
                                                     prev_snap, cur_snap, h.batch_big,
                                                     h.page_prio, h.page_txid, h.page_id,
                                                     max_messages + 1, coalesce(h.stream, h.lease_stream),
-                                                    q.urgent_lane AND coalesce(h.stream, h.lease_stream) IS NULL,
+                                                    q.urgent_lane AND coalesce(h.stream, h.lease_stream, -2) <= -2,
                                                     h.batch_started_at) m
                            WHERE h.lease_end_txid IS NULL OR pglogq._page_position(h, m.priority, m.txid, m.msg_id) < 2 LOOP
                     n := n + 1;
@@ -336,7 +338,7 @@ BEGIN
                                                             prev_snap, cur_snap, h.batch_big,
                                                             h.page_prio, h.page_txid, h.page_id,
                                                             max_messages + 1, coalesce(h.stream, h.lease_stream),
-                                                            q.urgent_lane AND coalesce(h.stream, h.lease_stream) IS NULL,
+                                                            q.urgent_lane AND coalesce(h.stream, h.lease_stream, -2) <= -2,
                                                             h.batch_started_at) m
                            WHERE h.lease_end_txid IS NULL OR pglogq._page_position(h, m.priority, m.txid, m.msg_id) < 2);
             n := cardinality(page);

@@ -22,7 +22,7 @@ its owner is how data was lost before, so each is pinned here against the owner:
 
 The states: one ordered log, a big batch, priorities, cancelled events, other consumers'
 retries in the log, a producer transaction open across a tick, cooperating workers, share
-consumer leases (and a ceded tail), the urgent lane, partitioned streams."""
+consumer leases (and a ceded tail, and on lanes), the urgent lane, partitioned streams."""
 
 from __future__ import annotations
 
@@ -49,8 +49,10 @@ SELECT h.sub_id, m.msg_id
   JOIN pglogq.tick p ON p.queue_id = h.queue_id AND p.tick_id = h.batch_prev_tick
   JOIN pglogq.tick t ON t.queue_id = h.queue_id AND t.tick_id = h.batch_cur_tick,
        LATERAL pglogq._batch_page(h.queue_id, coalesce(h.parent_id, h.sub_id), p.tick_snapshot, t.tick_snapshot,
-                                  h.batch_big, h.page_prio, h.page_txid, h.page_id, 100001, h.stream,
-                                  q.urgent_lane AND h.stream IS NULL, h.batch_started_at) m
+                                  h.batch_big, h.page_prio, h.page_txid, h.page_id, 100001,
+                                  coalesce(h.stream, h.lease_stream),
+                                  q.urgent_lane AND coalesce(h.stream, h.lease_stream, -2) <= -2,
+                                  h.batch_started_at) m
  WHERE q.queue_name = %(q)s AND h.batch_id IS NOT NULL
    AND (%(c)s::integer IS NULL OR h.sub_id = %(c)s OR h.parent_id = %(c)s)
    AND pglogq._page_position(h, m.priority, m.txid, m.msg_id, %(started)s) = %(want)s
@@ -108,7 +110,8 @@ def _receive_and_check(conn: psycopg.Connection, consumer: str, size: int, worke
              JOIN pglogq.tick t ON t.queue_id = h.queue_id AND t.tick_id = h.batch_cur_tick,
                   LATERAL pglogq._batch_page(h.queue_id, coalesce(h.parent_id, h.sub_id), p.tick_snapshot,
                                              t.tick_snapshot, h.batch_big, h.page_prio, h.page_txid, h.page_id,
-                                             %s + 1, h.stream, q.urgent_lane AND h.stream IS NULL,
+                                             %s + 1, coalesce(h.stream, h.lease_stream),
+                                             q.urgent_lane AND coalesce(h.stream, h.lease_stream, -2) <= -2,
                                              h.batch_started_at) WITH ORDINALITY m
             WHERE h.batch_id = %s
               AND (h.lease_end_txid IS NULL OR pglogq._page_position(h, m.priority, m.txid, m.msg_id) < 2)
@@ -376,6 +379,29 @@ def _share_ceded_tail(client: pglogq.Client, dsn: str) -> None:
     assert sorted(got + [m.msg_id for m in lease.messages[:2]]) == list(range(1, 10))
 
 
+def _share_lanes(client: pglogq.Client, dsn: str) -> None:
+    client.create_queue(Q)
+    client.subscribe(Q, "c", share=True, lanes=True)
+    _send(client, 11)
+    _send(client, 2, priority=50)
+    client.tick(Q, force=True)
+    _send(client, 9)
+    client.tick(Q, force=True)
+    with psycopg.connect(dsn) as conn:
+        assert sorted(_drain_checked(conn, "c", 2, ["a", "b", "c"], hold=2)) == list(range(1, 23))
+
+
+def _share_lanes_urgent(client: pglogq.Client, dsn: str) -> None:
+    client.create_queue(Q, urgent_lane=True)
+    client.subscribe(Q, "c", share=True, lanes=True)
+    _send(client, 6)
+    _send(client, 3, priority=180)
+    _send(client, 6)
+    client.tick(Q, force=True)
+    with psycopg.connect(dsn) as conn:
+        assert sorted(_drain_checked(conn, "c", 2, ["a", "b"], hold=1)) == list(range(1, 16))
+
+
 def _urgent_lane(client: pglogq.Client, dsn: str) -> None:
     client.create_queue(Q, urgent_lane=True)
     client.subscribe(Q, "c")
@@ -433,6 +459,8 @@ SCENARIOS: dict[str, Scenario] = {
     "cooperating workers": _cooperating_workers,
     "share leases": _share_leases,
     "share ceded tail": _share_ceded_tail,
+    "share leases on lanes": _share_lanes,
+    "share lanes, urgent lane": _share_lanes_urgent,
     "urgent lane": _urgent_lane,
     "urgent lane, big batch": _urgent_lane_big_batch,
     "partitioned": _partitioned,

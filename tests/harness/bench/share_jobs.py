@@ -3,8 +3,9 @@
 Four parts, side by side in one run (the ticker of pglogq running throughout):
 
 1. **No-op job throughput.** A backlog of ``share_drain_jobs`` jobs is drained by 2 and by 8
-   worker processes that do nothing with a job: pglogq's share consumer (each worker
-   ``Client.receive(queue, consumer, worker=..., max_messages=k)``, then ``ack``) against a jobs
+   worker processes that do nothing with a job: pglogq's share consumer, subscribed with lanes
+   (each worker ``Client.receive(queue, consumer, worker=..., max_messages=k)``, then ``ack``;
+   the workers cut their leases side by side on the consumer's eight lanes) against a jobs
    table of the seeds' design (claim ``k`` rows with ``FOR UPDATE SKIP LOCKED`` and an UPDATE,
    then DELETE them on completion), for k = 1 and k = 100.  The table is vacuumed before each
    of its drains (autovacuum's work, done ahead: the table at its best).
@@ -57,7 +58,7 @@ from tests.harness.bench.systems.jobs_table import DDL
 from tests.harness.bench.ticking import ticker_running
 
 SCENARIO = "share_jobs"
-SHARE = "pglogq (share consumer)"
+SHARE = "pglogq (share consumer, lanes)"
 TABLE = "jobs table (SKIP LOCKED, delete on completion)"
 PGQ = "PgQ"
 WORKERS = (2, 8)
@@ -171,7 +172,8 @@ class Sides:
     def setup(self) -> None:
         with self.ctx.client() as c:
             c.create_queue(self.queue)
-            c.subscribe(self.queue, CONSUMER, share=True)
+            # lanes: the workers cut their leases side by side (the mode for many workers)
+            c.subscribe(self.queue, CONSUMER, share=True, lanes=True)
         ddl = DDL.replace("bench_claim_jobs", CLAIM_FN).replace("bench_jobs", JOBS)
         self.ctx.sql(ddl)
         self.pgq = _pgq_ready(self.ctx)
@@ -366,15 +368,17 @@ def takeover(ctx: BenchContext, sides: Sides) -> None:
     queue = "share_takeover"
     with ctx.client() as c:
         c.create_queue(queue)
-        c.subscribe(queue, CONSUMER, share=True)
+        c.subscribe(queue, CONSUMER, share=True, lanes=True)
         c.set_queue_config(queue, "dead_interval", f"{dead:g} s")
-        c.send_batch(queue, [payload.make(i) for i in range(100)])
+        # a lane holds every eighth event: 800 give the holder's lane the 100 of its lease
+        c.send_batch(queue, [payload.make(i) for i in range(800)])
         c.tick(queue, force=True)
     mp = multiprocessing.get_context("spawn")
     ids_q: Any = mp.Queue()
     holder = mp.Process(target=hold_lease, args=(ctx.dsn, queue, 100, dead, ids_q), daemon=True)
     holder.start()
     held_ids: list[int] = ids_q.get(timeout=60)
+    assert len(held_ids) == 100, held_ids
     seen: dict[int, list[float]] = {}
     times: list[float] = []
     stop = threading.Event()
@@ -384,7 +388,7 @@ def takeover(ctx: BenchContext, sides: Sides) -> None:
         with pglogq.Client(ctx.dsn) as c:
             while not stop.is_set():
                 if sent[0] - len(times) < 3000:
-                    c.send_batch(queue, [payload.make(100 + sent[0] + i) for i in range(1000)])
+                    c.send_batch(queue, [payload.make(800 + sent[0] + i) for i in range(1000)])
                     c.tick(queue, force=True)
                     sent[0] += 1000
                 else:

@@ -2,7 +2,7 @@
 share_jobs scenario (its part 1), for two (or more) trees of the SQL, interleaved.
 
     python -m tests.harness.measure.share_ab --dsn SERVER_DSN [--rounds 3] [--jobs 400] \\
-        [--workers 2,8] [--claims 1,100] base=/tmp/base-tree branch=.
+        [--workers 2,8] [--claims 1,100] [--lanes NAME,...] base=/tmp/base-tree branch=.
 
 Each ``NAME=PATH`` is a tree holding ``pglogq/`` and ``sql/`` (a clone, a worktree, or
 ``git archive main | tar -x -C DIR``); its schema is installed, by that tree's own ``pglogq``, in a
@@ -12,8 +12,10 @@ side by side on one server.  The workers are the benchmark's own (``share_jobs.s
 each worker count and claim / lease size: the jobs table (in ``share_ab_table``, vacuumed before
 each drain, as the scenario does) is drained, then each tree's share consumer, the trees' order
 flipped every other round, each from a backlog of ``--jobs`` events (ten times that for a claim
-above 1).  Prints each drain and the medians of the share / table ratio of the same round: on a
-busy machine only ratios mean something.  The DSN is an admin connection to the server.
+above 1).  The trees named by ``--lanes`` subscribe their consumer with lanes (one tree may
+be named twice, e.g. ``one=. lanes=. --lanes lanes``).  Prints each drain and the medians of
+the share / table ratio of the same round: on a busy machine only ratios mean something.  The
+DSN is an admin connection to the server.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a server setting for every database of the run (ALTER DATABASE), e.g. "
                          "synchronous_commit=off to see what the commits' flushes cost")
+    ap.add_argument("--lanes", default="", help="the trees whose share consumer is subscribed with lanes")
     ap.add_argument("trees", nargs="+", metavar="NAME=PATH")
     args = ap.parse_args(argv)
     trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in args.trees)]
@@ -111,7 +114,10 @@ def main(argv: list[str] | None = None) -> None:
         install(tree, dsns[name])
         with pglogq.Client(dsns[name]) as c:
             c.create_queue(QUEUE)
-            c.subscribe(QUEUE, CONSUMER, share=True)
+            if name in args.lanes.split(","):
+                c.subscribe(QUEUE, CONSUMER, share=True, lanes=True)
+            else:
+                c.subscribe(QUEUE, CONSUMER, share=True)
     ratios: dict[tuple[str, int, int], list[float]] = {}
     pool = ProcessPoolExecutor(max_workers=max(w for w, _ in points), mp_context=multiprocessing.get_context("spawn"))
     with pool:
