@@ -24,7 +24,6 @@ fails the job with :class:`pglogq.ResultTooLarge`).
 from __future__ import annotations
 
 import struct
-import sys
 import time
 import weakref
 from array import array
@@ -106,15 +105,15 @@ assert _LEN8.itemsize == 4
 
 def _eight_byte_array(values: Sequence[float] | Sequence[int], code: str, element_oid: int) -> bytes:
     """A one-dimensional int8[] (``code`` "q") or float8[] ("d") without NULLs, in binary format:
-    each element is its length word then its 8 big-endian bytes, interleaved by slice assignment
-    of whole arrays (no Python code per element)."""
+    each element is its length word then its 8 big-endian bytes.  The values are packed
+    big-endian by one ``struct`` call (a third of what an ``array`` of them and a byte swap
+    cost), then interleaved with the length words by slice assignment of whole buffers (no
+    Python code per element)."""
     n = len(values)
-    src = array(code, values)
-    if sys.byteorder == "little":
-        src.byteswap()
+    packed = struct.pack(f">{n}{code}", *values)
     out = _LEN8 * (3 * n)
     words = memoryview(out).cast("B").cast("I")
-    vals = memoryview(src).cast("B").cast("I")
+    vals = memoryview(packed).cast("I")
     words[1::3] = vals[0::2]
     words[2::3] = vals[1::2]
     return _HEAD.pack(1, 0, element_oid, n, 1) + out.tobytes()
@@ -178,13 +177,13 @@ def page_params(page: _Page, failed: bool = False) -> tuple[Any, ...]:
     bounds: tuple[Any, ...] = (None,) * 4
     if plain:
         walls = [d._wall for d in plain]
-        if 0.0 in walls:  # not run (cannot be: _split says skipped); kept out of the binary arrays
+        if not all(walls):  # a 0.0: not run (cannot be: _split says skipped); kept out of the binary arrays
             odd.extend(d for d in plain if not d._wall)
             states.extend("skipped" for d in plain if not d._wall)
             plain = [d for d in plain if d._wall]
             walls = [d._wall for d in plain]
         ends_ = [d._ended for d in plain]
-        if 0.0 in ends_:  # not returned yet (cannot be once the page is finished): now
+        if not all(ends_):  # a 0.0: not returned yet (cannot be once the page is finished): now
             ends_ = [e or time.time() for e in ends_]
         id_list = [d.msg_id for d in plain]
         # the bounds the server would otherwise find with a pass over each array (sorted: a
@@ -201,9 +200,8 @@ def page_params(page: _Page, failed: bool = False) -> tuple[Any, ...]:
         starts = _Float8Array(_eight_byte_array(walls, "d", 701))
         ends = _Float8Array(_eight_byte_array(ends_, "d", 701))
         kinds = [d.type for d in plain]
-        distinct = set(kinds)
-        if len(distinct) == 1:
-            one_type = distinct.pop()
+        if kinds.count(kinds[0]) == len(kinds):  # one type (a C loop, no set of them)
+            one_type = kinds[0]
         else:
             types = _TextArray(_text_array(kinds))
     if not odd:
