@@ -1,10 +1,12 @@
 """Measure the outcome log (job history): its cost to the consumer runtime, its pages, results.
 
-    python -m tests.harness.measure.history [--dsn DSN] [--part throughput,pages,result]
+    python -m tests.harness.measure.history [--dsn DSN] [--part throughput,pages,result,cost]
         [--events 100000] [--rounds 7] [--outcomes 1000000] [--repeat 20] [--rate 100] [--seconds 20]
+        [--page 7000]
 
 ``--dsn`` names a server (its maintenance database); a scratch database ``pglogq_bench_history``
-is created there, used and dropped.  Without it the embedded PostgreSQL is used.  Three parts:
+is created there, used and dropped.  Without it the embedded PostgreSQL is used.  Four parts
+(the first three by default):
 
 * throughput: a Consumer (threads, no-op handlers, adaptive pages) drains a backlog of
   ``--events`` events with the queue's ``history_retention`` 1 day (the log on) and 0 (off),
@@ -18,7 +20,13 @@ is created there, used and dropped.  Without it the embedded PostgreSQL is used.
   (median, max in ms, as the client sees it);
 * result: ``--rate`` jobs/s sent for ``--seconds``, a Consumer with ``store_result`` handling
   them, and for each a waiting ``client.result``: the round trip send → handler → result back,
-  p50 / p99.
+  p50 / p99;
+* cost: what the log adds to the acknowledgement of one page of ``--page`` no-op runs, as CPU
+  time rather than a rate, so that a machine whose load changes blurs it less than the drains'
+  ratio: ``--repeat`` pages of each of three queues (log on with this checkout's runtime, log
+  off), their acks in turns, the ack's CPU time in the client (``time.process_time``) and in its
+  server backend (``/proc/<pid>/schedstat``: a server on this machine; else not measured), and
+  the median of each page's difference on minus off, per event.
 """
 
 from __future__ import annotations
@@ -195,6 +203,63 @@ def result_round_trip(dsn: str, rate: float, seconds: float) -> dict[str, float]
             "p99_ms": 1000 * trips[min(len(trips) - 1, int(len(trips) * 0.99))]}
 
 
+def _backend_cpu(pid: int) -> float | None:
+    """Seconds on CPU of a server backend of this machine (None: not readable here)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def page_cost(dsn: str, page_events: int, repeat: int) -> dict[str, float | None]:
+    """The client and server CPU time the outcome log adds to the ack of one page (seconds per
+    event, the median of ``repeat`` pairs: log on minus log off, acked in turns)."""
+    from pglogq import _outcomes
+    from pglogq._consumer_loop import Delivery, _Page
+
+    class Loop:  # what _outcomes.ack reads of a receive loop
+        def __init__(self, client: pglogq.Client) -> None:
+            self.client = client
+
+    took: dict[str, list[tuple[float, float | None]]] = {"on": [], "off": []}
+    with pglogq.Client(dsn) as c:
+        for label, retention in (("cost_on", "1 day"), ("cost_off", "0")):
+            c.create_queue(label)
+            c.subscribe(label, "c")
+            c.set_queue_config(label, "history_retention", retention)
+        pid = int(c._rows("SELECT pg_catalog.pg_backend_pid()", (), None)[0][0])
+        loops = {"on": Loop(c), "off": Loop(c)}  # one each: a log found off is not offered outcomes for a while
+        for i in range(repeat + 2):  # the first two pairs warm the caches and prepare the statements
+            for label in ("on", "off") if i % 2 == 0 else ("off", "on"):
+                queue = f"cost_{label}"
+                c.send_batch(queue, [{"n": j} for j in range(page_events)], type="t")
+                c.tick(queue, force=True)
+                batch = c._receive(queue, "c", max_messages=page_events, worker=None, start_first=None, conn=None,
+                                   cls=Delivery)
+                assert batch.id is not None
+                page = _Page(batch.id, queue, "c")
+                now = time.time()
+                for k, d in enumerate(batch.messages):  # as the runtime leaves a page of no-op runs
+                    d._wall = now + k * 1e-5  # type: ignore[attr-defined]
+                    d._ended = d._wall + 3e-6  # type: ignore[attr-defined]
+                page.deliveries = batch.messages  # type: ignore[assignment]
+                server0 = _backend_cpu(pid)
+                client0 = time.process_time()
+                _outcomes.ack(loops[label], page, batch.messages[-1])  # type: ignore[arg-type]
+                client = time.process_time() - client0
+                server1 = _backend_cpu(pid)
+                if i >= 2:
+                    took[label].append((client, None if server0 is None or server1 is None else server1 - server0))
+    out: dict[str, float | None] = {"events": float(page_events)}
+    for j, side in ((0, "client"), (1, "server")):
+        pairs = [(a[j], b[j]) for a, b in zip(took["on"], took["off"], strict=True)]
+        known = [(x, y) for x, y in pairs if x is not None and y is not None]
+        out[f"{side}_extra"] = statistics.median([x - y for x, y in known]) / page_events if known else None
+        out[f"{side}_off"] = statistics.median([y for _, y in known]) / page_events if known else None
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.harness.measure.history", description=__doc__.split("\n")[0])
     ap.add_argument("--dsn", help="server to use (default: PGLOGQ_DSN, else the embedded PostgreSQL)")
@@ -205,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--rate", type=float, default=100.0)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--page", type=int, default=7_000, help="cost: events of each page")
     args = ap.parse_args(argv)
     from pglogq.dsn import resolve_dsn
 
@@ -228,6 +294,14 @@ def main(argv: list[str] | None = None) -> int:
             r = result_round_trip(dsn, args.rate, args.seconds)
             print(f"result round trip at {args.rate:g} jobs/s ({r['jobs']:.0f} jobs): p50 {r['p50_ms']:.1f} ms,"
                   f" p99 {r['p99_ms']:.1f} ms")
+        if "cost" in parts:
+            k = page_cost(dsn, args.page, args.repeat)
+            print(f"cost of the log in the ack of a page of {args.page:,} no-op runs, median of {args.repeat} pairs"
+                  " (on minus off), CPU time per event:")
+            for side in ("client", "server"):
+                extra, off = k[f"{side}_extra"], k[f"{side}_off"]
+                print(f"   {side}: " + ("not measured (the server runs elsewhere)" if extra is None or off is None
+                                      else f"{extra * 1e9:.0f} ns (the ack alone: {off * 1e9:.0f} ns)"))
     finally:
         with psycopg.connect(resolve_dsn(args.dsn), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
