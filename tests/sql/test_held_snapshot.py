@@ -281,3 +281,36 @@ def test_the_state_moves_both_ways_while_consumers_work(client: pglogq.Client, d
         for w in workers:
             w.join(30)
     assert seen == {0, 1}, seen
+
+
+def _switch_age(conn: psycopg.Connection[Any], seconds: int) -> None:
+    """Make the last metadata switch look ``seconds`` old."""
+    conn.execute("SELECT setval('pglogq.meta_epoch_time', extract(epoch FROM clock_timestamp())::bigint - %s)",
+                 (seconds,))
+
+
+def test_the_metadata_switches_every_10_s_only_while_the_horizon_is_held(client: pglogq.Client, dsn: str) -> None:
+    # a switch stalls every reader of the holder state while its TRUNCATEs run: it is made every
+    # 10 s while a long transaction keeps the dead versions (only the switch frees them), else
+    # every 5 minutes (vacuum frees them)
+    setup(client)
+    traffic(client, 1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pglogq.maint_rotate_meta(true)")
+        _switch_age(conn, 5)
+        assert conn.execute("SELECT pglogq.maint_rotate_meta()").fetchone() == (False,)
+        _switch_age(conn, 60)
+        assert conn.execute("SELECT pglogq.maint_rotate_meta()").fetchone() == (False,)  # nothing holds it
+        with psycopg.connect(dsn) as held:
+            held.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            held.execute("SELECT count(*) FROM pglogq.queue")  # a snapshot: the horizon stays
+            time.sleep(5.5)  # held for more than 5 s: a long transaction, not a short one
+            _switch_age(conn, 5)
+            assert conn.execute("SELECT pglogq.maint_rotate_meta()").fetchone() == (False,)  # 10 s apart at least
+            _switch_age(conn, 11)
+            assert conn.execute("SELECT pglogq.maint_rotate_meta()").fetchone() == (True,)
+            held.rollback()
+        _switch_age(conn, 299)
+        assert conn.execute("SELECT pglogq.maint_rotate_meta()").fetchone() == (False,)
+        _switch_age(conn, 301)
+        assert conn.execute("SELECT pglogq.maint_rotate_meta()").fetchone() == (True,)
