@@ -208,8 +208,11 @@ BEGIN
                 END IF;
             END IF;
             RAISE SQLSTATE 'PQ999';
-        EXCEPTION WHEN SQLSTATE 'PQ999' THEN
-            NULL;  -- the rows it read are kept in the variables, its locks let go
+        EXCEPTION
+            WHEN SQLSTATE 'PQ999' THEN
+                NULL;  -- the rows it read are kept in the variables, its locks let go
+            WHEN undefined_table THEN
+                gone := true;  -- dropped while the advisory lock was waited for, its name still cached
         END;
         CONTINUE WHEN gone;
         RETURN NEXT;
