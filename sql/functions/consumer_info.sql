@@ -24,22 +24,22 @@
 --             partitions' open batches.
 -- Raises:     PQ001 for_queue names no queue; PQ002 for_consumer names no consumer (of for_queue,
 --             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
--- Tables:     queue, subscription, tick, retry, dead_letter_count (read); for a share consumer
+-- Tables:     queue, tick_head, subscription, tick, retry, dead_letter_count (read); for a share consumer
 --             event, cancelled, attempt, dead_letter (read, through _lease_events).
--- Tables:     tick_head (read).
 -- Plans: custom (plan_cache_mode): every tick read names its queue's id, so that the plan reads
 -- and locks that queue's tick partitions only (a lateral read keyed by the joined queue row is
 -- pruned only at run time: planned, locked and started over every queue's partitions, once per
 -- consumer: consumers times queues).
--- The ticks are read only for a queue with a consumer behind its last tick (tick_head), or with
--- a share consumer: a consumer at the last tick, with no batch open before it, has nothing
--- pending (lag 0, 0 unread, 0 pending) whatever its ticks say.  Those queues are read one by one,
+-- The ticks are read only for a queue with a consumer before tick_head.event_tick (the last
+-- tick that closed events), or a batch open before it, or a share consumer: a consumer at or after
+-- that tick has nothing pending (lag 0, 0 unread, 0 pending), whatever ticks came after it (every
+-- later tick has the same event total).  Those queues are read one by one,
 -- each in a subtransaction rolled back at its end (SQLSTATE PQ999, raised and caught here only),
 -- which lets go of the locks of its partitions, their figures kept in arrays; then one query
 -- returns every consumer.  A listing holds the locks of one queue at a time, whatever the number
 -- of queues (each queue's tick partitions held to the end of the call ran out of the lock table
 -- at 1,000 queues).  The first read of a queue's tick partitions in a session costs about a
--- millisecond (their relation cache entries): a listing of consumers at their last tick costs none.
+-- millisecond (their relation cache entries): a listing of consumers with nothing pending costs none.
 CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
@@ -82,16 +82,16 @@ BEGIN
         RAISE EXCEPTION 'unknown consumer "%" on every queue', left(consumer_info.for_consumer, 80)
             USING ERRCODE = 'PQ002', HINT = 'pglogq.consumer_info() lists the consumers';
     END IF;
-    -- the queues whose ticks must be read (see the header): a consumer behind the last tick, or a
-    -- batch open before it, or a share consumer
+    -- the queues whose ticks must be read (see the header): a consumer before the last tick that
+    -- closed events, or a batch open before it, or a share consumer
     FOR qid IN SELECT w.queue_id
                  FROM pglogq.subscription w
                  LEFT JOIN pglogq.tick_head h ON h.queue_id = w.queue_id
                 WHERE (NOT one OR w.queue_id = qr.queue_id)
                 GROUP BY w.queue_id
-               HAVING bool_or(h.tick_id IS NULL OR w.share
-                              OR (w.parent_id IS NULL AND w.last_tick IS DISTINCT FROM h.tick_id)
-                              OR w.batch_prev_tick < h.tick_id) LOOP
+               HAVING bool_or(h.event_tick IS NULL OR w.share
+                              OR (w.parent_id IS NULL AND (w.last_tick IS NULL OR w.last_tick < h.event_tick))
+                              OR w.batch_prev_tick < h.event_tick) LOOP
         BEGIN
             -- One pass over the consumers and their rows (workers, streams, leases), grouped by
             -- consumer, then index look-ups per consumer: no per-consumer subquery reads the
@@ -161,7 +161,7 @@ BEGIN
             NULL;  -- the figures are kept in the arrays, the locks let go
         END;
     END LOOP;
-    -- every consumer: a consumer whose queue's ticks were not read is at the last tick (see the header)
+    -- every consumer: a consumer whose queue's ticks were not read has nothing pending (see the header)
     RETURN QUERY
     WITH g AS (
         SELECT coalesce(w.parent_id, w.sub_id) AS top,
