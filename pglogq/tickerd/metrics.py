@@ -40,7 +40,8 @@ QUEUE_GAUGES: list[tuple[str, str, int]] = [
     ("retry_depth", "Nacked events waiting for their retry.", 8),
     ("dead_letters", "Events in the dead-letter queue.", 9),
     ("delayed", "Delayed sends waiting for their time.", 10),
-    ("size_bytes", "Disk size of the queue's event tables.", 11),
+    ("size_bytes", "Disk size of the queue's event tables, as the catalog recorded it at their last VACUUM,"
+     " ANALYZE or TRUNCATE (relpages).", 11),
     ("seconds_since_rotation", "Seconds since the event tables last rotated.", 12),
 ]
 CONSUMER_GAUGES: list[tuple[str, str, int]] = [

@@ -3,7 +3,8 @@
 -- Returns:    the new tick id, or NULL when no tick was due (or another ticker holds the queue).
 -- Raises:     PQ015 the new snapshot is older than the last tick's (txids went backwards:
 --             a database restored into another cluster).
--- Tables:     tick (insert), tick_head (insert or update), event (count of committed, unticked
+-- Tables:     tick (insert), tick_head (insert or update: the new tick, and the tick that last
+--             closed events), event (count of committed, unticked
 --             events).
 -- tick_event_total (cumulative per queue) grows by the number of events the new tick closes:
 -- those whose transaction is visible in its snapshot and not in the last tick's (the batch
@@ -126,11 +127,28 @@ BEGIN
     at := clock_timestamp();
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq, tick_event_total)
     VALUES (q.queue_id, last.tick_id + 1, at, snap, cur_seq, last.tick_event_total + closed);
-    INSERT INTO pglogq.tick_head AS h (queue_id, tick_id, tick_time, quiet_seq, tick_xmax)
-    VALUES (q.queue_id, last.tick_id + 1, at, quiet, pg_snapshot_xmax(snap))
+    -- event_tick, event_time: this tick when it closes events; else the head's, or when the head
+    -- has none (a row of before the columns), the first stored tick with the last tick's total:
+    -- the one that closed the last events, or a later one when rotation removed it (later is
+    -- safe: a listing then reads the queue's ticks more often, never misses an event)
+    INSERT INTO pglogq.tick_head AS h (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time)
+    VALUES (q.queue_id, last.tick_id + 1, at, quiet, pg_snapshot_xmax(snap),
+            CASE WHEN closed > 0 THEN last.tick_id + 1 END, CASE WHEN closed > 0 THEN at END)
         ON CONFLICT ON CONSTRAINT tick_head_pkey DO UPDATE
        SET tick_id = excluded.tick_id, tick_time = excluded.tick_time, quiet_seq = excluded.quiet_seq,
-           tick_xmax = excluded.tick_xmax;
+           tick_xmax = excluded.tick_xmax,
+           (event_tick, event_time) = (
+               SELECT coalesce(excluded.event_tick, h.event_tick, f.tick_id, excluded.tick_id),
+                      coalesce(excluded.event_time, h.event_time, f.tick_time, excluded.tick_time)
+                 FROM (SELECT NULL::bigint AS tick_id, NULL::timestamptz AS tick_time
+                        WHERE excluded.event_tick IS NOT NULL
+                           OR (h.event_tick IS NOT NULL AND h.event_time IS NOT NULL)
+                       UNION ALL
+                       (SELECT t.tick_id, t.tick_time FROM pglogq.tick t
+                         WHERE excluded.event_tick IS NULL AND (h.event_tick IS NULL OR h.event_time IS NULL)
+                           AND t.queue_id = q.queue_id AND t.tick_event_total = last.tick_event_total
+                         ORDER BY t.tick_id LIMIT 1)
+                       LIMIT 1) f);
     PERFORM pg_notify('pglogq.' || q.queue_name, (last.tick_id + 1)::text);
     RETURN last.tick_id + 1;
 END $$;

@@ -24,12 +24,22 @@
 --             partitions' open batches.
 -- Raises:     PQ001 for_queue names no queue; PQ002 for_consumer names no consumer (of for_queue,
 --             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
--- Tables:     queue, subscription, tick, retry, dead_letter_count (read); for a share consumer
+-- Tables:     queue, tick_head, subscription, tick, retry, dead_letter_count (read); for a share consumer
 --             event, cancelled, attempt, dead_letter (read, through _lease_events).
--- Plans: custom (plan_cache_mode), one query per queue (in queue name order), every tick read
--- naming its id, so that the plan reads and locks that queue's tick partitions only (a lateral
--- read keyed by the joined queue row is pruned only at run time: planned, locked and started
--- over every queue's partitions, once per consumer: consumers times queues).
+-- Plans: custom (plan_cache_mode): every tick read names its queue's id, so that the plan reads
+-- and locks that queue's tick partitions only (a lateral read keyed by the joined queue row is
+-- pruned only at run time: planned, locked and started over every queue's partitions, once per
+-- consumer: consumers times queues).
+-- The ticks are read only for a queue with a consumer before tick_head.event_tick (the last
+-- tick that closed events), or a batch open before it, or a share consumer: a consumer at or after
+-- that tick has nothing pending (lag 0, 0 unread, 0 pending), whatever ticks came after it (every
+-- later tick has the same event total).  Those queues are read one by one,
+-- each in a subtransaction rolled back at its end (SQLSTATE PQ999, raised and caught here only),
+-- which lets go of the locks of its partitions, their figures kept in arrays; then one query
+-- returns every consumer.  A listing holds the locks of one queue at a time, whatever the number
+-- of queues (each queue's tick partitions held to the end of the call ran out of the lock table
+-- at 1,000 queues).  The first read of a queue's tick partitions in a session costs about a
+-- millisecond (their relation cache entries): a listing of consumers with nothing pending costs none.
 CREATE OR REPLACE FUNCTION pglogq.consumer_info(for_queue text DEFAULT NULL, for_consumer text DEFAULT NULL)
 RETURNS TABLE (queue_name text, consumer_name text, last_tick bigint, lag interval, lag_events bigint,
                pending_events bigint, last_seen timestamptz, batch_id bigint, batch_open_since timestamptz,
@@ -41,9 +51,27 @@ SET search_path = pglogq, pg_catalog, pg_temp
 SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     qr pglogq.queue;
+    one boolean := consumer_info.for_queue IS NOT NULL;
     qid integer;  -- the queue of this round: its id in every tick read
+    -- per consumer (its top row) of the queues whose ticks were read: the tick-derived figures
+    k_top integer[] := '{}';
+    k_lag interval[] := '{}';
+    k_unread bigint[] := '{}';
+    k_pending bigint[] := '{}';
+    k_in_flight bigint[] := '{}';
+    k_oldest interval[] := '{}';
+    k_expired integer[] := '{}';
+    k_redelivered bigint[] := '{}';
+    a_top integer[];
+    a_lag interval[];
+    a_unread bigint[];
+    a_pending bigint[];
+    a_in_flight bigint[];
+    a_oldest interval[];
+    a_expired integer[];
+    a_redelivered bigint[];
 BEGIN
-    IF consumer_info.for_queue IS NOT NULL THEN
+    IF one THEN
         qr := pglogq._queue(consumer_info.for_queue);
         IF consumer_info.for_consumer IS NOT NULL THEN
             PERFORM pglogq._consumer(qr.queue_id, qr.queue_name, consumer_info.for_consumer);
@@ -54,14 +82,86 @@ BEGIN
         RAISE EXCEPTION 'unknown consumer "%" on every queue', left(consumer_info.for_consumer, 80)
             USING ERRCODE = 'PQ002', HINT = 'pglogq.consumer_info() lists the consumers';
     END IF;
-    -- One pass over the consumers and their rows (workers, streams, leases), grouped by consumer,
-    -- then index look-ups per consumer: no per-consumer subquery reads the subscription view, whose
-    -- join (subscriber, sub_state) a planner without statistics on sub_state runs as a hash join
-    -- over every row, once per consumer (quadratic until the table is analyzed).  The tick reads
-    -- are LATERAL ... LIMIT 1, so they stay index probes whatever the statistics.
-    FOR qid IN SELECT x.queue_id FROM pglogq.queue x
-                WHERE consumer_info.for_queue IS NULL OR x.queue_name = consumer_info.for_queue
-                ORDER BY x.queue_name LOOP
+    -- the queues whose ticks must be read (see the header): a consumer before the last tick that
+    -- closed events, or a batch open before it, or a share consumer
+    FOR qid IN SELECT w.queue_id
+                 FROM pglogq.subscription w
+                 LEFT JOIN pglogq.tick_head h ON h.queue_id = w.queue_id
+                WHERE (NOT one OR w.queue_id = qr.queue_id)
+                GROUP BY w.queue_id
+               HAVING bool_or(h.event_tick IS NULL OR w.share
+                              OR (w.parent_id IS NULL AND (w.last_tick IS NULL OR w.last_tick < h.event_tick))
+                              OR w.batch_prev_tick < h.event_tick) LOOP
+        BEGIN
+            -- One pass over the consumers and their rows (workers, streams, leases), grouped by
+            -- consumer, then index look-ups per consumer: no per-consumer subquery reads the
+            -- subscription view, whose join (subscriber, sub_state) a planner without statistics
+            -- on sub_state runs as a hash join over every row, once per consumer (quadratic until
+            -- the table is analyzed).  The tick reads are LATERAL ... LIMIT 1, so they stay index
+            -- probes whatever the statistics.
+            WITH g AS (
+                SELECT coalesce(w.parent_id, w.sub_id) AS top,
+                       max(w.last_tick) FILTER (WHERE w.parent_id IS NULL) AS last_tick,
+                       bool_or(w.share) FILTER (WHERE w.parent_id IS NULL) AS share,
+                       min(w.batch_prev_tick) AS pos_tick,
+                       bool_or(w.parent_id IS NULL) AS consumer
+                  FROM pglogq.subscription w
+                 WHERE w.queue_id = qid
+                 GROUP BY 1)
+            SELECT array_agg(s.top),
+                   array_agg(CASE WHEN lt.tick_event_total > pos.tick_event_total
+                                  THEN clock_timestamp() - nxt.tick_time ELSE interval '0' END),
+                   array_agg(greatest(lt.tick_event_total - cur.tick_event_total, 0)),
+                   array_agg(greatest(lt.tick_event_total - pos.tick_event_total, 0)),
+                   array_agg(sh.in_flight_events), array_agg(sh.oldest_in_flight),
+                   array_agg(sh.expired_leases), array_agg(sh.redelivered)
+              INTO a_top, a_lag, a_unread, a_pending, a_in_flight, a_oldest, a_expired, a_redelivered
+              FROM g s
+              JOIN pglogq.queue q ON q.queue_id = qid
+              LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
+                                  ORDER BY t.tick_id DESC LIMIT 1) lt ON true
+              LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
+                                  AND t.tick_id = s.last_tick LIMIT 1) cur ON true
+              LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
+                                  AND t.tick_id = coalesce(s.pos_tick, s.last_tick) LIMIT 1) pos ON true
+              -- lag's tick: the first after the position that closes an event (empty ticks hold none);
+              -- read only when something is pending, so an idle consumer scans no run of empty ticks
+              LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
+                                  AND lt.tick_event_total > pos.tick_event_total
+                                  AND t.tick_id > pos.tick_id AND t.tick_event_total > pos.tick_event_total
+                                  ORDER BY t.tick_id LIMIT 1) nxt ON true
+              -- share consumers only: their workers' leases (an ordinary consumer reads nothing here)
+              LEFT JOIN LATERAL (
+                  SELECT coalesce(sum(le.events), 0)::bigint AS in_flight_events,
+                         clock_timestamp() - min(w.batch_started_at) FILTER (WHERE le.events > 0) AS oldest_in_flight,
+                         (count(*) FILTER (WHERE w.worker_name NOT LIKE 'ceded.%'
+                                             AND (w.released_at IS NOT NULL
+                                                  OR w.heartbeat_at + q.dead_interval <= clock_timestamp())))::integer
+                             AS expired_leases,
+                         coalesce(sum(le.redelivered), 0)::bigint AS redelivered
+                    FROM pglogq.subscription w
+                    LEFT JOIN (SELECT x.holder, count(*) AS events, count(*) FILTER (WHERE x.delivery_count > 1) AS redelivered
+                                 FROM pglogq._lease_events(q.queue_id, s.top) x
+                                WHERE s.share  -- a one-time filter: never read for an ordinary consumer
+                                GROUP BY x.holder) le
+                      ON le.holder = w.sub_id
+                   WHERE s.share AND w.parent_id = s.top AND w.batch_id IS NOT NULL AND w.lease_end_txid IS NOT NULL
+                  HAVING s.share) sh ON true
+             WHERE s.consumer;  -- a group whose consumer row is gone (dropped meanwhile): none
+            k_top := k_top || a_top;
+            k_lag := k_lag || a_lag;
+            k_unread := k_unread || a_unread;
+            k_pending := k_pending || a_pending;
+            k_in_flight := k_in_flight || a_in_flight;
+            k_oldest := k_oldest || a_oldest;
+            k_expired := k_expired || a_expired;
+            k_redelivered := k_redelivered || a_redelivered;
+            RAISE SQLSTATE 'PQ999';
+        EXCEPTION WHEN SQLSTATE 'PQ999' THEN
+            NULL;  -- the figures are kept in the arrays, the locks let go
+        END;
+    END LOOP;
+    -- every consumer: a consumer whose queue's ticks were not read has nothing pending (see the header)
     RETURN QUERY
     WITH g AS (
         SELECT coalesce(w.parent_id, w.sub_id) AS top,
@@ -79,16 +179,15 @@ BEGIN
                                    AND w.worker_name NOT LIKE 'ceded.%')
                 + count(DISTINCT w.lease_worker) FILTER (WHERE w.parent_id IS NOT NULL AND w.stream IS NOT NULL
                                                            AND w.page_end_txid IS NOT NULL))::integer AS workers,
-               count(*) FILTER (WHERE w.batch_id IS NOT NULL)::integer AS open_batches,
-               min(w.batch_prev_tick) AS pos_tick
+               count(*) FILTER (WHERE w.batch_id IS NOT NULL)::integer AS open_batches
           FROM pglogq.subscription w
-         WHERE w.queue_id = qid
-         GROUP BY 1)
+         WHERE NOT one OR w.queue_id = qr.queue_id
+         GROUP BY 1),
+    k AS (
+        SELECT * FROM unnest(k_top, k_lag, k_unread, k_pending, k_in_flight, k_oldest, k_expired, k_redelivered)
+                   AS k(top, lag, unread, pending, in_flight_events, oldest_in_flight, expired_leases, redelivered))
     SELECT q.queue_name, s.consumer_name, s.last_tick,
-           CASE WHEN lt.tick_event_total > pos.tick_event_total THEN clock_timestamp() - nxt.tick_time
-                ELSE interval '0' END,
-           greatest(lt.tick_event_total - cur.tick_event_total, 0),
-           greatest(lt.tick_event_total - pos.tick_event_total, 0),
+           coalesce(k.lag, interval '0'), coalesce(k.unread, 0::bigint), coalesce(k.pending, 0::bigint),
            greatest(s.own_seen, s.workers_seen),
            s.batch_id, s.batch_started_at,
            s.workers,
@@ -96,40 +195,11 @@ BEGIN
            (SELECT count(*) FROM pglogq.retry r WHERE r.sub_id = s.top),
            coalesce((SELECT c.dead_letters FROM pglogq.dead_letter_count c WHERE c.sub_id = s.top), 0),
            s.skipped_events, s.skipped_at, s.share,
-           sh.in_flight_events, sh.oldest_in_flight, sh.expired_leases, sh.redelivered
+           k.in_flight_events, k.oldest_in_flight, k.expired_leases, k.redelivered
       FROM g s
       JOIN pglogq.queue q ON q.queue_id = s.queue_id
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
-                          ORDER BY t.tick_id DESC LIMIT 1) lt ON true
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
-                          AND t.tick_id = s.last_tick LIMIT 1) cur ON true
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
-                          AND t.tick_id = coalesce(s.pos_tick, s.last_tick) LIMIT 1) pos ON true
-      -- lag's tick: the first after the position that closes an event (empty ticks hold none);
-      -- read only when something is pending, so an idle consumer scans no run of empty ticks
-      LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
-                          AND lt.tick_event_total > pos.tick_event_total
-                          AND t.tick_id > pos.tick_id AND t.tick_event_total > pos.tick_event_total
-                          ORDER BY t.tick_id LIMIT 1) nxt ON true
-      -- share consumers only: their workers' leases (an ordinary consumer reads nothing here)
-      LEFT JOIN LATERAL (
-          SELECT coalesce(sum(le.events), 0)::bigint AS in_flight_events,
-                 clock_timestamp() - min(w.batch_started_at) FILTER (WHERE le.events > 0) AS oldest_in_flight,
-                 (count(*) FILTER (WHERE w.worker_name NOT LIKE 'ceded.%'
-                                     AND (w.released_at IS NOT NULL
-                                          OR w.heartbeat_at + q.dead_interval <= clock_timestamp())))::integer
-                     AS expired_leases,
-                 coalesce(sum(le.redelivered), 0)::bigint AS redelivered
-            FROM pglogq.subscription w
-            LEFT JOIN (SELECT x.holder, count(*) AS events, count(*) FILTER (WHERE x.delivery_count > 1) AS redelivered
-                         FROM pglogq._lease_events(q.queue_id, s.top) x
-                        WHERE s.share  -- a one-time filter: never read for an ordinary consumer
-                        GROUP BY x.holder) le
-              ON le.holder = w.sub_id
-           WHERE s.share AND w.parent_id = s.top AND w.batch_id IS NOT NULL AND w.lease_end_txid IS NOT NULL
-          HAVING s.share) sh ON true
+      LEFT JOIN k ON k.top = s.top
      WHERE s.consumer_name IS NOT NULL  -- a group whose consumer row is gone (dropped meanwhile): none
        AND (consumer_info.for_consumer IS NULL OR s.consumer_name = consumer_info.for_consumer)
-     ORDER BY s.consumer_name;
-    END LOOP;
+     ORDER BY q.queue_name, s.consumer_name;
 END $$;

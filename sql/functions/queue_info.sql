@@ -11,11 +11,22 @@
 --             the oldest transaction holding an xid, in any database of the server: 'transaction
 --             of pid N in database "d" (xid age A, open since T)' or 'prepared transaction 'g' in
 --             database "d" since T (xid age A)').
--- Tables:     queue, tick, subscription, retry, dead_letter_count, delayed, event (read).
+-- Tables:     queue, tick_head, tick, subscription, retry, dead_letter_count, delayed, event,
+--             the queue's id sequence (read).
 -- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
 -- the queue's id and reads and locks that queue's partitions only (after five calls a generic
 -- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
 -- the number of queues).
+-- A listing of every queue reads what every queue shares (queue, tick_head, the counts) in one
+-- query, and reads a queue's own tables only where they can change its row, every column keeping
+-- its meaning: its id sequence (ids drawn past tick_head.quiet_seq: then its event tables are
+-- probed for the events not yet ticked, else there are none), its ticks when events were ticked
+-- in the last minute (tick_head.event_time; else its rate is 0) or rotation is overdue.  Each
+-- queue's reads run in a subtransaction rolled back at its end (SQLSTATE PQ999, raised and
+-- caught here only), which lets go of their locks: a listing holds the locks of one queue at a
+-- time, whatever the number of queues (each queue's tables held to the end of the call ran
+-- out of the lock table at 1,000 queues).  The first read of a queue's partitions in a session
+-- costs about a millisecond (their relation cache entries): an idle queue costs none.
 CREATE OR REPLACE FUNCTION pglogq.queue_info(for_queue text DEFAULT NULL)
 RETURNS TABLE (queue_name text, paused boolean, last_tick_id bigint, last_tick_time timestamptz,
                last_tick_age interval, ticker_lag interval, events_per_second double precision,
@@ -26,107 +37,184 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp
 SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
-    q pglogq.queue;
+    r record;
     lt pglogq.tick;
     old pglogq.tick;
     slow bigint;
     xip_arr xid8[];
     mine xid8 := pg_current_xact_id_if_assigned();
     now_ts timestamptz;
+    one boolean := queue_info.for_queue IS NOT NULL;  -- one queue: every probe, exact sizes
+    qid integer;
+    gone boolean;
+    drawn bigint;
+    waiting boolean;
+    moving boolean;
+    overdue boolean;
 BEGIN
-    IF queue_info.for_queue IS NOT NULL THEN
-        PERFORM pglogq._queue(queue_info.for_queue);
+    IF one THEN
+        qid := (pglogq._queue(queue_info.for_queue)).queue_id;
     END IF;
-    FOR q IN SELECT * FROM pglogq.queue x
-              WHERE queue_info.for_queue IS NULL OR x.queue_name = queue_info.for_queue
+    FOR r IN SELECT x.queue_id, x.queue_name, x.paused, x.rotation_period, x.switch_time, x.event_seq,
+                    h.tick_id AS head_tick, h.tick_time AS head_time, h.quiet_seq, h.event_time,
+                    coalesce(sc.n, 0)::integer AS n_consumers, coalesce(rc.n, 0) AS n_retry,
+                    coalesce(dc.n, 0) AS n_dead, coalesce(yc.n, 0) AS n_delayed,
+                    coalesce(zc.pages, 0) * current_setting('block_size')::bigint AS catalog_size
+               FROM pglogq.queue x
+               LEFT JOIN pglogq.tick_head h ON h.queue_id = x.queue_id
+               -- each count grouped once for every queue (one queue: its rows only)
+               LEFT JOIN (SELECT s.queue_id, count(*) AS n FROM pglogq.subscription s
+                           WHERE s.parent_id IS NULL AND (NOT one OR s.queue_id = qid) GROUP BY 1) sc
+                 ON sc.queue_id = x.queue_id
+               LEFT JOIN (SELECT rt.queue_id, count(*) AS n FROM pglogq.retry rt
+                           WHERE NOT one OR rt.queue_id = qid GROUP BY 1) rc ON rc.queue_id = x.queue_id
+               -- kept per consumer by the triggers of dead_letter: a million dead letters cost one row each
+               LEFT JOIN (SELECT c.queue_id, sum(c.dead_letters) AS n FROM pglogq.dead_letter_count c
+                           WHERE NOT one OR c.queue_id = qid GROUP BY 1) dc ON dc.queue_id = x.queue_id
+               LEFT JOIN (SELECT d.queue_id, count(*) AS n FROM pglogq.delayed d
+                           WHERE NOT one OR d.queue_id = qid GROUP BY 1) yc ON yc.queue_id = x.queue_id
+               -- a listing's sizes: the catalog's, of every event partition with its indexes and TOAST
+               LEFT JOIN (SELECT p.relname,
+                                 sum(t.relpages
+                                     + coalesce((SELECT tc.relpages FROM pg_class tc WHERE tc.oid = t.reltoastrelid), 0)
+                                     + coalesce((SELECT sum(ic.relpages) FROM pg_index ix
+                                                   JOIN pg_class ic ON ic.oid = ix.indexrelid
+                                                  WHERE ix.indrelid = ANY (ARRAY[t.oid, t.reltoastrelid])), 0))::bigint
+                                   AS pages
+                            FROM pg_class p
+                            JOIN pg_inherits i ON i.inhparent = p.oid
+                            JOIN pg_class t ON t.oid = i.inhrelid
+                           WHERE NOT one AND p.relnamespace = 'pglogq'::regnamespace AND p.relkind = 'p'
+                             AND p.relname LIKE 'event\_%'
+                           GROUP BY 1) zc ON zc.relname = 'event_' || x.queue_id
+              WHERE NOT one OR x.queue_id = qid
               ORDER BY x.queue_name LOOP
-        -- a queue being dropped: wait for the drop (see pglogq._queue), skip it once it is gone
-        PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(q.queue_name));
-        CONTINUE WHEN to_regclass(format('pglogq.%I', 'event_' || q.queue_id || '_seq')) IS NULL;
-        SELECT * INTO lt FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
-        queue_name := q.queue_name;
-        paused := q.paused;
-        last_tick_id := lt.tick_id;
-        last_tick_time := lt.tick_time;
-        now_ts := clock_timestamp();
-        last_tick_age := now_ts - lt.tick_time;
-        -- committed events the last tick does not cover: after its xmax, or of a transaction
-        -- that was running at it; other open transactions' rows are invisible
-        -- here, and this transaction's own are not committed
-        xip_arr := ARRAY(SELECT pg_snapshot_xip(lt.tick_snapshot));
-        SELECT now_ts - min(w.ev_time), count(*) INTO ticker_lag, pending_estimate
-          FROM (SELECT e.ev_time FROM pglogq.event e
-                 WHERE e.ev_queue = q.queue_id AND e.ev_txid >= pg_snapshot_xmax(lt.tick_snapshot)
-                   AND e.ev_txid IS DISTINCT FROM mine
-                UNION ALL
-                SELECT e.ev_time FROM pglogq.event e
-                 WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr)
-                   AND e.ev_txid IS DISTINCT FROM mine) w;
-        -- such an event committed after the last tick's snapshot, so it has waited for the
-        -- ticker at most since then: an event sent long ago (a long transaction, a retry or a
-        -- delayed event the pump just moved, which keep their first send time) is not lag
-        ticker_lag := CASE WHEN pending_estimate = 0 THEN interval '0'
-                           ELSE greatest(least(ticker_lag, last_tick_age), interval '0') END;
-        -- a wall-clock window, not the span between two ticks: the baseline is the last tick at
-        -- least a minute old (else the queue's first tick), the divisor always 60 s, so ten
-        -- events sent in one burst read 0.17/s, not thousands, and the rate falls to 0 once the
-        -- minute after the last send has passed
-        SELECT * INTO old FROM pglogq.tick t
-         WHERE t.queue_id = q.queue_id AND t.tick_time <= now_ts - interval '1 minute'
-         ORDER BY t.tick_time DESC, t.tick_id DESC LIMIT 1;  -- one probe of tick_time_idx
-        IF old.tick_id IS NULL THEN
-            SELECT * INTO old FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id LIMIT 1;
-        END IF;
-        events_per_second := greatest(coalesce(lt.tick_event_total - old.tick_event_total, 0), 0) / 60.0;
-        SELECT count(*) INTO consumers FROM pglogq.subscription s WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL;
-        SELECT count(*) INTO retry_depth FROM pglogq.retry r WHERE r.queue_id = q.queue_id;
-        -- kept per consumer by the triggers of dead_letter: a million dead letters cost one row each
-        SELECT coalesce(sum(c.dead_letters), 0) INTO dead_letters
-          FROM pglogq.dead_letter_count c WHERE c.queue_id = q.queue_id;
-        SELECT count(*) INTO delayed FROM pglogq.delayed d WHERE d.queue_id = q.queue_id;
-        SELECT coalesce(sum(pg_total_relation_size(i.inhrelid)), 0) INTO size_bytes
-          FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
-         WHERE p.relname = 'event_' || q.queue_id AND p.relnamespace = 'pglogq'::regnamespace;
-        rotation_period := q.rotation_period;
-        last_rotation := q.switch_time;
+        queue_name := r.queue_name;
+        paused := r.paused;
+        consumers := r.n_consumers;
+        retry_depth := r.n_retry;
+        dead_letters := r.n_dead;
+        delayed := r.n_delayed;
+        size_bytes := r.catalog_size;
+        rotation_period := r.rotation_period;
+        last_rotation := r.switch_time;
         rotation_blocked_by := NULL;
-        slow := pglogq._slowest_tick(q.queue_id);
-        IF slow IS NOT NULL AND clock_timestamp() - q.switch_time > q.rotation_period * 2 THEN
-            SELECT format('consumer %s (at tick %s, %s behind)', s.consumer_name, slow,
-                          date_trunc('second', clock_timestamp() - t.tick_time))
-              INTO rotation_blocked_by
-              FROM pglogq.subscription s JOIN pglogq.tick t ON t.queue_id = s.queue_id AND t.tick_id = slow
-             WHERE s.queue_id = q.queue_id AND least(s.last_tick, s.batch_prev_tick) = slow
-             LIMIT 1;
-            -- a consumer at the latest tick is not behind: then (as when its tick is recent) the
-            -- blocker is the oldest transaction holding an xid, which pins every new tick's xmin
-            -- (a read-only snapshot has no xid and does not block rotation).  Tick snapshots are
-            -- the server's: a transaction of ANY database of the server pins them, so the text
-            -- names its database, else an operator looking in this one finds no such pid.  The
-            -- xid age needs no privilege; xact_start is NULL unless the function's owner may see
-            -- that session's details (superuser, pg_read_all_stats, or the session's own role).
-            IF rotation_blocked_by IS NULL OR slow >= lt.tick_id
-               OR clock_timestamp() - (SELECT t.tick_time FROM pglogq.tick t
-                    WHERE t.queue_id = q.queue_id AND t.tick_id = slow) < q.rotation_period THEN
-                rotation_blocked_by := coalesce(
-                    (SELECT x.what FROM (
-                        SELECT format('transaction of pid %s%s (xid age %s%s)', a.pid,
-                                      coalesce(format(' in database "%s"', replace(a.datname, '"', '""')), ''),
-                                      age(a.backend_xid),
-                                      coalesce(', open since ' || date_trunc('second', a.xact_start), ''))
-                                   AS what,
-                               age(a.backend_xid) AS old
-                          FROM pg_stat_activity a WHERE a.backend_xid IS NOT NULL
-                        UNION ALL
-                        SELECT format('prepared transaction %L in database "%s" since %s (xid age %s)', p.gid,
-                                      replace(p.database, '"', '""'), date_trunc('second', p.prepared),
-                                      age(p.transaction)),
-                               age(p.transaction)
-                          FROM pg_prepared_xacts p) x
-                      ORDER BY x.old DESC LIMIT 1),
-                    rotation_blocked_by);
+        last_tick_id := r.head_tick;
+        last_tick_time := r.head_time;
+        now_ts := clock_timestamp();
+        last_tick_age := now_ts - r.head_time;
+        ticker_lag := interval '0';
+        pending_estimate := 0;
+        events_per_second := 0;
+        gone := false;
+        -- this queue's own tables, in a subtransaction that lets go of their locks (see the header)
+        BEGIN
+            -- a queue being dropped: wait for the drop (see pglogq._queue), skip it once it is gone
+            PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(r.queue_name));
+            gone := to_regclass(format('pglogq.%I', 'event_' || r.queue_id || '_seq')) IS NULL;
+            IF NOT gone THEN
+                -- ids drawn since the last tick (sends, pumps, replays): else no event waits for a
+                -- tick (see pglogq.ticker); read with SELECT, whose lock the subtransaction lets go
+                IF one OR r.head_tick IS NULL OR r.quiet_seq IS NULL THEN
+                    waiting := true;
+                ELSE
+                    EXECUTE format('SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM %s', r.event_seq)
+                       INTO drawn;
+                    waiting := drawn > r.quiet_seq;
+                END IF;
+                -- events ticked in the last minute (event_time NULL: not known yet)
+                moving := one OR r.head_tick IS NULL OR r.event_time IS NULL
+                          OR r.event_time > now_ts - interval '1 minute';
+                overdue := r.n_consumers > 0 AND now_ts - r.switch_time > r.rotation_period * 2;
+                IF waiting OR moving OR overdue THEN
+                    SELECT * INTO lt FROM pglogq.tick t WHERE t.queue_id = r.queue_id ORDER BY t.tick_id DESC LIMIT 1;
+                    last_tick_id := lt.tick_id;
+                    last_tick_time := lt.tick_time;
+                    last_tick_age := now_ts - lt.tick_time;
+                END IF;
+                IF waiting THEN
+                    -- committed events the last tick does not cover: after its xmax, or of a transaction
+                    -- that was running at it; other open transactions' rows are invisible
+                    -- here, and this transaction's own are not committed
+                    xip_arr := ARRAY(SELECT pg_snapshot_xip(lt.tick_snapshot));
+                    SELECT now_ts - min(w.ev_time), count(*) INTO ticker_lag, pending_estimate
+                      FROM (SELECT e.ev_time FROM pglogq.event e
+                             WHERE e.ev_queue = r.queue_id AND e.ev_txid >= pg_snapshot_xmax(lt.tick_snapshot)
+                               AND e.ev_txid IS DISTINCT FROM mine
+                            UNION ALL
+                            SELECT e.ev_time FROM pglogq.event e
+                             WHERE cardinality(xip_arr) > 0 AND e.ev_queue = r.queue_id AND e.ev_txid = ANY (xip_arr)
+                               AND e.ev_txid IS DISTINCT FROM mine) w;
+                    -- such an event committed after the last tick's snapshot, so it has waited for the
+                    -- ticker at most since then: an event sent long ago (a long transaction, a retry or a
+                    -- delayed event the pump just moved, which keep their first send time) is not lag
+                    ticker_lag := CASE WHEN pending_estimate = 0 THEN interval '0'
+                                       ELSE greatest(least(ticker_lag, last_tick_age), interval '0') END;
+                END IF;
+                IF moving THEN
+                    -- a wall-clock window, not the span between two ticks: the baseline is the last tick at
+                    -- least a minute old (else the queue's first tick), the divisor always 60 s, so ten
+                    -- events sent in one burst read 0.17/s, not thousands, and the rate falls to 0 once the
+                    -- minute after the last send has passed
+                    SELECT * INTO old FROM pglogq.tick t
+                     WHERE t.queue_id = r.queue_id AND t.tick_time <= now_ts - interval '1 minute'
+                     ORDER BY t.tick_time DESC, t.tick_id DESC LIMIT 1;  -- one probe of tick_time_idx
+                    IF old.tick_id IS NULL THEN
+                        SELECT * INTO old FROM pglogq.tick t WHERE t.queue_id = r.queue_id ORDER BY t.tick_id LIMIT 1;
+                    END IF;
+                    events_per_second := greatest(coalesce(lt.tick_event_total - old.tick_event_total, 0), 0) / 60.0;
+                END IF;
+                IF one THEN
+                    SELECT coalesce(sum(pg_total_relation_size(i.inhrelid)), 0) INTO size_bytes
+                      FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+                     WHERE p.relname = 'event_' || r.queue_id AND p.relnamespace = 'pglogq'::regnamespace;
+                END IF;
+                slow := CASE WHEN overdue THEN pglogq._slowest_tick(r.queue_id) END;
+                IF slow IS NOT NULL THEN
+                    SELECT format('consumer %s (at tick %s, %s behind)', s.consumer_name, slow,
+                                  date_trunc('second', clock_timestamp() - t.tick_time))
+                      INTO rotation_blocked_by
+                      FROM pglogq.subscription s JOIN pglogq.tick t ON t.queue_id = s.queue_id AND t.tick_id = slow
+                     WHERE s.queue_id = r.queue_id AND least(s.last_tick, s.batch_prev_tick) = slow
+                     LIMIT 1;
+                    -- a consumer at the latest tick is not behind: then (as when its tick is recent) the
+                    -- blocker is the oldest transaction holding an xid, which pins every new tick's xmin
+                    -- (a read-only snapshot has no xid and does not block rotation).  Tick snapshots are
+                    -- the server's: a transaction of ANY database of the server pins them, so the text
+                    -- names its database, else an operator looking in this one finds no such pid.  The
+                    -- xid age needs no privilege; xact_start is NULL unless the function's owner may see
+                    -- that session's details (superuser, pg_read_all_stats, or the session's own role).
+                    IF rotation_blocked_by IS NULL OR slow >= lt.tick_id
+                       OR clock_timestamp() - (SELECT t.tick_time FROM pglogq.tick t
+                            WHERE t.queue_id = r.queue_id AND t.tick_id = slow) < r.rotation_period THEN
+                        rotation_blocked_by := coalesce(
+                            (SELECT x.what FROM (
+                                SELECT format('transaction of pid %s%s (xid age %s%s)', a.pid,
+                                              coalesce(format(' in database "%s"', replace(a.datname, '"', '""')), ''),
+                                              age(a.backend_xid),
+                                              coalesce(', open since ' || date_trunc('second', a.xact_start), ''))
+                                           AS what,
+                                       age(a.backend_xid) AS old
+                                  FROM pg_stat_activity a WHERE a.backend_xid IS NOT NULL
+                                UNION ALL
+                                SELECT format('prepared transaction %L in database "%s" since %s (xid age %s)', p.gid,
+                                              replace(p.database, '"', '""'), date_trunc('second', p.prepared),
+                                              age(p.transaction)),
+                                       age(p.transaction)
+                                  FROM pg_prepared_xacts p) x
+                              ORDER BY x.old DESC LIMIT 1),
+                            rotation_blocked_by);
+                    END IF;
+                END IF;
             END IF;
-        END IF;
+            RAISE SQLSTATE 'PQ999';
+        EXCEPTION
+            WHEN SQLSTATE 'PQ999' THEN
+                NULL;  -- the rows it read are kept in the variables, its locks let go
+            WHEN undefined_table THEN
+                gone := true;  -- dropped while the advisory lock was waited for, its name still cached
+        END;
+        CONTINUE WHEN gone;
         RETURN NEXT;
     END LOOP;
 END $$;

@@ -441,6 +441,9 @@ DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_co
                "capture_table", "uncapture_table",
                # the queue's copy of receive and of jobs: its name made of the queue's id, format('%I')
                "receive", "jobs",
+               # a listing of every queue reads a queue's id sequence with SELECT (a lock its
+               # subtransaction lets go): the sequence as regclass, %s
+               "queue_info",
                # copies of installed functions (their catalog definitions, names made of the
                # queue's id), run as src; no argument text reaches them
                "_queue_functions"}
