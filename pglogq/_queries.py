@@ -37,6 +37,11 @@ RECEIVE: LiteralString = (
     " FROM pglogq.receive(%s, %s, %s, %s, %s)"
 )
 ACK: LiteralString = "SELECT pglogq.ack(%s, %s, %s::pg_catalog.xid8)"
+ACK_RECEIVE: LiteralString = (
+    "SELECT batch_id, msg_id, type, payload::pg_catalog.text, headers::pg_catalog.text, retry_count,"
+    " created_at, priority, txid::pg_catalog.text"
+    " FROM pglogq.ack_receive(%s, %s, %s::pg_catalog.xid8, %s, %s, %s, %s, %s)"
+)
 CEDE: LiteralString = "SELECT pglogq.cede(%s, %s, %s::pg_catalog.xid8)"
 NACK: LiteralString = "SELECT pglogq.nack(%s, %s, %s, %s, %s::pg_catalog.xid8, %s)"
 CANCEL: LiteralString = "SELECT pglogq.cancel(%s, %s)"

@@ -4,8 +4,9 @@ Four parts, side by side in one run (the ticker of pglogq running throughout):
 
 1. **No-op job throughput.** A backlog of ``share_drain_jobs`` jobs is drained by 2 and by 8
    worker processes that do nothing with a job: pglogq's share consumer, subscribed with lanes
-   (each worker ``Client.receive(queue, consumer, worker=..., max_messages=k)``, then ``ack``;
-   the workers cut their leases side by side on the consumer's eight lanes) against a jobs
+   (each worker ``Client.receive(queue, consumer, worker=..., max_messages=k, ack=page)``: the
+   page before acknowledged in the same statement and commit; the workers cut their leases
+   side by side on the consumer's eight lanes) against a jobs
    table of the seeds' design (claim ``k`` rows with ``FOR UPDATE SKIP LOCKED`` and an UPDATE,
    then DELETE them on completion), for k = 1 and k = 100.  The table is vacuumed before each
    of its drains (autovacuum's work, done ahead: the table at its best).
@@ -97,19 +98,26 @@ def _warm(_: int) -> int:
     return os.getpid()
 
 
-def share_drain(dsn: str, queue: str, worker: str, lease: int, start_at: float) -> tuple[int, float]:
-    """One share worker: leases of ``lease`` events until none is left; (events, end time)."""
+def share_drain(dsn: str, queue: str, worker: str, lease: int, start_at: float,
+                fused: bool = True) -> tuple[int, float]:
+    """One share worker: leases of ``lease`` events until none is left; (events, end time).
+    ``fused``: each page acknowledged with the next receive (``receive(..., ack=page)``: one
+    statement and one commit), else acknowledged on its own."""
     n = 0
     with pglogq.Client(dsn) as client:
         client.queue_info(queue)  # the connection open before the start
         wait_until(start_at)
+        done: pglogq.Batch | None = None
         while True:
-            got = client.receive(queue, CONSUMER, worker=worker, max_messages=lease)
+            got = client.receive(queue, CONSUMER, worker=worker, max_messages=lease, ack=done)
             if not got.messages:
                 break
             for _m in got:
                 pass  # the no-op job
-            got.ack()
+            if fused:
+                done = got
+            else:
+                got.ack()
             n += len(got.messages)
     return n, time.time()
 

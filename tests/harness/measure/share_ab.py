@@ -21,6 +21,7 @@ DSN is an admin connection to the server.
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import os
 import statistics
@@ -69,12 +70,13 @@ def drain(
     return sum(p[0] for p in parts), max(p[1] for p in parts) - start_at
 
 
-def share_rate(pool: ProcessPoolExecutor, dsn: str, workers: int, lease: int, n: int) -> float:
+def share_rate(pool: ProcessPoolExecutor, dsn: str, workers: int, lease: int, n: int, fused: bool) -> float:
     with pglogq.Client(dsn) as c:
         for start in range(0, n, 1000):
             c.send_batch(QUEUE, [payload.make(start + i) for i in range(min(1000, n - start))])
         c.tick(QUEUE, force=True)
-    count, secs = drain(pool, share_drain, [(dsn, QUEUE, f"w{i}", lease) for i in range(workers)])
+    count, secs = drain(pool, functools.partial(share_drain, fused=fused),
+                        [(dsn, QUEUE, f"w{i}", lease) for i in range(workers)])
     assert count == n, (count, n)
     return count / secs
 
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="a server setting for every database of the run (ALTER DATABASE), e.g. "
                          "synchronous_commit=off to see what the commits' flushes cost")
     ap.add_argument("--lanes", default="", help="the trees whose share consumer is subscribed with lanes")
+    ap.add_argument("--separate", default="", help="the trees whose workers acknowledge each page on its own"
+                                                  " (else with the next receive)")
     ap.add_argument("trees", nargs="+", metavar="NAME=PATH")
     args = ap.parse_args(argv)
     trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in args.trees)]
@@ -128,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
                 t = table_rate(pool, table_dsn, workers, claim, n)
                 line = [f"round {r} {workers} workers, claim {claim}: table {t:,.0f}/s"]
                 for name, _ in trees if r % 2 == 0 else trees[::-1]:
-                    s = share_rate(pool, dsns[name], workers, claim, n)
+                    s = share_rate(pool, dsns[name], workers, claim, n, name not in args.separate.split(","))
                     ratios.setdefault((name, workers, claim), []).append(s / t)
                     line.append(f"{name} {s:,.0f}/s ({s / t:.2f}x)")
                 print(", ".join(line), flush=True)
