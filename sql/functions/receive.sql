@@ -78,6 +78,8 @@ DECLARE
     hi xid8;  -- the streamed page in transaction order: the bounds and flags of _batch_page's
     from_txid xid8;  -- query of that case
     from_id bigint;
+    to_txid xid8;  -- and the end: a lease's last event, else the cur tick's xmax
+    to_id bigint;
     owner integer;
     any_cancel boolean;
     copy text;
@@ -278,6 +280,8 @@ BEGIN
                                          AND x.ev_txid >= pg_snapshot_xmin(prev_snap) AND x.ev_txid < hi);
                 from_txid := coalesce(h.page_txid, pg_snapshot_xmin(prev_snap));
                 from_id := CASE WHEN h.page_txid IS NULL THEN -1 ELSE h.page_id END;
+                to_txid := coalesce(h.lease_end_txid, hi);
+                to_id := coalesce(h.lease_end_id, 9223372036854775807);
                 owner := coalesce(h.parent_id, h.sub_id);
                 FOR pm IN SELECT h.batch_id, e.ev_id, e.ev_type, e.ev_payload, e.ev_headers, e.ev_retry,
                                  e.ev_time, e.ev_priority, e.ev_txid
@@ -287,8 +291,10 @@ BEGIN
                              AND pg_visible_in_snapshot(e.ev_txid, cur_snap)
                              AND NOT pg_visible_in_snapshot(e.ev_txid, prev_snap)
                              AND (e.ev_owner IS NULL OR e.ev_owner = owner)
-                             AND (h.lease_end_txid IS NULL
-                                  OR (e.ev_txid, e.ev_id) <= (h.lease_end_txid, h.lease_end_id))
+                             -- a lease's end as an upper bound of the index range (an "end IS
+                             -- NULL OR key <= end" test is none: the look for the row after a
+                             -- lease's last read the rest of the batch, on every receive)
+                             AND (e.ev_txid, e.ev_id) <= (to_txid, to_id)
                              AND (NOT q.urgent_lane OR e.ev_priority <= 100)
                              -- a lease cut from a share consumer's lane: that lane's events
                              AND (h.lease_stream IS NULL OR e.ev_id % 8 = -2 - h.lease_stream)

@@ -403,3 +403,27 @@ def test_cede_refusals_change_nothing(share: pglogq.Client, client: pglogq.Clien
     with pytest.raises(MessageNotInBatch):
         lease.cede(keep=started.messages[0])
     assert lease.ack() and plain.ack()
+
+
+def _event_rows_read(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT coalesce(sum(coalesce(idx_tup_fetch, 0) + seq_tup_read), 0) FROM pg_stat_xact_all_tables"
+                       " WHERE schemaname = 'pglogq' AND relname LIKE 'event%'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize("lanes", [False, True], ids=["one frontier", "lanes"])
+def test_a_lease_reads_its_own_events_not_the_rest_of_the_batch(client: pglogq.Client, dsn: str, lanes: bool) -> None:
+    # the page of a lease used to look for one row past the lease's end through the rest of the
+    # batch (the end was a filter, not a bound of the index range): every receive cost the batch
+    client.create_queue(Q)
+    client.subscribe(Q, "mailer", share=True, lanes=lanes)
+    client.send_batch(Q, [{"n": i} for i in range(5000)])
+    client.tick(Q, force=True)
+    with psycopg.connect(dsn) as conn:
+        before = _event_rows_read(conn)
+        got = conn.execute("SELECT msg_id FROM pglogq.receive('jobs', 'mailer', 10, 'a')").fetchall()
+        read = _event_rows_read(conn) - before
+        conn.rollback()
+    assert len(got) == 10
+    assert read < 500, read  # the lease's rows (every eighth on a lane), twice; never the batch's 5,000
