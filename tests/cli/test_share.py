@@ -9,10 +9,21 @@ from pglogq.cli.errors import Exit
 from tests.support.cli import js, ok, run
 
 
+def test_subscribe_with_lanes_and_the_refusals(dsn: str) -> None:
+    ok(dsn, "queue", "create", "jobs")
+    got = js(dsn, "consumer", "subscribe", "jobs", "mailer", "--share", "--lanes")
+    assert got == {"queue": "jobs", "consumer": "mailer", "share": True, "lanes": True, "subscribed": True}
+    r = run(dsn, "consumer", "subscribe", "jobs", "mailer", "--share")  # without lanes: another mode
+    assert r.exit_code == Exit.CONFLICT, r.output
+    r = run(dsn, "consumer", "subscribe", "jobs", "plain", "--lanes")  # lanes for an ordinary consumer
+    assert r.exit_code == Exit.INVALID, r.output
+    assert "lanes are for share consumers" in r.output
+
+
 def test_subscribe_share_and_receive_as_workers(dsn: str) -> None:
     ok(dsn, "queue", "create", "jobs")
     got = js(dsn, "consumer", "subscribe", "jobs", "mailer", "--share")
-    assert got == {"queue": "jobs", "consumer": "mailer", "share": True, "subscribed": True}
+    assert got == {"queue": "jobs", "consumer": "mailer", "share": True, "lanes": False, "subscribed": True}
     again = ok(dsn, "consumer", "subscribe", "jobs", "mailer", "--share").stdout
     assert "share consumer 'mailer' was subscribed" in again
     # the other mode is a conflict, and nothing changes
