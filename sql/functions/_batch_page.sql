@@ -27,7 +27,11 @@
 -- Cancel markers: tested only when one lies in the batch's transaction range (one probe of the
 -- (queue_id, ev_txid) index), then by one primary-key probe per row read: OFFSET 0 keeps each
 -- test a per-row subplan, where an anti-join let the planner hash every marker of the queue for
--- every page (whatever the page size: 19 ms a page at 100,000 markers).
+-- every page (whatever the page size: 19 ms a page at 100,000 markers).  enable_seqscan is off
+-- in here (and in receive): a plan made while the markers filled a page (analysed so) probed them
+-- by a scan of the table, kept after a mass cancel until the next ANALYZE (every marker read for
+-- every event of the batch); the txid index cannot serve that probe (its predicate, migration
+-- 0042), which a plan made so took at the same cost (every marker of the queue read per event).
 -- receive reads the transaction-order case of its usual page itself, with the same query (one
 -- copy of each row fewer): a change of that query here is made there too
 -- (tests/sql/test_rule_owners.py checks that both return the same rows).
@@ -38,6 +42,7 @@ CREATE OR REPLACE FUNCTION pglogq._batch_page(
 RETURNS SETOF pglogq.message LANGUAGE plpgsql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_sort = off
+SET enable_seqscan = off
 SET jit = off AS $$
 DECLARE
     lo xid8 := pg_snapshot_xmax(prev_snap);

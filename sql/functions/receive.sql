@@ -47,13 +47,19 @@
 -- usual page runs here.  Cancel markers: looked at only when the batch's transaction range holds
 -- one, then one primary-key probe per row read (OFFSET 0 keeps the test a per-row subplan: as
 -- an anti-join the generic plan hashed every marker of the queue for every page, 19 ms a page
--- at 100,000 markers), so a page costs the same whatever the number of markers.
+-- at 100,000 markers), so a page costs the same whatever the number of markers.  enable_seqscan
+-- is off in here (and in _batch_page): a generic plan is kept for the session, and one made
+-- while the markers filled a page or two (analysed so) probed them by a scan of the table, which
+-- it kept after a mass cancel until the next ANALYZE: every marker read for every event of the
+-- batch (4,000 markers: 8,400,000 rows read for a page of 100).  The txid index cannot serve
+-- that probe either (its predicate, migration 0042): only the primary key can.
 CREATE OR REPLACE FUNCTION pglogq.receive(
     queue_name text, consumer_name text, max_messages integer DEFAULT 100, worker_name text DEFAULT NULL,
     start_first integer DEFAULT NULL)
 RETURNS SETOF pglogq.message LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_sort = off
+SET enable_seqscan = off
 SET jit = off
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE

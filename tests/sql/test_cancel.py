@@ -274,6 +274,42 @@ def test_receive_probes_the_markers_of_its_page_only(client: pglogq.Client, dsn:
             conn.commit()
 
 
+@pytest.mark.parametrize("priority", [100, 90], ids=["transaction order", "priority order (_batch_page)"])
+def test_receive_probes_the_markers_with_plans_made_when_they_were_few(
+        client: pglogq.Client, dsn: str, priority: int) -> None:
+    """A consumer's session plans receive (generic plans, kept for the session) while the queue
+    holds a marker or three (analysed empty): then a mass cancel of 4,000 events, not analysed yet.  The page
+    still probes the markers' primary key per event read: the plans made for a one-page table
+    scanned every marker for every event of the batch, or read them all through the txid index
+    (seconds a page at 10,000 markers)."""
+    setup_queue(client)
+    with psycopg.connect(dsn, autocommit=True) as other, psycopg.connect(dsn) as conn:
+        other.execute("ANALYZE pglogq.cancelled")
+        for _ in range(3):
+            few = client.send_batch("q", [{"n": i} for i in range(6)], priority=priority)
+            client.cancel("q", few[0])
+            client.tick("q", force=True)
+            rows = conn.execute("SELECT batch_id, msg_id FROM pglogq.receive('q', 'a', 100)").fetchall()
+            assert [r[1] for r in rows] == few[1:]
+            conn.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
+            conn.commit()
+        sent = client.send_batch("q", [{"n": i} for i in range(4_100)], priority=priority)
+        with other.transaction():
+            # what 4,000 cancel() calls leave (their re-check at commit aside: nothing was handed)
+            other.execute("SET LOCAL session_replication_role = replica")
+            other.execute("INSERT INTO pglogq.cancelled (queue_id, msg_id, ev_txid)"
+                          " SELECT e.ev_queue, e.ev_id, e.ev_txid FROM pglogq.event e"
+                          "  WHERE e.ev_id = ANY (%s)", (sent[:4_000],))
+        client.tick("q", force=True)
+        before = TableReads(conn, "cancelled")
+        rows = conn.execute("SELECT batch_id, msg_id FROM pglogq.receive('q', 'a', 100)").fetchall()
+        spent = TableReads(conn, "cancelled") - before
+        assert [r[1] for r in rows] == sent[4_000:]
+        assert spent.seq_scan == 0, spent
+        assert spent.rows_read() <= 4_200, spent  # one marker a cancelled event read, at most
+        conn.commit()
+
+
 def test_receive_skips_the_marker_test_for_a_batch_without_markers(client: pglogq.Client, dsn: str) -> None:
     """Markers of older batches (a mass cancel an hour ago) cost a page of a newer batch one
     probe of the markers' txid index, and no marker is read."""

@@ -113,3 +113,34 @@ def test_seek_plan_by_events_lands_on_the_nearest_tick(client: pglogq.Client, ds
 
         # tick 1 holds 0; ticks 2, 3, 4 hold 3 (the latest of them wins); tick 5 holds 10
         assert [target(b) for b in (0, 1, 2, 3, 5, 6, 7, 10)] == [1, 1, 4, 4, 4, 4, 5, 5]
+
+
+BACKLOG = 30_000
+
+
+def _event_rows_read(conn: psycopg.Connection[Any], queue: str) -> tuple[int, int]:
+    """queue_info(queue)'s pending_estimate and the rows it read from the event tables."""
+    before = TableReads(conn, "event%")
+    row = conn.execute("SELECT pending_estimate FROM pglogq.queue_info(%s)", (queue,)).fetchone()
+    reads = TableReads(conn, "event%") - before
+    conn.rollback()
+    assert row is not None
+    return int(row[0]), reads.rows_read()
+
+
+def test_queue_info_reads_the_pending_events_not_the_backlog(client: pglogq.Client, dsn: str) -> None:
+    """30,000 events sent and ticked, their child table never analysed (the planner guessed a
+    third of it "after the last tick" and scanned it all): queue_info(q) reads no event while
+    nothing is pending, and only the pending ones once some are, not the ticked backlog."""
+    client.create_queue("b")
+    client.subscribe("b", "c")
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SELECT pglogq.send_batch('b', array_fill('{\"n\": 1}'::jsonb, ARRAY[%s]))", (BACKLOG,))
+        conn.commit()
+        conn.execute("SELECT pglogq.force_tick('b')")
+        conn.commit()
+        assert _event_rows_read(conn, "b") == (0, 0)
+        conn.execute("SELECT pglogq.send_batch('b', array_fill('{\"n\": 1}'::jsonb, ARRAY[3]))")
+        conn.commit()
+        pending, read = _event_rows_read(conn, "b")
+        assert pending == 3 and read <= 10, read

@@ -276,7 +276,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
               (Call("schedule step, nothing due (fire_due)", HOT, _fire_due),
                Call("schedule_list(q, 50)", HOT, _stmt("SELECT * FROM pglogq.schedule_list(%s, 50)")),
                Call("schedule_list(q)", LISTING, _stmt("SELECT * FROM pglogq.schedule_list(%s)")))),
-    Dimension("dead letters", "dead letters", (10, 100, 1_000, 10_000, 100_000), (10, 100, 1_000), _plain,
+    Dimension("dead letters", "dead letters", (10, 100, 1_000, 10_000, 100_000, 1_000_000), (10, 100, 1_000), _plain,
               _grow_dead,
               (Call("dlq_search(q) first page", HOT, _stmt("SELECT * FROM pglogq.dlq_search(%s)")),
                Call("dlq_search(q) page half-way", HOT, _middle_dead),
