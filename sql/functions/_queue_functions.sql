@@ -1,5 +1,6 @@
 -- pglogq._queue_functions(queue_id, make): make (or drop) one queue's copies of the functions of
--- receive's path (and of jobs'), whose statements read that queue's own tick and event tables.
+-- receive's path (and of jobs' and cancel's), whose statements read that queue's own tick and
+-- event tables.
 -- Parameters: queue_id  the queue's id; make  true (default): drop the queue's copies and make
 --             them afresh from the installed functions; false: only drop them
 -- Returns:    the number of copies made.
@@ -30,16 +31,18 @@
 -- the function files, written by the install where the files say @copies@ (pglogq/schema.py).
 -- A copy is the installed function's definition (pg_get_functiondef) with: its name prefixed
 -- (and so the qualifier of its parameters); calls of the other copied functions made to their
--- copies; every reference to pglogq.event / pglogq.tick as a table (not as a row type:
+-- copies; a forced custom plan made a forced generic one; every reference to pglogq.event / pglogq.tick as a table (not as a row type:
 -- followed by ; , ) % [ or .) made to the queue's own partition; in receive, its dispatch to
 -- the copy cut out (between its two "queue copy" comment lines).
 CREATE OR REPLACE FUNCTION pglogq._queue_functions(queue_id integer, make boolean DEFAULT true)
 RETURNS integer LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
-    -- the functions of receive's path whose statements read the tick or event table
+    -- the functions of receive's path (and jobs', and cancel's check) whose statements read the
+    -- tick or event table
     names text[] := ARRAY['receive', '_take_batch', '_batch_page', '_crashed_page', '_stream_pick',
-                          '_stream_skip', '_share_lease', 'jobs', '_open_batch_events'];
+                          '_stream_skip', '_share_lease', 'jobs', '_open_batch_events', 'cancel',
+                          '_cancel_handed'];
     -- the copies' names: the queue's id, then the generation of the installed functions (the
     -- install writes it here and in receive's dispatch)
     mine text := '_q' || _queue_functions.queue_id || '_';
@@ -68,6 +71,9 @@ BEGIN
         src := regexp_replace(src, '\mpglogq\.(event|tick)\M(?![;,)%\[.])',
                               'pglogq.\1_' || _queue_functions.queue_id, 'g');
         src := regexp_replace(src, '([^.\w])' || r.name || '\.(?=[a-z_])', '\1' || prefix || r.name || '.', 'g');
+        -- a shared function planned on every call so as to prune to the queue's partitions: its
+        -- copy reads them by name, so a cached generic plan locks no other queue's
+        src := replace(src, 'SET plan_cache_mode TO ''force_custom_plan''', 'SET plan_cache_mode TO ''force_generic_plan''');
         EXECUTE src;
         EXECUTE format('REVOKE ALL ON FUNCTION pglogq.%I FROM PUBLIC', prefix || r.name);
         -- the original's owner (a superuser's install must not make a SECURITY DEFINER copy its own)

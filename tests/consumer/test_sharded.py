@@ -129,12 +129,31 @@ def test_per_key_order_with_partitions_and_workers(mode: str, share: bool, clust
                 sharded=cluster.seeds[:1])
     spec.handler()(rec)
     stats = run_once(mode, spec, stop_when_idle=True)
-    assert stats.handled == 600 and set(rec.count.values()) == {1}
+    assert stats.handled == 600 and set(rec.count.values()) == {1}, _left_behind(cluster, spec, mode, stats)
     assert dict(rec.done) == dict(order)  # per key in send order, each once
     assert rec.overlaps == 0  # never two events of one key at once
     # a share consumer's slots: workers * concurrency of them on each shard
     assert {w for _, w in rec.workers} <= ({f"w-{i}" for i in range(4)} if share else {"w-0", "w-1"})
     assert {s for s, _ in rec.workers} == {"s0", "s1", "s2"}
+
+
+def _left_behind(cluster: Cluster, spec: Spec, mode: str, stats: Any) -> str:
+    """Why a drain ended with events left: each shard's streams and marks, and what a second
+    drain finds (events it finds were stranded, not lost)."""
+    lines = [f"first drain: {stats}"]
+    for name, shard_dsn in cluster.dsns.items():
+        with psycopg.connect(shard_dsn) as conn:
+            lines.append(f"{name} streams: " + repr(conn.execute(
+                "SELECT x.stream, st.last_tick, st.batch_id, st.page_end_id, st.lease_worker, st.hold_until, "
+                "st.released_at FROM pglogq.subscriber x JOIN pglogq.sub_state st USING (sub_id) "
+                "WHERE x.stream IS NOT NULL ORDER BY 1").fetchall()))
+            lines.append(f"{name} marks: " + repr(conn.execute(
+                "SELECT stream, tick_id, since_tick, epoch FROM pglogq.stream_mark ORDER BY seq").fetchall()))
+            lines.append(f"{name} consumer: " + repr(conn.execute(
+                "SELECT st.last_tick, st.due_tick, (SELECT max(tick_id) FROM pglogq.tick) FROM pglogq.subscriber x "
+                "JOIN pglogq.sub_state st USING (sub_id) WHERE x.parent_id IS NULL").fetchall()))
+    lines.append(f"second drain: {run_once(mode, spec, stop_when_idle=True)}")
+    return "\n".join(lines)
 
 
 class Producer(threading.Thread):
