@@ -69,7 +69,7 @@ into a cluster whose transaction ids are behind, or reached through a transactio
 @click.option("--idle-interval", type=DURATION, default=None,
               help="Longest poll interval when idle (default 200ms).")
 @click.option("--linger", type=DURATION, default=None,
-              help="Keep the busy interval this long after the last tick (default 1s).")
+              help="Keep the busy interval this long after the last tick of events (default 1s).")
 @click.option("--maint-interval", type=DURATION, default=None,
               help="How often to run due maintenance: retry/delayed pump (default 500ms).")
 @click.option("--rotate-interval", type=DURATION, default=None,

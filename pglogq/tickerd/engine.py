@@ -12,8 +12,10 @@ One :class:`Engine` per database, running as an asyncio task (the daemon runs on
   exits 3), detected by two connections answering from one backend
   (:meth:`Engine._require_direct`, the one check every way of ticking makes).
 * **Ticking.**  ``SELECT pglogq.ticker()`` in its own autocommit transaction, every
-  ``busy_interval`` (5 ms) while ticks are being written and for ``linger`` (1 s) after the last
-  one; then the interval doubles up to ``idle_interval`` (200 ms).  With the default
+  ``busy_interval`` (5 ms) while ticks that close events are being written (or a call was cut
+  short with queues still due) and for ``linger`` (1 s) after the last one; then the interval
+  doubles up to ``idle_interval`` (200 ms).  A keep-alive tick does not count: with many idle
+  queues one falls due every few milliseconds, and kept the daemon polling at the busy pace.  With the default
   ``ticker_max_lag = 0`` the SQL writes a tick whenever committed events wait, so an event waits
   at most one poll interval for its tick.  When nothing happens a poll costs one cheap read-only
   statement per ``idle_interval``, and no tick is written except the queue's keep-alive.
@@ -81,6 +83,9 @@ class Stats:
     last_poll_at: float | None = None
     last_tick_at: float | None = None
     active_since: float | None = None
+    poll_interval: float | None = None
+    """The seconds to the next poll, as last chosen: busy_interval while events flow, up to
+    idle_interval after."""
 
 
 class Refused(Exception):
@@ -360,7 +365,7 @@ class Engine:
                 raise self._refused
             started = time.monotonic()
             try:
-                cur = await conn.execute(q.TICKER)
+                cur = await conn.execute(q.TICKER_POLL)
                 row = await cur.fetchone()
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
                 # before OperationalError, their base class: a slow pass is retried on this
@@ -379,13 +384,19 @@ class Engine:
             stats.polls += 1
             stats.last_poll_at = time.time()
             n = int(row[0]) if row and row[0] is not None else 0
+            flow = int(row[1]) if row and row[1] else n
+            cut_short = bool(row and row[2] and row[2] != "0")
             if n:
                 stats.ticks += n
                 stats.last_tick_at = stats.last_poll_at
+            if flow or cut_short:
+                # events flow (a keep-alive tick is no sign of it: at 1,000 idle queues one falls
+                # due every few milliseconds), or queues with something due wait for the next call
                 interval = s.busy_interval
                 last_busy = now
             elif now - last_busy >= s.linger:
                 interval = min(interval * 2, s.idle_interval)
+            stats.poll_interval = interval
             # the interval runs from the start of this poll: a slow tick does not add to it
             await self._sleep(max(0.0, interval - (now - started)))
 

@@ -27,6 +27,14 @@ SESSION_TIMEOUTS: LiteralString = (
 )
 SYNCHRONOUS_COMMIT: LiteralString = "SELECT set_config('synchronous_commit', %s, false)"
 TICKER: LiteralString = "SELECT pglogq.ticker()"
+# the daemon's poll: the ticks written, how many of them closed events (NULL: a schema of before
+# the setting, every tick counts), and where the next call goes on ('0' or NULL: this one looked
+# at every queue with something due; else it was cut short).  OFFSET 0 keeps ticker() in a
+# subquery of its own, run before the settings are read
+TICKER_POLL: LiteralString = (
+    "SELECT n, current_setting('pglogq.ticker_flow', true), current_setting('pglogq.ticker_next', true)"
+    " FROM (SELECT pglogq.ticker() AS n OFFSET 0) t"
+)
 TICKER_CHECK: LiteralString = (
     "SELECT system_id::text, previous_system_id::text, current_txid::text, max_txid_seen::text, status"
     " FROM pglogq.ticker_check(%s)"

@@ -48,11 +48,12 @@ class Settings:
 
     dsns: tuple[str, ...] = ()
     busy_interval: float = 0.005
-    """Poll interval while events flow (a tick was written recently)."""
+    """Poll interval while events flow (a tick that closed events was written recently)."""
     idle_interval: float = 0.2
     """Longest poll interval when nothing happens (the poll interval doubles up to it)."""
     linger: float = 1.0
-    """Keep polling at ``busy_interval`` this long after the last tick before backing off."""
+    """Keep polling at ``busy_interval`` this long after the last tick of events (keep-alive
+    ticks do not count) before backing off."""
     maint_interval: float = 0.5
     """How often to ask ``maint_operations()`` and run the retry/delayed pump."""
     rotate_interval: float = 5.0

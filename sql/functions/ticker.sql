@@ -1,8 +1,11 @@
 -- pglogq.ticker(queue_name): tick every non-paused queue (or one) whose thresholds say so.
 -- Parameters: queue_name  one queue, or NULL for all
--- Returns:    the number of ticks written.
+-- Returns:    the number of ticks written.  The session setting pglogq.ticker_flow then holds how
+--             many of them closed events (the others are keep-alives): a poller keeps its
+--             busy pace only while events flow (the daemon: a keep-alive falls due every few
+--             milliseconds at 1,000 idle queues, and each one kept it polling every 5 ms).
 -- Raises:     PQ001 unknown queue; PQ014 not in READ COMMITTED; PQ015 txids went backwards.
--- Tables:     tick (insert), tick_head (read, written with each tick), event (probe).  Sends NOTIFY "pglogq.<queue>" with the tick id.
+-- Tables:     tick (insert), tick_head (read, written with each tick, read after it), event (probe).  Sends NOTIFY "pglogq.<queue>" with the tick id.
 -- Thresholds (set_queue_config): a tick is written when committed events wait and either
 -- ticker_max_count are waiting or ticker_max_lag has passed since the last tick, or when
 -- ticker_idle_period has passed (keep-alive).  A queue another ticker is ticking is skipped.
@@ -37,6 +40,8 @@ DECLARE
     seen text := pg_current_snapshot()::text;
     still boolean;
     looked integer := 0;
+    ticked bigint;
+    flow integer := 0;
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'the ticker must run in READ COMMITTED, not %', current_setting('transaction_isolation')
@@ -64,10 +69,16 @@ BEGIN
                 LIMIT CASE WHEN ticker.queue_name IS NULL THEN per_call END LOOP
         looked := looked + 1;
         last_q := qid;
-        IF pglogq._tick(qid, false) IS NOT NULL THEN
+        ticked := pglogq._tick(qid, false);
+        IF ticked IS NOT NULL THEN
             n := n + 1;
+            -- a tick that closed events is the queue's event_tick (_tick): not a keep-alive
+            IF EXISTS (SELECT 1 FROM pglogq.tick_head h WHERE h.queue_id = qid AND h.event_tick = ticked) THEN
+                flow := flow + 1;
+            END IF;
         END IF;
     END LOOP;
+    PERFORM set_config('pglogq.ticker_flow', flow::text, false);
     IF ticker.queue_name IS NULL THEN
         -- a pass cut short by per_call has not looked at every queue: no shortcut after it
         PERFORM set_config('pglogq.ticker_seen', CASE WHEN looked < per_call THEN seen ELSE '' END, false);

@@ -98,6 +98,25 @@ def test_a_pass_looks_at_a_bounded_number_of_queues(dsn: str) -> None:
         assert ticked == [1] * 40 + [2] * 10  # the third call: the last 10, then from the first again
 
 
+def test_a_pass_says_how_many_of_its_ticks_closed_events(dsn: str) -> None:
+    """pglogq.ticker_flow: the ticks of the last call that closed events, keep-alives not counted
+    (the daemon keeps its busy pace only while events flow)."""
+    flow = "SELECT current_setting('pglogq.ticker_flow')"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _queues(conn, 3)
+        _catch_up(conn)
+        conn.execute("UPDATE pglogq.queue SET ticker_idle_period = interval '1 microsecond'")
+        assert _one(conn, "SELECT pglogq.ticker()") == 3  # three keep-alives
+        assert _one(conn, flow) == "0"
+        conn.execute("SELECT pglogq.send('q_1', '{}')")
+        conn.execute("SELECT pglogq.send_batch('q_2', ARRAY['{}', '{}']::jsonb[])")
+        assert _one(conn, "SELECT pglogq.ticker()") == 3
+        assert _one(conn, flow) == "2"
+        conn.execute("UPDATE pglogq.queue SET ticker_idle_period = interval '1 hour'")
+        assert _one(conn, "SELECT pglogq.ticker()") == 0
+        assert _one(conn, flow) == "0"
+
+
 def test_the_first_pass_of_a_new_session_ticks_what_waits(dsn: str) -> None:
     # the shortcut keeps the last pass's snapshot in a session setting: a session that has none
     # yet (the daemon's first pass, `pglogq-ticker --once`, pg_cron's call) must look at every

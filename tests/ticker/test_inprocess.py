@@ -58,6 +58,20 @@ def test_start_ticker_takes_a_client_and_is_a_context_manager(client: pglogq.Cli
     assert not handle.running
 
 
+def test_keep_alive_ticks_do_not_keep_the_busy_pace(dsn: str, queue: str) -> None:
+    """A keep-alive falls due on every poll here (ticker_idle_period of a microsecond, as 1,000
+    idle queues make one due every few milliseconds): the ticks go on, and the poll interval
+    still backs off to idle_interval (it stayed at the busy 5 ms for as long as they went on)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pglogq.queue SET ticker_idle_period = interval '1 microsecond'")
+    with pglogq.start_ticker(dsn, interval="5ms", idle_interval=0.05, linger=0.02, maintenance=False) as handle:
+        stats = handle.engine.stats
+        wait_for(lambda: stats.poll_interval == 0.05 and stats.ticks >= 10, "the idle pace with keep-alives")
+        ticks = stats.ticks
+        wait_for(lambda: stats.ticks > ticks + 3, "more keep-alives")
+        assert stats.poll_interval == 0.05
+
+
 def test_two_in_process_tickers_one_active_then_takeover(dsn: str) -> None:
     a = pglogq.start_ticker(dsn, standby_retry=0.05)
     b = pglogq.start_ticker(dsn, standby_retry=0.05)
