@@ -30,7 +30,8 @@
 -- off, as in _batch_page: the children's estimates (often not analysed) made the planner read
 -- the whole rest of the batch and sort it, where the index gives the order.  jit off: a
 -- plan over a big queue's estimates passed jit_above_cost, and compiling cost far more than the
--- query.
+-- query.  enable_seqscan off: the cancel markers are probed by their primary key whatever the
+-- statistics the session's plans were made with (see jobs).
 CREATE OR REPLACE FUNCTION pglogq._open_batch_events(
     queue_id integer, consumer_sub_id integer, want integer, after_txid xid8 DEFAULT NULL,
     after_id bigint DEFAULT NULL, lim integer DEFAULT NULL, msg_type text DEFAULT NULL,
@@ -40,6 +41,7 @@ RETURNS TABLE (holder integer, ev_id bigint, ev_type text, ev_time timestamptz, 
 LANGUAGE plpgsql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_sort = off
+SET enable_seqscan = off
 SET jit = off AS $$
 #variable_conflict use_column
 DECLARE

@@ -353,6 +353,43 @@ def test_receive_probes_the_markers_with_plans_made_when_they_were_few(
         conn.commit()
 
 
+def test_jobs_probe_the_markers_with_plans_made_when_they_were_few(client: pglogq.Client, dsn: str) -> None:
+    """jobs (and _open_batch_events under it), as receive above: a session's plans made while the
+    queue held a marker or three scanned every marker for every event listed after a mass cancel
+    (8.4 million rows read for one page after 4,000 cancels); each event is a probe now."""
+    setup_queue(client)
+    with psycopg.connect(dsn, autocommit=True) as other, psycopg.connect(dsn) as conn:
+        other.execute("ANALYZE pglogq.cancelled")
+        for _ in range(3):
+            few = client.send_batch("q", [{"n": i} for i in range(6)])
+            client.cancel("q", few[0])
+            client.tick("q", force=True)
+            rows = conn.execute("SELECT batch_id, msg_id FROM pglogq.receive('q', 'a', 100)").fetchall()
+            for state in (None, "waiting", "in-flight"):
+                for _ in range(6):  # past the plan cache's first custom plans
+                    conn.execute("SELECT * FROM pglogq.jobs('q', 'a', NULL, %s, 100)", (state,)).fetchall()
+            conn.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
+            conn.commit()
+        sent = client.send_batch("q", [{"n": i} for i in range(4_100)])
+        with other.transaction():
+            other.execute("SET LOCAL session_replication_role = replica")  # what 4,000 cancel() calls leave
+            other.execute("INSERT INTO pglogq.cancelled (queue_id, msg_id, ev_txid)"
+                          " SELECT e.ev_queue, e.ev_id, e.ev_txid FROM pglogq.event e WHERE e.ev_id = ANY (%s)",
+                          (sent[:4_000],))
+        client.tick("q", force=True)
+        page = conn.execute("SELECT batch_id, msg_id FROM pglogq.receive('q', 'a', 50)").fetchall()
+        assert [r[1] for r in page] == sent[4_000:4_050]
+        conn.commit()
+        for state, want in ((None, sent[4_000:4_100]), ("waiting", sent[4_050:4_100]),
+                            ("in-flight", sent[4_000:4_050])):
+            before = TableReads(conn, "cancelled")
+            rows = conn.execute("SELECT msg_id FROM pglogq.jobs('q', 'a', NULL, %s, 100)", (state,)).fetchall()
+            spent = TableReads(conn, "cancelled") - before
+            conn.commit()
+            assert sorted(r[0] for r in rows) == want, state
+            assert spent.seq_scan == 0 and spent.rows_read() <= 4_200, (state, spent)
+
+
 def test_receive_skips_the_marker_test_for_a_batch_without_markers(client: pglogq.Client, dsn: str) -> None:
     """Markers of older batches (a mass cancel an hour ago) cost a page of a newer batch one
     probe of the markers' txid index, and no marker is read."""
