@@ -22,7 +22,10 @@
 -- try of that lock in exclusive mode, taken and let go at once, tells that every id up to
 -- quiet_seq is of a transaction that ended before the snapshot (in this tick, or aborted); else
 -- quiet_seq is NULL and ticker() probes the queue each pass until its next tick.  Events of the
--- ticking transaction itself (not committed yet) make it NULL too.
+-- ticking transaction itself (not committed yet) make it NULL too.  The same rule spares a
+-- keep-alive of an idle queue the count of the events it closes: the last tick quiet at the
+-- sequence's value, and that value unmoved once the new snapshot is taken, leave no event that
+-- one could close (every event's id is drawn under that lock, pumps and replays included).
 -- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
 -- the queue's id and reads and locks that queue's partitions only (after five calls a generic
 -- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
@@ -46,6 +49,7 @@ DECLARE
     xips text;
     xip_arr xid8[];
     quiet bigint;
+    idle boolean;
     at timestamptz;
 BEGIN
     IF force THEN
@@ -115,15 +119,23 @@ BEGIN
                   HINT = 'this database looks restored into another cluster; ticking would mis-batch events. '
                          'Recreate the queues (or run pglogq.reset_after_restore()) before ticking.';
     END IF;
-    -- the events this tick closes: visible in snap, not in the last tick's snapshot
-    xip_arr := ARRAY(SELECT x FROM pg_snapshot_xip(last.tick_snapshot) x WHERE pg_visible_in_snapshot(x, snap));
-    SELECT (SELECT count(*) FROM pglogq.event e
-             WHERE e.ev_queue = q.queue_id
-               AND e.ev_txid >= pg_snapshot_xmax(last.tick_snapshot) AND e.ev_txid < pg_snapshot_xmax(snap)
-               AND pg_visible_in_snapshot(e.ev_txid, snap))
-         + (SELECT count(*) FROM pglogq.event e
-             WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr))
-      INTO closed;
+    -- the events this tick closes: visible in snap, not in the last tick's snapshot.  None when
+    -- the last tick was quiet at this sequence value and no id was drawn up to now, after snap
+    -- was taken (a keep-alive of an idle queue: the event table is not read, nor planned for)
+    SELECT h.quiet_seq = cur_seq AND h.tick_id = last.tick_id INTO idle FROM pglogq.tick_head h
+     WHERE h.queue_id = q.queue_id;
+    IF idle AND coalesce(pg_sequence_last_value(q.event_seq), 0) = cur_seq THEN
+        closed := 0;
+    ELSE
+        xip_arr := ARRAY(SELECT x FROM pg_snapshot_xip(last.tick_snapshot) x WHERE pg_visible_in_snapshot(x, snap));
+        SELECT (SELECT count(*) FROM pglogq.event e
+                 WHERE e.ev_queue = q.queue_id
+                   AND e.ev_txid >= pg_snapshot_xmax(last.tick_snapshot) AND e.ev_txid < pg_snapshot_xmax(snap)
+                   AND pg_visible_in_snapshot(e.ev_txid, snap))
+             + (SELECT count(*) FROM pglogq.event e
+                 WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr))
+          INTO closed;
+    END IF;
     at := clock_timestamp();
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq, tick_event_total)
     VALUES (q.queue_id, last.tick_id + 1, at, snap, cur_seq, last.tick_event_total + closed);

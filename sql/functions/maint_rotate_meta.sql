@@ -10,7 +10,8 @@
 --             tick (the oldest slot of each queue TRUNCATEd when no one needs a tick in it; a
 --             retain_tick stored there is copied to the current slot first; the empty tick
 --             partitions of dropped queues dropped), subscription (read), stream_mark (compacted:
---             TRUNCATEd and its live rows written back as they were).
+--             TRUNCATEd and its live rows written back as they were), tick_head (read: each
+--             queue's newest tick).
 -- The metadata epoch is the sequence pglogq.meta_epoch (meta_epoch_time: the unix time of the last
 -- switch); a new tick goes to slot epoch % 3 of its queue.  A switch from epoch e to e + 1 first
 -- empties slot (e + 1) % 3 of each queue, the oldest (written two to three epochs ago), so that
@@ -144,7 +145,13 @@ BEGIN
             EXECUTE 'LOCK TABLE ' || tab || ' IN ACCESS EXCLUSIVE MODE';
             EXECUTE 'SELECT max(t.tick_id) FROM ' || tab || ' t' INTO top;
             CONTINUE WHEN top IS NULL;
-            SELECT max(t.tick_id) INTO newest FROM pglogq.tick t WHERE t.queue_id = q.queue_id;
+            -- the queue's newest tick from its tick_head row (else its own tick table): a static
+            -- read of pglogq.tick here went generic after five queues, and a generic plan locks
+            -- every queue's tick partitions (out of shared memory at ~1,000 queues)
+            SELECT h.tick_id INTO newest FROM pglogq.tick_head h WHERE h.queue_id = q.queue_id;
+            IF newest IS NULL THEN
+                EXECUTE format('SELECT max(t.tick_id) FROM pglogq.%I t', 'tick_' || q.queue_id) INTO newest;
+            END IF;
             CONTINUE WHEN newest <= top;
             CONTINUE WHEN EXISTS (SELECT 1 FROM pglogq.subscription s
                                    WHERE s.queue_id = q.queue_id AND s.parent_id IS NULL AND s.last_tick IS NULL);

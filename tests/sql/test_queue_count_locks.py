@@ -200,3 +200,29 @@ def test_queue_copies_follow_the_queue(dsn: str) -> None:
         with pytest.raises(psycopg.Error) as info:
             conn.execute("SELECT * FROM pglogq.receive('gone', 'c', 100)")
         assert info.value.sqlstate == "PQ001"
+
+
+def test_a_metadata_switch_locks_no_tick_table_of_a_queue_beyond_its_oldest_slot(dsn: str) -> None:
+    """maint_rotate_meta visits every queue's oldest tick slot; it read each queue's newest tick
+    with a static query of pglogq.tick whose plan went generic after five queues, and a generic
+    plan locks every queue's tick partitions and indexes (the daemon's maintenance ran out of the
+    lock table at 1,000 queues, then on every switch).  The queues made last (their oldest slot
+    empty, passed at once) must hold no lock but on that slot."""
+    _grow(dsn, 0, 10)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(3):  # a tick in every slot of the first ten queues
+            for i in range(10):
+                conn.execute("SELECT pglogq.force_tick(%s)", (f"other_{i}",))
+            assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+    _grow(dsn, 10, 14)
+    with psycopg.connect(dsn) as conn:
+        late = [r[0] for r in conn.execute(
+            "SELECT queue_id FROM pglogq.queue WHERE queue_name = ANY (%s)", ([f"other_{i}" for i in range(10, 14)],))]
+        assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        held = conn.execute(
+            "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+            " WHERE l.pid = pg_backend_pid() AND c.relname ~ ('^tick_(' || array_to_string(%s::int[], '|') || ')_')"
+            " ORDER BY 1", (late,)).fetchall()
+        conn.rollback()
+    tables = {name for (name,) in held if not name.endswith(("_pkey", "_idx"))}
+    assert len(tables) <= len(late), held  # one slot each: the one the switch empties
