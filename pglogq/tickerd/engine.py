@@ -15,10 +15,11 @@ One :class:`Engine` per database, running as an asyncio task (the daemon runs on
   ``busy_interval`` (5 ms) while ticks that close events are being written (or a call was cut
   short with queues still due) and for ``linger`` (1 s) after the last one; then the interval
   doubles up to ``idle_interval`` (200 ms).  A keep-alive tick does not count: with many idle
-  queues one falls due every few milliseconds, and kept the daemon polling at the busy pace.  With the default
-  ``ticker_max_lag = 0`` the SQL writes a tick whenever committed events wait, so an event waits
-  at most one poll interval for its tick.  When nothing happens a poll costs one cheap read-only
-  statement per ``idle_interval``, and no tick is written except the queue's keep-alive.
+  queues one falls due every few milliseconds, and kept the daemon polling at the busy pace.
+  With the default ``ticker_max_lag = 0`` the SQL writes a tick whenever committed events wait,
+  so an event waits at most one poll interval for its tick.  When nothing happens a poll costs
+  one cheap read-only statement per ``idle_interval``, and no tick is written except the
+  queue's keep-alive.
 * **Maintenance** runs on a second connection (its own task, with ``lock_timeout`` and
   ``statement_timeout``) so that it never holds up ticking: every ``maint_interval`` it asks
   ``pglogq.maint_operations()`` what is due and runs each step with ``pglogq.maint_run()`` in its

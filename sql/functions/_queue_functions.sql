@@ -31,9 +31,10 @@
 -- the function files, written by the install where the files say @copies@ (pglogq/schema.py).
 -- A copy is the installed function's definition (pg_get_functiondef) with: its name prefixed
 -- (and so the qualifier of its parameters); calls of the other copied functions made to their
--- copies; a forced custom plan made a forced generic one; every reference to pglogq.event / pglogq.tick as a table (not as a row type:
--- followed by ; , ) % [ or .) made to the queue's own partition; in receive, its dispatch to
--- the copy cut out (between its two "queue copy" comment lines).
+-- copies; a forced custom plan made a forced generic one; every reference to pglogq.event /
+-- pglogq.tick as a table (not as a row type: followed by ; , ) % [ or .) made to the queue's own
+-- partition; in receive (and jobs, cancel, _cancel_handed), its dispatch to the copy cut out
+-- (between its two "queue copy" comment lines).
 CREATE OR REPLACE FUNCTION pglogq._queue_functions(queue_id integer, make boolean DEFAULT true)
 RETURNS integer LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
