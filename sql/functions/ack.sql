@@ -17,7 +17,11 @@
 -- the next receive starts the next one; otherwise the next receive returns the next page.  On
 -- the stream of a partition where an event of the page was nacked (strict order, see nack), the
 -- page is acknowledged up to that event only: it and the rest of the page come again, in order,
--- once the nack's delay has passed (the stream's hold stays until receive hands them out).
+-- once the nack's delay has passed (the stream's hold stays until receive hands them out),
+-- under a new batch id: the batch's pages start earlier again, and one of them could end where
+-- this page ends (a repeat of this ack, after a lost reply, would be taken for it).
+-- Which page an ack names: its batch id and last event suffice, because a page handed out
+-- again that ends elsewhere gets a new id (see receive).
 CREATE OR REPLACE FUNCTION pglogq.ack(batch_id bigint, last_msg_id bigint DEFAULT NULL, last_txid xid8 DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -49,7 +53,8 @@ BEGIN
     END IF;
     IF h.hold_id IS NOT NULL THEN
         UPDATE pglogq.sub_state s
-           SET page_prio = NULL, page_txid = h.hold_txid, page_id = h.hold_id - 1,
+           SET batch_id = nextval('pglogq.batch_seq'),
+               page_prio = NULL, page_txid = h.hold_txid, page_id = h.hold_id - 1,
                page_end_prio = NULL, page_end_txid = NULL, page_end_id = NULL, page_more = NULL,
                started_prio = NULL, started_txid = NULL, started_id = NULL, released_at = NULL,
                -- the hold stays (hold_txid, hold_id, hold_until: the event waiting for its retry,

@@ -26,10 +26,13 @@
 --             by a move of slots to this shard (see _cluster_gate_check); PQ090 a share consumer
 --             called without a worker name.
 -- Tables:     subscription (lock), sub_state (one update; a batch found empty is closed through
---             _close_batch), progress (rows of such a batch deleted), tick (read), event (read),
+--             _close_batch), progress (rows of such a batch deleted; a page handed out again
+--             under a new id: its rows move to it), batch_seq, tick (read), event (read),
 --             cancelled (read), attempt, dead_letter (through _crashed_page, after a crash).
 -- Until ack(batch_id), calling receive again returns the same page (a crash before ack
--- redelivers).  ack acknowledges exactly the returned page; the next receive returns the rest
+-- redelivers); when it ends elsewhere this time (another max_messages, a crash's halving,
+-- cancels), under a new batch id, and the earlier hand-out's ack, nack and reports are refused
+-- (PQ009).  ack acknowledges exactly the returned page; the next receive returns the rest
 -- of the batch; the consumer passes the batch when all of it is acknowledged.  Two concurrent
 -- calls for the same consumer (or worker) serialise on its row and get the same page.
 -- Crashes: when the page was handed out before with started handlers (start_first not NULL)
@@ -77,6 +80,9 @@ DECLARE
     h2 pglogq.subscription;
     first_row pglogq.message;
     new_id integer;
+    again boolean := false;  -- the page out is handed out again
+    was pglogq.subscription;
+    again_id bigint;
     tried smallint[];
     ordinary pglogq.subscription;  -- the holder of ordinary events while the urgent lane is tried
     pm pglogq.message;  -- a row of the streamed page
@@ -250,6 +256,8 @@ BEGIN
                 RETURN;
             END IF;
         END IF;
+        again := stored AND h.page_end_txid IS NOT NULL;  -- the page out, handed out again
+        was := h;  -- its end, before _crashed_page clears it
         SELECT p.tick_snapshot, t.tick_snapshot INTO prev_snap, cur_snap
           FROM pglogq.tick p, pglogq.tick t
          WHERE p.queue_id = q.queue_id AND p.tick_id = h.batch_prev_tick
@@ -264,7 +272,8 @@ BEGIN
             -- handed out before, handlers started, no ack: a crash (or a takeover) - count it
             h := pglogq._crashed_page(q, h, prev_snap, cur_snap);
         END IF;
-        IF h.suspect_txid IS NULL AND NOT EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
+        IF h.suspect_txid IS NULL AND NOT again
+           AND NOT EXISTS (SELECT 1 FROM pglogq.attempt a WHERE a.sub_id = h.sub_id) THEN
             -- the usual page (no crash under suspicion, no crash counts to add): streamed out as
             -- it is read, keeping only the keys the row below stores (one copy of each event,
             -- where an array of the page took three).  Per row: a count and RETURN NEXT; the
@@ -422,6 +431,19 @@ BEGIN
             last_row := page[lim];
         ELSE
             last_row := page[n];
+        END IF;
+        IF again AND (last_row.priority, last_row.txid, last_row.msg_id)
+                     IS DISTINCT FROM (was.page_end_prio, was.page_end_txid, was.page_end_id) THEN
+            -- the page handed out again ends elsewhere (another size, a crash's halving, events
+            -- cancelled meanwhile): a new batch id, so that the earlier hand-out can no longer
+            -- acknowledge, nack or report on it.  Kept, the earlier one and the page after this
+            -- one's ack could share an end, and its ack would be taken for that page and
+            -- acknowledge what was acknowledged already (its handler's effects committed
+            -- twice).  The same page again keeps its id: the first ack wins.  Its reported
+            -- progress goes along.
+            again_id := nextval('pglogq.batch_seq');
+            UPDATE pglogq.progress p SET batch_id = again_id WHERE p.sub_id = h.sub_id AND p.batch_id = h.batch_id;
+            h.batch_id := again_id;
         END IF;
         IF start_first IS NULL THEN
             first_row := last_row;

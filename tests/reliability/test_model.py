@@ -205,9 +205,17 @@ class QueueModel(RuleBasedStateMachine):
                 owed[i] -= 1
         elif old:
             # before the ack, the same batch and the same start of page come back (less what was
-            # cancelled meanwhile)
+            # cancelled meanwhile): under the same batch id when the page ends where it did,
+            # else under a new one, and the earlier hand-out's ack is refused
             old_ids = [m.msg_id for m in old if m.msg_id not in self.cancelled]
-            assert not old_ids or (got and got[0].batch_id == old[0].batch_id), (old_ids, ids)
+            if got:
+                same_end = got[-1].msg_id == old[-1].msg_id
+                assert (got[0].batch_id == old[0].batch_id) is same_end, (old, got)
+                if not same_end:
+                    with pytest.raises(pglogq.StaleBatch):
+                        self.c.ack(old[0].batch_id, last=old[-1])
+            else:
+                assert not old_ids, (old_ids, ids)
             n = min(len(ids), len(old_ids))
             assert ids[:n] == old_ids[:n]
         else:

@@ -258,7 +258,12 @@ class PartitionModel(RuleBasedStateMachine):
         assert len({r.batch_id for r in rows}) <= 1, rows
         order = [(r.txid, r.msg_id) for r in rows]
         assert order == sorted(order), f"page out of (txid, id) order: {rows}"
-        if old is not None and not (rows and rows[0].batch_id == old.batch_id):
+        alive = [] if old is None else [i for i in old.ids if i not in self.dead]
+        if old is not None and rows:
+            # the same page again keeps its batch id when it ends where it did, else a new one
+            assert (rows[0].batch_id == old.batch_id) is (alive[:1] == ids[:1] and ids[-1] == old.ids[-1]), (
+                old.rows, rows)
+        if old is not None and not (rows and alive[:1] == ids[:1]):
             # the page held nothing but events its earlier delivery buried, and nothing of the
             # batch is left after them: the batch is closed, the worker goes on elsewhere
             assert not [i for i in old.ids if i not in self.dead], (

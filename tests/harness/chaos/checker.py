@@ -328,6 +328,8 @@ def check(
             "examples": {"lost": lost[:10], "unexpected": unexpected[:10], "duplicated": dup[:10],
                          "skipped_within_limit": wrongly_skipped[:10],
                          "per_key_order_violations": disorder[:10], "same_key_in_flight": overlaps[:10],
-                         "same_event_in_flight": twice[:10]},
+                         "same_event_in_flight": twice[:10],
+                         **({} if effects is None else {"effects_applied_twice": sorted(
+                             i for i, n in effects.get(sub, Counter()).items() if n > 1)[:10]})},
         }
     return report
