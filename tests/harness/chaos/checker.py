@@ -120,12 +120,26 @@ class KeyedHistory:
 
 
 def read_kills(directory: Path) -> dict[str, list[float]]:
-    """process name (its record file's tag) → when the harness SIGKILLed it (CLOCK_MONOTONIC)."""
+    """process name (its record file's tag), and pid → when the harness SIGKILLed it
+    (CLOCK_MONOTONIC)."""
     out: dict[str, list[float]] = defaultdict(list)
     for rec in read_records(directory, "nemesis-"):
         if rec[0] == "kill":
             out[rec[1]].append(float(rec[3]))
+            out[f"pid:{rec[2]}"].append(float(rec[3]))
     return out
+
+
+def _kills_of(stem: str, kills: dict[str, list[float]]) -> list[float]:
+    """When the harness killed the process that wrote the record file ``consumer-<stem>.log``:
+    by its tag (one file per process name, across restarts), or, for the sharded mode's files
+    (``<tag>-<pid>-<thread>``: one per process and thread), by its pid."""
+    if stem in kills:
+        return sorted(kills[stem])
+    parts = stem.rsplit("-", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        return sorted(kills.get(f"pid:{parts[1]}", []))
+    return []
 
 
 def read_keyed(directory: Path) -> KeyedHistory:
@@ -135,7 +149,7 @@ def read_keyed(directory: Path) -> KeyedHistory:
     for path in sorted(directory.glob("consumer-*.log")):
         unfinished: list[Page] = []  # pages of this file without a "done" yet
         place = 0
-        killed = sorted(kills.get(path.stem[len("consumer-"):], []))
+        killed = _kills_of(path.stem[len("consumer-"):], kills)
         for rec in read_file(path):
             if rec[0] == "page":
                 page = Page(rec[1], rec[2], rec[3], float(rec[4]), float(rec[5]), rec[6] == "1")
