@@ -257,7 +257,9 @@ BEGIN
             END IF;
         END IF;
         again := stored AND h.page_end_txid IS NOT NULL;  -- the page out, handed out again
-        was := h;  -- its end, before _crashed_page clears it
+        IF again THEN
+            was := h;  -- its end, before _crashed_page clears it
+        END IF;
         SELECT p.tick_snapshot, t.tick_snapshot INTO prev_snap, cur_snap
           FROM pglogq.tick p, pglogq.tick t
          WHERE p.queue_id = q.queue_id AND p.tick_id = h.batch_prev_tick

@@ -130,16 +130,21 @@ def read_kills(directory: Path) -> dict[str, list[float]]:
     return out
 
 
+def record_pid(stem: str) -> str | None:
+    """The pid in the name of a sharded-mode record file ``consumer-<stem>.log`` (``stem`` is
+    ``<tag>-<pid>-<thread>``: one file per process and thread); None for the other modes' files
+    (``<tag>``: one per process name, across restarts)."""
+    parts = stem.rsplit("-", 2)
+    return parts[1] if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit() else None
+
+
 def _kills_of(stem: str, kills: dict[str, list[float]]) -> list[float]:
     """When the harness killed the process that wrote the record file ``consumer-<stem>.log``:
-    by its tag (one file per process name, across restarts), or, for the sharded mode's files
-    (``<tag>-<pid>-<thread>``: one per process and thread), by its pid."""
+    by its tag, or for a sharded-mode file by its pid."""
     if stem in kills:
         return sorted(kills[stem])
-    parts = stem.rsplit("-", 2)
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-        return sorted(kills.get(f"pid:{parts[1]}", []))
-    return []
+    pid = record_pid(stem)
+    return sorted(kills.get(f"pid:{pid}", [])) if pid is not None else []
 
 
 def read_keyed(directory: Path) -> KeyedHistory:

@@ -43,7 +43,7 @@ from typing import Any
 import psycopg
 
 from tests.harness.chaos import nemesis
-from tests.harness.chaos.checker import check, client_faults
+from tests.harness.chaos.checker import check, client_faults, record_pid
 from tests.harness.chaos.harness import BEHIND, DEAD_INTERVAL_S, QUEUE_CONFIG, Proc, ticker_command
 from tests.harness.chaos.history import Recorder, is_poison, read_file
 from tests.support.servers import ExtraServer, start_servers, stop_servers
@@ -512,7 +512,7 @@ def duplicates(directory: Path) -> dict[str, dict[str, list[str]]]:
     crashes, kills = read_harness_events(directory)
     got: dict[str, dict[str, list[Delivery]]] = defaultdict(lambda: defaultdict(list))
     for path in sorted(directory.glob("consumer-*.log")):
-        pid = path.stem.split("-")[-2] if path.stem.count("-") >= 3 else ""
+        pid = record_pid(path.stem[len("consumer-"):]) or ""
         pages: dict[str, float] = {}
         for rec in read_file(path):
             if rec[0] == "page":
