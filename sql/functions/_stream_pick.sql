@@ -29,7 +29,8 @@
 CREATE OR REPLACE FUNCTION pglogq._stream_pick(q pglogq.queue, consumer_id integer, worker text, tried smallint[])
 RETURNS pglogq.subscription LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
-SET enable_seqscan = off AS $$
+SET enable_seqscan = off
+SET jit = off AS $$
 DECLARE
     h pglogq.subscription;
     newest bigint;

@@ -34,7 +34,9 @@
 -- ev_id) index.  enable_seqscan is off in
 -- here, as in _tick: on a child without statistics (a freshly loaded million-row table) the
 -- planner took a third of its rows for "after the last tick" and scanned it whole (120 ms at
--- 1,000,000 ticked events, all of them read to count none).
+-- 1,000,000 ticked events, all of them read to count none).  That setting prices every scan it
+-- does not want far above jit_above_cost, so jit is off with it (else each call compiled its
+-- query: half a second of JIT for a few index probes).
 CREATE OR REPLACE FUNCTION pglogq.queue_info(for_queue text DEFAULT NULL)
 RETURNS TABLE (queue_name text, paused boolean, last_tick_id bigint, last_tick_time timestamptz,
                last_tick_age interval, ticker_lag interval, events_per_second double precision,
@@ -44,6 +46,7 @@ RETURNS TABLE (queue_name text, paused boolean, last_tick_id bigint, last_tick_t
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_seqscan = off
+SET jit = off
 SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     r record;
