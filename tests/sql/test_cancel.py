@@ -433,3 +433,37 @@ def test_prune_reads_only_the_markers_it_deletes(client: pglogq.Client, dsn: str
         conn.execute("SELECT pglogq.maint_prune('q')")
         conn.commit()
         assert conn.execute("SELECT count(*) FROM pglogq.cancelled").fetchone() == (0,)
+
+
+def test_maint_operations_probes_the_markers_once_a_mass_cancel_is_gone(client: pglogq.Client, dsn: str) -> None:
+    """The daemon asks maint_operations every 500 ms which queues have markers to prune.  Planned
+    on statistics of a full marker table (a mass cancel, analysed), that test read every marker
+    for the queues without any, and after the mass cancel's queue was dropped, its dead rows
+    until the next vacuum (22-38 ms a pass at 100,000).  It is one primary-key probe per queue
+    whatever the statistics."""
+    for name in ("gone", "q1", "q2", "q3"):
+        client.create_queue(name)
+    with psycopg.connect(dsn) as conn:
+        with conn.transaction():
+            # markers of events never sent: no deferred re-check to pay for (a fake mass cancel)
+            conn.execute("SET LOCAL session_replication_role = replica")
+            conn.execute("INSERT INTO pglogq.cancelled (queue_id, msg_id, ev_txid)"
+                         " SELECT q.queue_id, g, '1'::xid8 FROM pglogq.queue q, generate_series(1, 5000) g"
+                         " WHERE q.queue_name = 'gone'")
+        conn.execute("ANALYZE pglogq.cancelled")
+        conn.commit()
+        for _ in range(3):
+            before = TableReads(conn, "cancelled")
+            ops = conn.execute("SELECT * FROM pglogq.maint_operations()").fetchall()
+            spent = TableReads(conn, "cancelled") - before
+            assert ("prune", "gone") in ops and ("prune", "q1") not in ops
+            assert spent.seq_scan == 0 and spent.rows_read() <= 4, spent
+        conn.commit()
+        client.drop_queue("gone", force=True)
+        for _ in range(3):
+            before = TableReads(conn, "cancelled")
+            ops = conn.execute("SELECT * FROM pglogq.maint_operations()").fetchall()
+            spent = TableReads(conn, "cancelled") - before
+            assert [o for o in ops if o[0] == "prune"] == []
+            assert spent.seq_scan == 0 and spent.rows_read() == 0, spent
+        conn.commit()
