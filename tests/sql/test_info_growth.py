@@ -42,6 +42,37 @@ def test_consumer_info_of_every_consumer_reads_each_consumer_once(client: pglogq
         assert reads.rows_read() <= 4 * CONSUMERS, reads
 
 
+def test_consumer_info_of_one_consumer_reads_its_rows_only(client: pglogq.Client, dsn: str) -> None:
+    """consumer_info(q, c) beside 400 consumers of q, all behind (their ticks are read): it read
+    every consumer's rows and ticks of the queue, then kept one (14 ms at 1,000 consumers).
+    Now its own rows and ticks only, the same with 4 consumers as with 400."""
+    client.create_queue("q")
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SELECT pglogq.subscribe('q', 'c' || g) FROM generate_series(1, %s) g", (CONSUMERS,))
+        conn.execute("SELECT pglogq.send('q', '{}'::jsonb)")
+        conn.commit()
+        conn.execute("SELECT pglogq.force_tick('q')")
+        conn.commit()
+        before = (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"), TableReads(conn, "tick%"))
+        rows = conn.execute("SELECT consumer_name, lag_events FROM pglogq.consumer_info('q', 'c7')").fetchall()
+        spent = [b2 - b1 for b1, b2 in zip(before, (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"),
+                                                        TableReads(conn, "tick%")))]
+        conn.rollback()
+        assert rows == [("c7", 1)]
+        for reads in spent:
+            assert reads.rows_read() <= 12, spent
+        # the same consumer on every queue (for_queue NULL): its rows of subscriber, its ticks;
+        # sub_state (no statistics yet) may be joined by one scan, never once per consumer
+        before = (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"), TableReads(conn, "tick%"))
+        rows = conn.execute("SELECT queue_name, consumer_name FROM pglogq.consumer_info(NULL, 'c7')").fetchall()
+        state, subscriber, ticks = (b2 - b1 for b1, b2 in zip(
+            before, (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"), TableReads(conn, "tick%"))))
+        conn.rollback()
+        assert rows == [("q", "c7")]
+        assert subscriber.rows_read() <= 12 and ticks.rows_read() <= 12, (subscriber, ticks)
+        assert state.rows_read() <= 3 * CONSUMERS, state
+
+
 TICKS = 20_000
 
 
