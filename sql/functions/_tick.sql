@@ -3,9 +3,9 @@
 -- Returns:    the new tick id, or NULL when no tick was due (or another ticker holds the queue).
 -- Raises:     PQ015 the new snapshot is older than the last tick's (txids went backwards:
 --             a database restored into another cluster).
--- Tables:     tick (insert), tick_head (insert or update: the new tick, and the tick that last
---             closed events), event (count of committed, unticked
---             events).
+-- Tables:     tick (insert; read: the last tick, unless tick_head holds it), tick_head (read;
+--             insert or update: the new tick, and the tick that last closed events), event
+--             (count of committed, unticked events).
 -- tick_event_total (cumulative per queue) grows by the number of events the new tick closes:
 -- those whose transaction is visible in its snapshot and not in the last tick's (the batch
 -- predicate), counted through the (ev_txid, ev_id) index, so burnt message ids (rollbacks,
@@ -26,18 +26,21 @@
 -- keep-alive of an idle queue the count of the events it closes: the last tick quiet at the
 -- sequence's value, and that value unmoved once the new snapshot is taken, leave no event that
 -- one could close (every event's id is drawn under that lock, pumps and replays included).
--- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
--- the queue's id and reads and locks that queue's partitions only (after five calls a generic
--- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
--- the number of queues).
+-- Plans: the reads of the tick and event tables are EXECUTEd, so each is planned with the queue's
+-- id and reads and locks that queue's partitions only (a cached plan over the partitioned
+-- tables covers, and locks, every queue's partitions: cost and locks grew with the number of
+-- queues); every other statement keeps its cached plan (they were all planned afresh on every
+-- call, 1-2 ms a tick, which at 1,000 idle queues was most of the ticker's cost).  A keep-alive
+-- of an idle queue (its tick_head quiet at the sequence's value, the value unmoved) reads none
+-- of the queue's partitions: the last tick's id, time, xmax and event total are in tick_head.
 CREATE OR REPLACE FUNCTION pglogq._tick(queue_id integer, force boolean)
 RETURNS bigint LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
 SET enable_seqscan = off
-SET jit = off
-SET plan_cache_mode = force_custom_plan AS $$
+SET jit = off AS $$
 DECLARE
     q pglogq.queue;
+    h pglogq.tick_head;
     last pglogq.tick;
     snap pg_snapshot;
     me xid8;
@@ -50,7 +53,11 @@ DECLARE
     xip_arr xid8[];
     quiet bigint;
     idle boolean;
+    own boolean;
+    last_xmax xid8;
     at timestamptz;
+    first_tick bigint;
+    first_time timestamptz;
 BEGIN
     IF force THEN
         PERFORM pg_advisory_xact_lock(hashtext('pglogq.tick'), _tick.queue_id);
@@ -61,48 +68,71 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    SELECT * INTO last FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
     cur_seq := coalesce(pg_sequence_last_value(q.event_seq), 0);
+    SELECT * INTO h FROM pglogq.tick_head th WHERE th.queue_id = q.queue_id;
+    -- idle: the last tick was quiet at this sequence value (every id up to it is of a transaction
+    -- that ended before that tick, see the header) and no id was drawn since, by anyone: no event
+    -- waits, none of this transaction's own either
+    idle := coalesce(h.quiet_seq = cur_seq AND h.tick_event_total IS NOT NULL AND h.tick_xmax IS NOT NULL, false);
+    IF idle THEN
+        last.tick_id := h.tick_id;
+        last.tick_time := h.tick_time;
+        last.tick_event_total := h.tick_event_total;
+        last_xmax := h.tick_xmax;
+    ELSE
+        EXECUTE 'SELECT * FROM pglogq.tick t WHERE t.queue_id = $1 ORDER BY t.tick_id DESC LIMIT 1'
+           INTO last USING q.queue_id;
+        last_xmax := pg_snapshot_xmax(last.tick_snapshot);
+    END IF;
     IF NOT force AND clock_timestamp() - last.tick_time < q.ticker_idle_period THEN
+        IF idle THEN
+            RETURN NULL;  -- nothing can wait (above), and no keep-alive is due
+        END IF;
         -- committed events not yet covered by the last tick: uncommitted ones of other
         -- transactions are invisible here, and this transaction's own are not committed yet
         xip_arr := ARRAY(SELECT pg_snapshot_xip(last.tick_snapshot));
         mine := pg_current_xact_id_if_assigned();
         want := CASE WHEN clock_timestamp() - last.tick_time >= q.ticker_max_lag THEN 1
                      ELSE greatest(q.ticker_max_count, 1) END;
-        SELECT count(*) INTO waiting FROM (
-            (SELECT 1 FROM pglogq.event e
-              WHERE e.ev_queue = q.queue_id AND e.ev_txid >= pg_snapshot_xmax(last.tick_snapshot)
-                AND e.ev_txid IS DISTINCT FROM mine
-              LIMIT want)
-            UNION ALL
-            (SELECT 1 FROM pglogq.event e
-              WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr)
-                AND e.ev_txid IS DISTINCT FROM mine
-              LIMIT want)
-            LIMIT want) w;
+        EXECUTE 'SELECT count(*) FROM ('
+                '    (SELECT 1 FROM pglogq.event e'
+                '      WHERE e.ev_queue = $1 AND e.ev_txid >= $2 AND e.ev_txid IS DISTINCT FROM $3 LIMIT $4)'
+                '    UNION ALL'
+                '    (SELECT 1 FROM pglogq.event e'
+                '      WHERE cardinality($5) > 0 AND e.ev_queue = $1 AND e.ev_txid = ANY ($5)'
+                '        AND e.ev_txid IS DISTINCT FROM $3 LIMIT $4)'
+                '    LIMIT $4) w'
+           INTO waiting USING q.queue_id, last_xmax, mine, want, xip_arr;
         IF waiting < want THEN
             RETURN NULL;
         END IF;
     END IF;
     -- no send of the queue in flight now (see the header): the try and the unlock in a block of
     -- their own, so that an error or a cancel between them never leaves the lock held (it would
-    -- stop every send of the queue until this session ends)
+    -- stop every send of the queue until this session ends).  Idle: every id up to cur_seq was
+    -- of a transaction that had ended at the last tick already, so quiet stays cur_seq
     quiet := cur_seq;
-    mine := pg_current_xact_id_if_assigned();
-    IF mine IS NOT NULL AND EXISTS (SELECT 1 FROM pglogq.event e WHERE e.ev_queue = q.queue_id AND e.ev_txid = mine) THEN
-        quiet := NULL;
-    ELSE
-        BEGIN
-            IF pg_try_advisory_lock(hashtext('pglogq.queue'), hashtext(q.queue_name)) THEN
-                PERFORM pg_advisory_unlock(hashtext('pglogq.queue'), hashtext(q.queue_name));
-            ELSE
+    IF NOT idle THEN
+        mine := pg_current_xact_id_if_assigned();
+        IF mine IS NOT NULL THEN
+            EXECUTE 'SELECT EXISTS (SELECT 1 FROM pglogq.event e WHERE e.ev_queue = $1 AND e.ev_txid = $2)'
+               INTO own USING q.queue_id, mine;
+            IF own THEN
                 quiet := NULL;
             END IF;
-        EXCEPTION WHEN query_canceled OR others THEN
-            PERFORM pg_advisory_unlock(hashtext('pglogq.queue'), hashtext(q.queue_name));
-            RAISE;
-        END;
+        END IF;
+        IF quiet IS NOT NULL THEN
+            BEGIN
+                IF pg_try_advisory_lock(hashtext('pglogq.queue'), hashtext(q.queue_name)) THEN
+                    PERFORM pg_advisory_unlock(hashtext('pglogq.queue'), hashtext(q.queue_name));
+                ELSE
+                    quiet := NULL;
+                END IF;
+            EXCEPTION WHEN query_canceled OR others THEN
+                PERFORM pg_advisory_unlock(hashtext('pglogq.queue'), hashtext(q.queue_name));
+                RAISE;
+            END;
+        END IF;
     END IF;
     me := pg_current_xact_id();
     snap := pg_current_snapshot();
@@ -112,29 +142,31 @@ BEGIN
           FROM (SELECT pg_snapshot_xip(snap) AS x UNION SELECT me) s;
         snap := format('%s:%s:%s', least(pg_snapshot_xmin(snap), me), pg_snapshot_xmax(snap), xips)::pg_snapshot;
     END IF;
-    IF pg_snapshot_xmax(snap) < pg_snapshot_xmax(last.tick_snapshot) THEN
+    IF pg_snapshot_xmax(snap) < last_xmax THEN
         RAISE EXCEPTION 'transaction ids went backwards on queue "%" (last tick xmax %, now %)',
-            q.queue_name, pg_snapshot_xmax(last.tick_snapshot), pg_snapshot_xmax(snap)
+            q.queue_name, last_xmax, pg_snapshot_xmax(snap)
             USING ERRCODE = 'PQ015',
                   HINT = 'this database looks restored into another cluster; ticking would mis-batch events. '
                          'Recreate the queues (or run pglogq.reset_after_restore()) before ticking.';
     END IF;
     -- the events this tick closes: visible in snap, not in the last tick's snapshot.  None when
-    -- the last tick was quiet at this sequence value and no id was drawn up to now, after snap
-    -- was taken (a keep-alive of an idle queue: the event table is not read, nor planned for)
-    SELECT h.quiet_seq = cur_seq AND h.tick_id = last.tick_id INTO idle FROM pglogq.tick_head h
-     WHERE h.queue_id = q.queue_id;
+    -- idle and no id was drawn up to now, after snap was taken (a keep-alive of an idle queue:
+    -- the event table is not read, nor planned for)
     IF idle AND coalesce(pg_sequence_last_value(q.event_seq), 0) = cur_seq THEN
         closed := 0;
     ELSE
+        IF idle THEN
+            -- an id was drawn meanwhile: this tick may close its event (read the last tick now)
+            EXECUTE 'SELECT * FROM pglogq.tick t WHERE t.queue_id = $1 ORDER BY t.tick_id DESC LIMIT 1'
+               INTO last USING q.queue_id;
+        END IF;
         xip_arr := ARRAY(SELECT x FROM pg_snapshot_xip(last.tick_snapshot) x WHERE pg_visible_in_snapshot(x, snap));
-        SELECT (SELECT count(*) FROM pglogq.event e
-                 WHERE e.ev_queue = q.queue_id
-                   AND e.ev_txid >= pg_snapshot_xmax(last.tick_snapshot) AND e.ev_txid < pg_snapshot_xmax(snap)
-                   AND pg_visible_in_snapshot(e.ev_txid, snap))
-             + (SELECT count(*) FROM pglogq.event e
-                 WHERE cardinality(xip_arr) > 0 AND e.ev_queue = q.queue_id AND e.ev_txid = ANY (xip_arr))
-          INTO closed;
+        EXECUTE 'SELECT (SELECT count(*) FROM pglogq.event e'
+                '         WHERE e.ev_queue = $1 AND e.ev_txid >= $2 AND e.ev_txid < $3'
+                '           AND pg_visible_in_snapshot(e.ev_txid, $4))'
+                '     + (SELECT count(*) FROM pglogq.event e'
+                '         WHERE cardinality($5) > 0 AND e.ev_queue = $1 AND e.ev_txid = ANY ($5))'
+           INTO closed USING q.queue_id, pg_snapshot_xmax(last.tick_snapshot), pg_snapshot_xmax(snap), snap, xip_arr;
     END IF;
     at := clock_timestamp();
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq, tick_event_total)
@@ -143,24 +175,26 @@ BEGIN
     -- has none (a row of before the columns), the first stored tick with the last tick's total:
     -- the one that closed the last events, or a later one when rotation removed it (later is
     -- safe: a listing then reads the queue's ticks more often, never misses an event)
-    INSERT INTO pglogq.tick_head AS h (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time)
+    IF closed = 0 AND (h.event_tick IS NULL OR h.event_time IS NULL) THEN
+        EXECUTE 'SELECT t.tick_id, t.tick_time FROM pglogq.tick t'
+                ' WHERE t.queue_id = $1 AND t.tick_event_total = $2 ORDER BY t.tick_id LIMIT 1'
+           INTO first_tick, first_time USING q.queue_id, last.tick_event_total;
+    END IF;
+    INSERT INTO pglogq.tick_head AS th (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time,
+                                        tick_event_total)
     VALUES (q.queue_id, last.tick_id + 1, at, quiet, pg_snapshot_xmax(snap),
-            CASE WHEN closed > 0 THEN last.tick_id + 1 END, CASE WHEN closed > 0 THEN at END)
+            CASE WHEN closed > 0 THEN last.tick_id + 1 END, CASE WHEN closed > 0 THEN at END,
+            last.tick_event_total + closed)
         ON CONFLICT ON CONSTRAINT tick_head_pkey DO UPDATE
        SET tick_id = excluded.tick_id, tick_time = excluded.tick_time, quiet_seq = excluded.quiet_seq,
-           tick_xmax = excluded.tick_xmax,
+           tick_xmax = excluded.tick_xmax, tick_event_total = excluded.tick_event_total,
            (event_tick, event_time) = (
-               SELECT coalesce(excluded.event_tick, h.event_tick, f.tick_id, excluded.tick_id),
-                      coalesce(excluded.event_time, h.event_time, f.tick_time, excluded.tick_time)
-                 FROM (SELECT NULL::bigint AS tick_id, NULL::timestamptz AS tick_time
-                        WHERE excluded.event_tick IS NOT NULL
-                           OR (h.event_tick IS NOT NULL AND h.event_time IS NOT NULL)
-                       UNION ALL
-                       (SELECT t.tick_id, t.tick_time FROM pglogq.tick t
-                         WHERE excluded.event_tick IS NULL AND (h.event_tick IS NULL OR h.event_time IS NULL)
-                           AND t.queue_id = q.queue_id AND t.tick_event_total = last.tick_event_total
-                         ORDER BY t.tick_id LIMIT 1)
-                       LIMIT 1) f);
+               CASE WHEN excluded.event_tick IS NOT NULL THEN excluded.event_tick
+                    WHEN th.event_tick IS NOT NULL AND th.event_time IS NOT NULL THEN th.event_tick
+                    ELSE coalesce(th.event_tick, first_tick, excluded.tick_id) END,
+               CASE WHEN excluded.event_tick IS NOT NULL THEN excluded.event_time
+                    WHEN th.event_tick IS NOT NULL AND th.event_time IS NOT NULL THEN th.event_time
+                    ELSE coalesce(th.event_time, first_time, excluded.tick_time) END);
     PERFORM pg_notify('pglogq.' || q.queue_name, (last.tick_id + 1)::text);
     RETURN last.tick_id + 1;
 END $$;

@@ -59,8 +59,9 @@ BEGIN
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_snapshot, tick_event_seq, tick_event_total)
     VALUES (q.queue_id, 1, pg_current_snapshot(), 0, 0);
     -- no id drawn yet: nothing to tick until one is (see pglogq.ticker)
-    INSERT INTO pglogq.tick_head (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time)
-    SELECT q.queue_id, 1, now(), 0, pg_snapshot_xmax(t.tick_snapshot), 1, now()
+    INSERT INTO pglogq.tick_head (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time,
+                                  tick_event_total)
+    SELECT q.queue_id, 1, t.tick_time, 0, pg_snapshot_xmax(t.tick_snapshot), 1, t.tick_time, 0
       FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = 1;
     UPDATE pglogq.queue SET retain_tick = 1 WHERE queue_id = q.queue_id;
     -- its copies of receive's functions, which read these tables only (see _queue_functions)

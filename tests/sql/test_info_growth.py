@@ -55,8 +55,8 @@ def test_consumer_info_of_one_consumer_reads_its_rows_only(client: pglogq.Client
         conn.commit()
         before = (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"), TableReads(conn, "tick%"))
         rows = conn.execute("SELECT consumer_name, lag_events FROM pglogq.consumer_info('q', 'c7')").fetchall()
-        spent = [b2 - b1 for b1, b2 in zip(before, (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"),
-                                                        TableReads(conn, "tick%")))]
+        after = (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"), TableReads(conn, "tick%"))
+        spent = [b2 - b1 for b1, b2 in zip(before, after, strict=True)]
         conn.rollback()
         assert rows == [("c7", 1)]
         for reads in spent:
@@ -65,8 +65,8 @@ def test_consumer_info_of_one_consumer_reads_its_rows_only(client: pglogq.Client
         # sub_state (no statistics yet) may be joined by one scan, never once per consumer
         before = (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"), TableReads(conn, "tick%"))
         rows = conn.execute("SELECT queue_name, consumer_name FROM pglogq.consumer_info(NULL, 'c7')").fetchall()
-        state, subscriber, ticks = (b2 - b1 for b1, b2 in zip(
-            before, (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"), TableReads(conn, "tick%"))))
+        after = (TableReads(conn, "sub_state%"), TableReads(conn, "subscriber"), TableReads(conn, "tick%"))
+        state, subscriber, ticks = (b2 - b1 for b1, b2 in zip(before, after, strict=True))
         conn.rollback()
         assert rows == [("q", "c7")]
         assert subscriber.rows_read() <= 12 and ticks.rows_read() <= 12, (subscriber, ticks)

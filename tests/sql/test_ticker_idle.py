@@ -98,6 +98,63 @@ def test_a_pass_looks_at_a_bounded_number_of_queues(dsn: str) -> None:
         assert ticked == [1] * 40 + [2] * 10  # the third call: the last 10, then from the first again
 
 
+def test_a_keep_alive_of_an_idle_queue_reads_no_partition(dsn: str) -> None:
+    """A keep-alive of a queue whose last tick was quiet at its sequence's value takes the last
+    tick from tick_head: it reads (and plans) none of the queue's tick or event partitions, and
+    the tick it writes carries the same event total (it closes none).  At 1,000 idle queues a
+    keep-alive falls due 16 times a second; each planned its reads afresh (1-2 ms)."""
+    reads = ("SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0) FROM pg_stat_xact_user_tables"
+             " WHERE schemaname = 'pglogq' AND relname ~ '^(event|tick)_[0-9]'")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _queues(conn, 5)
+        _catch_up(conn)  # a quiet tick on each (its tick_head holds the event total)
+        conn.execute("UPDATE pglogq.queue SET ticker_idle_period = interval '1 microsecond'")
+        totals = dict(conn.execute("SELECT queue_id, tick_event_total FROM pglogq.tick_head").fetchall())
+        assert set(totals.values()) == {1}
+        for _ in range(3):
+            with conn.transaction():
+                before = _one(conn, reads)
+                assert _one(conn, "SELECT pglogq.ticker()") == 5
+                assert _one(conn, reads) - before == 0
+                # the tick's insert: the queue's tick table and the slot it goes to, nothing else
+                assert _one(conn, PARTITION_LOCKS) <= 2 * 5
+        # what tick_head says is what the tick table holds (read here, outside the ticker)
+        rows = conn.execute(
+            "SELECT h.tick_id = t.tick_id AND h.tick_event_total = t.tick_event_total"
+            "       AND h.tick_xmax = pg_snapshot_xmax(t.tick_snapshot) AND h.tick_time = t.tick_time"
+            "  FROM pglogq.tick_head h"
+            "  JOIN LATERAL (SELECT * FROM pglogq.tick x WHERE x.queue_id = h.queue_id"
+            "                 ORDER BY x.tick_id DESC LIMIT 1) t ON true").fetchall()
+        assert rows == [(True,)] * 5
+        # a send after all that: the next keep-alive is no longer idle, and closes the event
+        conn.execute("SELECT pglogq.send('q_3', '{\"after\": 1}')")
+        assert _one(conn, "SELECT pglogq.ticker()") == 5
+        assert _one(conn, "SELECT h.tick_event_total FROM pglogq.tick_head h JOIN pglogq.queue q USING (queue_id)"
+                          " WHERE q.queue_name = 'q_3'") == 2
+        assert {"after": 1} in _drain(conn, "q_3")
+
+
+def test_a_send_committed_after_the_ticking_transaction_read_tick_head_is_ticked(dsn: str) -> None:
+    """The ticking transaction read the queue's tick_head while it was idle; a send commits
+    before _tick runs: the sequence moved, so the tick is not a keep-alive and closes the event
+    (and the event total counts it).  (The narrower window, an id drawn inside _tick between its
+    read of the sequence and its snapshot, is closed by _tick's second read of the sequence
+    after the snapshot; no call from outside can stop _tick in between.)"""
+    with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn, autocommit=True) as other:
+        _queues(conn, 1)
+        _catch_up(conn)
+        conn.execute("UPDATE pglogq.queue SET ticker_idle_period = interval '1 microsecond'")
+        with conn.transaction():
+            # the ticking transaction reads tick_head (idle) ...
+            qid = _one(conn, "SELECT queue_id FROM pglogq.queue WHERE queue_name = 'q_0'")
+            assert _one(conn, "SELECT quiet_seq FROM pglogq.tick_head WHERE queue_id = %s", (qid,)) is not None
+            # ... a send commits before its tick is taken (READ COMMITTED: the tick sees it)
+            other.execute("SELECT pglogq.send('q_0', '{\"between\": 1}')")
+            assert _one(conn, "SELECT pglogq._tick(%s, false)", (qid,)) is not None
+        assert _one(conn, "SELECT tick_event_total FROM pglogq.tick_head WHERE queue_id = %s", (qid,)) == 2
+        assert {"between": 1} in _drain(conn, "q_0")
+
+
 def test_a_pass_says_how_many_of_its_ticks_closed_events(dsn: str) -> None:
     """pglogq.ticker_flow: the ticks of the last call that closed events, keep-alives not counted
     (the daemon keeps its busy pace only while events flow)."""

@@ -344,7 +344,9 @@ def measure_idle(dsn: str, seconds: float = 10.0, queues: int = 3, settle: float
             def snapshot() -> tuple[int, int]:
                 row = conn.execute(
                     "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),"
-                    " (SELECT count(*) FROM pglogq.tick)"
+                    # ticks written: each queue's head moves by one per tick (a count of the tick
+                    # table reads every queue's partitions: out of the lock table at 1,000 queues)
+                    " (SELECT coalesce(sum(tick_id), 0) FROM pglogq.tick_head)"
                 ).fetchone()
                 assert row is not None
                 conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -463,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rates", default="100,1000", help="offered rates, events/s (default 100,1000)")
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per rate (default 10)")
     ap.add_argument("--idle-seconds", type=float, default=10.0)
+    ap.add_argument("--idle-queues", type=int, default=3, help="queues (with a consumer each) of the idle run")
     ap.add_argument("--failovers", type=int, default=3, help="SIGKILL rounds (0: skip)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--keep", action="store_true", help="keep the scratch database")
@@ -477,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({r.events} events, achieved {r.achieved_rate}/s, not received {r.not_received}, "
                   f"daemon CPU {r.daemon_cpu_percent}%)", flush=True)
         if args.idle_seconds > 0:
-            idle = measure_idle(dsn, args.idle_seconds)
+            idle = measure_idle(dsn, args.idle_seconds, queues=args.idle_queues)
             results["idle"] = asdict(idle)
             print(f"idle ({idle.queues} queues, {idle.seconds}s): {idle.statements_per_second} statements/s, "
                   f"{idle.ticks_written} ticks, daemon CPU {idle.daemon_cpu_percent}%, "

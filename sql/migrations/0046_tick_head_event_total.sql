@@ -1,0 +1,14 @@
+-- 0046_tick_head_event_total: each queue's event count at its last tick, in its tick_head row.
+--
+-- pglogq.tick_head   tick_event_total: the last tick's tick_event_total (events ever closed by
+--                    the queue's ticks).  Written by pglogq._tick with each tick and by
+--                    create_queue.  With it (and tick_id, tick_time, tick_xmax, quiet_seq) the
+--                    keep-alive tick of an idle queue needs nothing of the queue's tick or event
+--                    partitions: its statements keep cached plans, where each read of the
+--                    partitions is planned afresh (for the queue's id: a cached plan over the
+--                    partitioned tables would lock every queue's).  At 1,000 idle queues a
+--                    keep-alive falls due 16 times a second.
+-- NULL in the rows of earlier queues (filling them would read every queue's tick partitions in
+-- one transaction: out of the lock table at 1,000 queues): their next tick reads the queue's
+-- last tick as before, and fills it.
+ALTER TABLE pglogq.tick_head ADD COLUMN IF NOT EXISTS tick_event_total bigint;
