@@ -16,10 +16,20 @@ on log size: 0 = flat, 1 = linear, 2 = quadratic) and its target: <= 0.1 for a c
 fixed amount of work (hot path, a page, a probe), <= 1 for a listing that returns or counts
 everything.  targets.py turns each into a verdict.
 
-Measures: case ``<dimension>: <call>, <size> <unit>`` (ms), extra ``{dimension, call, size,
-target}``.  PgQ 3.5 is not measured here (a note says why).
+PgQ 3.5 (the ``pgq`` extension) beside it, where the server has it: in a scratch database of its
+own, each dimension PgQ has an equivalent call for is grown the same way right after pglogq's (same
+sizes, same median of ``growth_repeat``, same slope), its own queue per dimension, and its
+equivalent calls are timed: ``pgq.next_batch`` / ``get_batch_events`` / ``finish_batch`` for
+receive + ack, ``get_queue_info``, ``get_consumer_info``, ``ticker()``, ``maint_operations()``,
+``maint_retry_events()``.  PgQ has no partitions, cancel, schedules or dead letters: a note says so
+for those.  PgQ's curves are a reference beside pglogq's, with no target of their own.
 
-Standalone:  ``python -m tests.harness.bench.growth --dsn DSN [--quick] [--only ticks,consumers]``."""
+Measures: case ``<dimension>: <call>, <size> <unit>`` (ms) of system ``pglogq``, and
+``PgQ 3.5 <dimension>: <call>, <size> <unit>`` of system ``PgQ 3.5``; extra ``{dimension, call,
+size, target, system}`` (target None for PgQ).
+
+Standalone:  ``python -m tests.harness.bench.growth --dsn DSN [--quick] [--only ticks,consumers]
+[--systems pglogq,pgq]``."""
 
 from __future__ import annotations
 
@@ -29,10 +39,11 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from tests.harness.bench.context import BenchContext
 from tests.harness.bench.results import Measure
@@ -42,6 +53,7 @@ SCENARIO = "growth"
 PAYLOAD = '{"n": 1}'
 HOT = 0.1  # slope target of a call doing a fixed amount of work
 LISTING = 1.0  # slope target of a listing (or a count) of everything
+PGLOGQ = "pglogq"
 
 Conn = psycopg.Connection[Any]
 
@@ -51,7 +63,7 @@ class Call:
     """One timed call: ``run(conn)`` returns its milliseconds (its own set-up untimed)."""
 
     name: str
-    target: float
+    target: float | None  # None: a reference curve (PgQ's), no target of its own
     run: Callable[[Conn, str], float]
 
 
@@ -64,6 +76,7 @@ class Dimension:
     setup: Callable[[Conn, str], None]  # the queue, before the first point
     grow: Callable[[Conn, str, int, int], None]  # from have to want
     calls: tuple[Call, ...]
+    drop: Callable[[Conn, str], None] = lambda conn, q: _drop(conn, q)  # its queues, after the last point
 
 
 # -- timing helpers ----------------------------------------------------------------------------------
@@ -312,11 +325,198 @@ DIMENSIONS: tuple[Dimension, ...] = (
 )
 
 
+# -- PgQ 3.5 beside it ---------------------------------------------------------------------------------
+# Its own database and queues, grown to the same sizes.  PgQ's consumer reads one tick's batch at a
+# time: next_batch / get_batch_events / finish_batch is its receive + ack.
+
+PGQ = "PgQ 3.5"  # the name of its skip line when it is not measured
+PGQ_TYPE = "bench"
+PGQ_PAGE = 100  # events per transaction and tick of the PgQ backlog: one batch, as pglogq's page
+
+PGQ_NONE = {
+    "partitions": "a PgQ queue is not partitioned (no keys, no streams: one batch at a time per consumer)",
+    "cancel markers": "PgQ cannot cancel an event once sent",
+    "schedules": "PgQ has no schedules",
+    "dead letters": "PgQ has no dead letter queue (a failed event is retried or dropped by its consumer)",
+}
+
+
+def _pgq_plain(conn: Conn, q: str) -> None:
+    conn.execute("SELECT pgq.create_queue(%s)", (q,))  # it ticks the new queue once
+    conn.execute("SELECT pgq.register_consumer(%s, 'c')", (q,))
+
+
+def _pgq_one_event(conn: Conn, q: str) -> None:
+    conn.execute("SELECT pgq.insert_event(%s, %s, %s)", (q, PGQ_TYPE, PAYLOAD))
+    # pgq.ticker(q) leaves a queue with fewer than ticker_max_count new events and a lag under
+    # ticker_max_lag untouched: force_tick moves the event counter past that, so the ticker's call ticks
+    conn.execute("SELECT pgq.force_tick(%s)", (q,))
+    conn.execute("SELECT pgq.ticker(%s)", (q,))
+
+
+def _pgq_receive_ack(fresh: bool = True) -> Callable[[Conn, str], float]:
+    """PgQ's consumer loop: next_batch, get_batch_events, finish_batch.  ``fresh``: an event sent and
+    ticked first (untimed), then batches until one holds events (an idle queue's ticker may have put
+    an empty tick before it), as pglogq's receive + ack; else one batch, whatever it holds."""
+    def run(conn: Conn, q: str) -> float:
+        if fresh:
+            _pgq_one_event(conn, q)
+        t0 = time.perf_counter()
+        for _ in range(2000 if fresh else 1):
+            row = conn.execute("SELECT pgq.next_batch(%s, 'c')", (q,)).fetchone()
+            if row is None or row[0] is None:
+                break
+            rows = conn.execute("SELECT ev_id, ev_data FROM pgq.get_batch_events(%s)", (row[0],)).fetchall()
+            conn.execute("SELECT pgq.finish_batch(%s)", (row[0],))
+            if rows:
+                break
+        return (time.perf_counter() - t0) * 1000
+    return run
+
+
+def _pgq_ids(conn: Conn, q: str) -> tuple[int, int]:
+    """The queue's id and consumer c's subscription id."""
+    row = conn.execute("SELECT s.sub_queue, s.sub_id FROM pgq.subscription s"
+                       "  JOIN pgq.queue q ON q.queue_id = s.sub_queue JOIN pgq.consumer c ON c.co_id = s.sub_consumer"
+                       " WHERE q.queue_name = %s AND c.co_name = 'c'", (q,)).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def _pgq_drop(conn: Conn, q: str) -> None:
+    for (name,) in conn.execute("SELECT queue_name FROM pgq.queue WHERE queue_name = %s OR queue_name LIKE %s",
+                                (q, q + "\\_%")).fetchall():
+        conn.execute("SELECT pgq.drop_queue(%s, true)", (name,))
+
+
+def _pgq_grow_idle(conn: Conn, q: str, have: int, want: int) -> None:
+    for i in range(max(have, 1), want):
+        _pgq_plain(conn, f"{q}_{i:05d}")
+    # a queue with one tick is ticked again at the ticker's next pass: that is not idle work
+    conn.execute("SELECT pgq.ticker()")
+
+
+def _pgq_grow_consumers(conn: Conn, q: str, have: int, want: int) -> None:
+    conn.execute("SELECT count(pgq.register_consumer(%s, 'c' || g)) FROM generate_series(%s::int, %s::int) g",
+                 (q, max(have, 1) + 1, want))
+
+
+def _pgq_setup_backlog(conn: Conn, q: str) -> None:
+    _pgq_plain(conn, q)
+    # the ticker ticks at each call that finds new events: a batch is then one producer transaction
+    conn.execute("SELECT pgq.set_queue_config(%s, 'ticker_max_count', '1')", (q,))
+
+
+def _pgq_grow_backlog(conn: Conn, q: str, have: int, want: int) -> None:
+    """What producers of PGQ_PAGE events per transaction leave with the ticker running between them:
+    each page INSERTed into the queue's current event table as insert_event does (its id from the
+    queue's sequence, the transaction's txid), committed, then ticked by pgq.ticker(q) in a
+    transaction of its own; on the server, for speed."""
+    conn.execute("SET synchronous_commit = off")  # set-up only: thousands of commits
+    try:
+        conn.execute(sql.SQL(
+            "DO $$ DECLARE t text := pgq.quote_fqname(pgq.current_event_table({q})); BEGIN"
+            "  FOR i IN 1..{n} LOOP"
+            "    EXECUTE format('INSERT INTO %s (ev_time, ev_type, ev_data)"
+            "                    SELECT now(), $1, $2 FROM generate_series(1, {page})', t) USING {type}, {data};"
+            "    COMMIT;"
+            "    PERFORM pgq.ticker({q});"
+            "    COMMIT;"
+            "  END LOOP; END $$").format(q=sql.Literal(q), n=sql.Literal((want - have) // PGQ_PAGE),
+                                        page=sql.Literal(PGQ_PAGE), type=sql.Literal(PGQ_TYPE),
+                                        data=sql.Literal(PAYLOAD)))
+    finally:
+        conn.execute("RESET synchronous_commit")
+    conn.execute("ANALYZE pgq.tick")
+
+
+def _pgq_grow_retries(conn: Conn, q: str, have: int, want: int) -> None:
+    """Events the consumer put back for tomorrow: the rows pgq.event_retry leaves, INSERTed in bulk."""
+    qid, sub = _pgq_ids(conn, q)
+    conn.execute(
+        "INSERT INTO pgq.retry_queue (ev_retry_after, ev_queue, ev_id, ev_time, ev_txid, ev_owner, ev_retry,"
+        "                             ev_type, ev_data)"
+        " SELECT now() + interval '1 day' + g * interval '1 ms', %s, g, now(), NULL, %s, 1, %s, %s"
+        "   FROM generate_series(%s::int, %s::int) g",
+        (qid, sub, PGQ_TYPE, PAYLOAD, have + 1, want))
+    conn.execute("ANALYZE pgq.retry_queue")
+
+
+def _pgq_grow_ticks(conn: Conn, q: str, have: int, want: int) -> None:
+    """A consumer far behind keeps every tick: ``want`` ticks 10 ms apart up to now after the one it
+    stands on, each closing one event (ids drawn, the events rotated away: each tick has the
+    snapshot of the one before, so the batch between two of them is empty), then a real event and
+    tick after them."""
+    conn.execute("SELECT pgq.drop_queue(%s, true)", (q,))
+    _pgq_plain(conn, q)
+    conn.execute(
+        "INSERT INTO pgq.tick (tick_queue, tick_id, tick_time, tick_snapshot, tick_event_seq)"
+        " SELECT l.tick_queue, l.tick_id + g, clock_timestamp() - (%(n)s + 1 - g) * interval '10 ms',"
+        "        l.tick_snapshot, l.tick_event_seq + g"
+        "   FROM (SELECT t.* FROM pgq.tick t WHERE t.tick_queue = %(qid)s ORDER BY t.tick_id DESC LIMIT 1) l,"
+        "        generate_series(1, %(n)s::int) g", {"n": want, "qid": _pgq_ids(conn, q)[0]})
+    conn.execute("SELECT pgq.seq_setval(q.queue_tick_seq, m.tick_id),"
+                 "       pgq.seq_setval(q.queue_event_seq, m.tick_event_seq)"
+                 "  FROM pgq.queue q, LATERAL (SELECT t.tick_id, t.tick_event_seq FROM pgq.tick t"
+                 "                             WHERE t.tick_queue = q.queue_id ORDER BY t.tick_id DESC LIMIT 1) m"
+                 " WHERE q.queue_name = %s", (q,))
+    conn.execute("ANALYZE pgq.tick")
+    _pgq_one_event(conn, q)
+
+
+PGQ_RECEIVE = Call("receive + ack (next_batch, get_batch_events, finish_batch)", None, _pgq_receive_ack())
+PGQ_QUEUE_INFO = Call("get_queue_info(q)", None, _stmt("SELECT * FROM pgq.get_queue_info(%s)"))
+PGQ_CONSUMER_INFO = Call("get_consumer_info(q, c)", None, _stmt("SELECT * FROM pgq.get_consumer_info(%s, 'c')"))
+
+
+def _twin(name: str, setup: Callable[[Conn, str], None], grow: Callable[[Conn, str, int, int], None],
+          calls: tuple[Call, ...]) -> Dimension:
+    """PgQ's dimension ``name``: pglogq's sizes and unit, PgQ's set-up, growth and calls."""
+    base = next(d for d in DIMENSIONS if d.name == name)
+    return replace(base, setup=setup, grow=grow, calls=calls, drop=_pgq_drop)
+
+
+PGQ_TWINS: dict[str, Dimension] = {d.name: d for d in (
+    _twin("idle queues", _pgq_plain, _pgq_grow_idle,
+          (Call("ticker() idle pass", None, _stmt("SELECT pgq.ticker()", lambda q: ())),
+           Call("maint_operations() idle", None, _stmt("SELECT * FROM pgq.maint_operations()", lambda q: ())),
+           PGQ_RECEIVE)),
+    _twin("consumers", _pgq_plain, _pgq_grow_consumers,
+          (Call("get_consumer_info() of all", None, _stmt("SELECT * FROM pgq.get_consumer_info()", lambda q: ())),
+           PGQ_CONSUMER_INFO, PGQ_RECEIVE)),
+    _twin("backlog", _pgq_setup_backlog, _pgq_grow_backlog,
+          (Call(f"receive + ack (a batch of {PGQ_PAGE})", None, _pgq_receive_ack(fresh=False)),
+           PGQ_QUEUE_INFO, PGQ_CONSUMER_INFO)),
+    _twin("retries due tomorrow", _pgq_plain, _pgq_grow_retries,
+          (Call("maint_retry_events(), nothing due", None, _stmt("SELECT pgq.maint_retry_events()", lambda q: ())),
+           PGQ_CONSUMER_INFO, PGQ_RECEIVE)),
+    # PgQ hands a consumer behind one tick's batch at a time: catching up takes a batch per tick
+    # kept, so its receive + ack here is one batch (one kept tick), not the way to the new event
+    _twin("ticks kept", _pgq_plain, _pgq_grow_ticks,
+          (Call("receive + ack (the next batch: one kept tick)", None, _pgq_receive_ack(fresh=False)),
+           PGQ_QUEUE_INFO, PGQ_CONSUMER_INFO)),
+)}
+assert set(PGQ_TWINS) | set(PGQ_NONE) == {d.name for d in DIMENSIONS}, "every dimension: a PgQ twin or a reason"
+
+
 # -- measuring and the slopes ----------------------------------------------------------------------------
 
 
-def case(dim: Dimension, call: str, size: int) -> str:
-    return f"{dim.name}: {call}, {size:,} {dim.unit}"
+def _drop(conn: Conn, q: str) -> None:
+    conn.execute("SELECT pglogq.drop_queue(%s, true)", (q,))
+    for (name,) in conn.execute("SELECT queue_name FROM pglogq.queue WHERE queue_name LIKE %s",
+                                (q + "_%",)).fetchall():
+        conn.execute("SELECT pglogq.drop_queue(%s, true)", (name,))
+    conn.execute("SELECT pglogq.maint_rotate_meta(true)")  # as the daemon does: drops their tick tables
+
+
+def label(system: str, dimension: str) -> str:
+    """How a curve is named: the dimension for pglogq's, prefixed by the system for the others."""
+    return dimension if system == PGLOGQ else f"{system} {dimension}"
+
+
+def case(dim: Dimension, call: str, size: int, system: str = PGLOGQ) -> str:
+    return f"{label(system, dim.name)}: {call}, {size:,} {dim.unit}"
 
 
 def slope(points: list[tuple[int, float]]) -> float | None:
@@ -330,89 +530,124 @@ def slope(points: list[tuple[int, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
 
 
-def curves(measures: list[Measure]) -> dict[tuple[str, str], tuple[float, list[tuple[int, float]]]]:
-    """(dimension, call) -> (target, [(size, ms)]) from this scenario's measures."""
-    out: dict[tuple[str, str], tuple[float, list[tuple[int, float]]]] = {}
+def curves(measures: list[Measure]) -> dict[tuple[str, str], tuple[float | None, list[tuple[int, float]]]]:
+    """(curve label, call) -> (target, [(size, ms)]) from this scenario's measures; the target is
+    None for a reference curve (PgQ's)."""
+    out: dict[tuple[str, str], tuple[float | None, list[tuple[int, float]]]] = {}
     for m in measures:
         if m.scenario != SCENARIO or m.unit != "ms":
             continue
-        key = (str(m.extra["dimension"]), str(m.extra["call"]))
-        out.setdefault(key, (float(m.extra["target"]), []))[1].append((int(m.extra["size"]), m.value))
+        key = (label(str(m.extra.get("system", PGLOGQ)), str(m.extra["dimension"])), str(m.extra["call"]))
+        target = m.extra.get("target")
+        out.setdefault(key, (None if target is None else float(target), []))[1].append((int(m.extra["size"]),
+                                                                                          m.value))
     return out
 
 
-def measure(dsn: str, dims: tuple[Dimension, ...], quick: bool, repeat: int,
-            emit: Callable[[str, float, str, dict[str, Any]], object], note: Callable[[str], None],
-            budget_s: float, keep: bool = False) -> None:
-    for dim in dims:
-        q = "g_" + dim.name.replace(" ", "_")
-        t_dim = time.perf_counter()
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            dim.setup(conn, q)
-            have = 0
-            for size in dim.quick if quick else dim.full:
-                t0 = time.perf_counter()
-                try:
-                    dim.grow(conn, q, have, size)
-                except psycopg.Error as exc:  # e.g. out of shared memory on a busy server: the next dimension
-                    note(f"{dim.name}: growing to {size:,} {dim.unit} failed: {type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0]}")
-                    break
-                have = size
-                grown = time.perf_counter() - t0
-                for call in dim.calls:
-                    try:
-                        call.run(conn, q)  # warm-up: plans, caches
-                        times = [call.run(conn, q) for _ in range(repeat)]
-                    except psycopg.Error as exc:
-                        note(f"{dim.name}: {call.name} failed at {size:,} {dim.unit}: "
-                             f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
-                        continue
-                    emit(case(dim, call.name, size), statistics.median(times), "ms",
-                         {"dimension": dim.name, "call": call.name, "size": size, "target": call.target,
-                          "samples": len(times)})
-                if time.perf_counter() - t_dim > budget_s:
-                    note(f"{dim.name}: stopped after {size:,} {dim.unit} (its time budget of {budget_s:.0f} s; "
-                         f"growing to it took {grown:.0f} s)")
-                    break
-            if keep and dim is dims[-1]:
+Emit = Callable[[str, float, str, dict[str, Any]], object]
+
+
+def _measure_dimension(dsn: str, system: str, dim: Dimension, quick: bool, repeat: int, emit: Emit,
+                       note: Callable[[str], None], budget_s: float, keep: bool) -> None:
+    name = label(system, dim.name)
+    q = "g_" + dim.name.replace(" ", "_")
+    t_dim = time.perf_counter()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        dim.setup(conn, q)
+        have = 0
+        for size in dim.quick if quick else dim.full:
+            t0 = time.perf_counter()
+            try:
+                dim.grow(conn, q, have, size)
+            except psycopg.Error as exc:  # e.g. out of shared memory on a busy server: the next dimension
+                note(f"{name}: growing to {size:,} {dim.unit} failed: {type(exc).__name__}: "
+                     f"{str(exc).splitlines()[0]}")
                 break
-            conn.execute("SELECT pglogq.drop_queue(%s, true)", (q,))
-            for (name,) in conn.execute("SELECT queue_name FROM pglogq.queue WHERE queue_name LIKE %s",
-                                        (q + "_%",)).fetchall():
-                conn.execute("SELECT pglogq.drop_queue(%s, true)", (name,))
-            conn.execute("SELECT pglogq.maint_rotate_meta(true)")  # as the daemon does: drops their tick tables
-        note(f"{dim.name}: {time.perf_counter() - t_dim:.0f} s")
+            have = size
+            grown = time.perf_counter() - t0
+            for call in dim.calls:
+                try:
+                    call.run(conn, q)  # warm-up: plans, caches
+                    times = [call.run(conn, q) for _ in range(repeat)]
+                except psycopg.Error as exc:
+                    note(f"{name}: {call.name} failed at {size:,} {dim.unit}: "
+                         f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+                    continue
+                emit(case(dim, call.name, size, system), statistics.median(times), "ms",
+                     {"dimension": dim.name, "call": call.name, "size": size, "target": call.target,
+                      "samples": len(times), "system": system})
+            if time.perf_counter() - t_dim > budget_s:
+                note(f"{name}: stopped after {size:,} {dim.unit} (its time budget of {budget_s:.0f} s; "
+                     f"growing to it took {grown:.0f} s)")
+                break
+        if not keep:
+            dim.drop(conn, q)
+    note(f"{name}: {time.perf_counter() - t_dim:.0f} s")
+
+
+def measure(dsn: str | None, dims: tuple[Dimension, ...], quick: bool, repeat: int, emit: Emit,
+            note: Callable[[str], None], budget_s: float, keep: bool = False,
+            pgq: tuple[str, str] | None = None) -> None:
+    """Each dimension on pglogq (in the database ``dsn``; None: pglogq not measured), then with
+    ``pgq`` (PgQ's label and the dsn of its own database) PgQ's twin of it: the two curves of a
+    dimension measured back to back, under much the same load of the machine."""
+    for dim in dims:
+        last = keep and dim is dims[-1]
+        if dsn is not None:
+            _measure_dimension(dsn, PGLOGQ, dim, quick, repeat, emit, note, budget_s, last)
+        if pgq is None:
+            continue
+        twin = PGQ_TWINS.get(dim.name)
+        if twin is None:
+            note(f"{label(pgq[0], dim.name)}: not measured, PgQ has no equivalent call: {PGQ_NONE[dim.name]}")
+        else:  # at the sizes of the dimension given, whatever they are
+            twin = replace(twin, full=dim.full, quick=dim.quick)
+            _measure_dimension(pgq[1], pgq[0], twin, quick, repeat, emit, note, budget_s, last)
 
 
 def slope_lines(measures: list[Measure]) -> list[str]:
-    """One line per curve: sizes, medians, slope, target, met or not."""
+    """One line per curve: sizes, medians, slope, and its target met or not (PgQ's: a reference)."""
     lines = []
-    for (dim, call), (target, pts) in curves(measures).items():
+    for (name, call), (target, pts) in curves(measures).items():
         s = slope(pts)
         if s is None:
             continue
         pts.sort()
         figures = ", ".join(f"{n:,}: {v:.2f}" for n, v in pts)
-        lines.append(f"slope {s:+.2f} (target <= {target:g}: {'met' if s <= target else 'MISSED'}) "
-                     f"{dim}: {call} [ms at {figures}]")
+        verdict = ("reference, no target" if target is None
+                   else f"target <= {target:g}: {'met' if s <= target else 'MISSED'}")
+        lines.append(f"slope {s:+.2f} ({verdict}) {name}: {call} [ms at {figures}]")
     return lines
 
 
-def _pgq_note(dsn: str) -> str:
-    with psycopg.connect(dsn, autocommit=True) as conn:
+def pgq_database(admin_dsn: str, db: str) -> tuple[str | None, str]:
+    """PgQ's scratch database ``db`` (made afresh) with the pgq extension: (its dsn, PgQ's label such
+    as "PgQ 3.5"), or (None, why PgQ is not measured)."""
+    from psycopg.conninfo import make_conninfo
+
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
         row = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'pgq'").fetchone()
-    if row is None:
-        return "PgQ 3.5: not installed on this server, not measured"
-    return f"PgQ {row[0]}: installed, but this scenario does not measure it yet"
+        if row is None:
+            return None, "not installed on this server (Debian's postgresql-15-pgq3), not measured"
+        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'.encode())
+        conn.execute(f'CREATE DATABASE "{db}"'.encode())
+    dsn = make_conninfo(admin_dsn, dbname=db)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION pgq")
+            got = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pgq'").fetchone()
+    except psycopg.Error as exc:
+        return None, f"CREATE EXTENSION pgq failed: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+    return dsn, f"PgQ {got[0] if got else row[0]}"
 
 
 def run(ctx: BenchContext, systems: list[System]) -> None:
     if not any(isinstance(s, Pglogq) for s in systems):
         return
     s = ctx.settings
+    db = f"pglogq_bench_growth_{os.getpid()}"
+    pgq_db = f"pglogq_bench_growth_pgq_{os.getpid()}"
     with psycopg.connect(ctx.admin_dsn, autocommit=True) as conn:
-        db = f"pglogq_bench_growth_{os.getpid()}"
         conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'.encode())
         conn.execute(f'CREATE DATABASE "{db}"'.encode())
     from psycopg.conninfo import make_conninfo
@@ -423,16 +658,20 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
     try:
         with pglogq.Client(dsn) as client:
             client.install_schema()
+        pgq_dsn, pgq_label = pgq_database(ctx.admin_dsn, pgq_db)
+        if pgq_dsn is None:
+            ctx.results.skip(SCENARIO, PGQ, pgq_label)
         measure(dsn, DIMENSIONS, s.quick, 3 if s.quick else 7,
                 lambda c, v, unit, extra: ctx.results.add(
-                    Measure(SCENARIO, c, "pglogq", v, unit, higher_is_better=False, extra=extra)),
-                lambda text: ctx.results.note(SCENARIO, text), 15 if s.quick else 60)
+                    Measure(SCENARIO, c, str(extra["system"]), v, unit, higher_is_better=False, extra=extra)),
+                lambda text: ctx.results.note(SCENARIO, text), 15 if s.quick else 60,
+                pgq=None if pgq_dsn is None else (pgq_label, pgq_dsn))
         for line in slope_lines(ctx.results.measures):
             ctx.results.note(SCENARIO, line)
-        ctx.results.skip(SCENARIO, "PgQ 3.5", _pgq_note(dsn))
     finally:
         with psycopg.connect(ctx.admin_dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'.encode())
+            for name in (db, pgq_db):
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -445,35 +684,54 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description="cost of each call as one dimension of a queue grows")
     ap.add_argument("--dsn", help="a server (its maintenance database); a scratch database is made there")
-    ap.add_argument("--db", default="pglogq_measure_growth")
+    ap.add_argument("--db", default="pglogq_measure_growth", help="the scratch database (PgQ's: its name + _pgq)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--only", default="", help="comma-separated dimension names")
-    ap.add_argument("--keep", action="store_true", help="keep the scratch database (and the last queue)")
+    ap.add_argument("--systems", default="pglogq,pgq",
+                    help="comma-separated, of pglogq and pgq (PgQ 3.5, when the server has it); default both")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch databases (and the last queue)")
     args = ap.parse_args(argv)
+    chosen = {x.strip().lower() for x in args.systems.split(",") if x.strip()}
+    if not chosen or chosen - {"pglogq", "pgq"}:
+        ap.error(f"--systems: pglogq and/or pgq, not {args.systems!r}")
     server = resolve_dsn(args.dsn)
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)'.encode())
-        conn.execute(f'CREATE DATABASE "{args.db}"'.encode())
-    dsn = make_conninfo(server, dbname=args.db)
     wanted = {x.strip() for x in args.only.split(",") if x.strip()}
     dims = tuple(d for d in DIMENSIONS if not wanted or d.name in wanted)
     got: list[Measure] = []
 
     def emit(c: str, v: float, unit: str, extra: dict[str, Any]) -> None:
-        got.append(Measure(SCENARIO, c, "pglogq", v, unit, extra=extra))
+        got.append(Measure(SCENARIO, c, str(extra["system"]), v, unit, extra=extra))
         print(f"{c:75} {v:10.2f} {unit}", flush=True)
 
+    def note(text: str) -> None:
+        print(f"note: {text}", flush=True)
+
+    t0 = time.perf_counter()
+    dsn: str | None = None
+    pgq: tuple[str, str] | None = None
     try:
-        with pglogq.Client(dsn) as client:
-            client.install_schema()
-        measure(dsn, dims, args.quick, args.repeat, emit, lambda text: print(f"note: {text}", flush=True),
-                15 if args.quick else 60, args.keep)
+        if "pglogq" in chosen:
+            with psycopg.connect(server, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)'.encode())
+                conn.execute(f'CREATE DATABASE "{args.db}"'.encode())
+            dsn = make_conninfo(server, dbname=args.db)
+            with pglogq.Client(dsn) as client:
+                client.install_schema()
+        if "pgq" in chosen:
+            pgq_dsn, pgq_label = pgq_database(server, args.db + "_pgq")
+            if pgq_dsn is None:
+                print(f"skipped: {PGQ}: {pgq_label}", flush=True)
+            else:
+                pgq = (pgq_label, pgq_dsn)
+        measure(dsn, dims, args.quick, args.repeat, emit, note, 15 if args.quick else 60, args.keep, pgq)
         print("\n".join(slope_lines(got)))
     finally:
         if not args.keep:
             with psycopg.connect(server, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)'.encode())
+                for name in (args.db, args.db + "_pgq"):
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+    print(f"wall time: {time.perf_counter() - t0:.0f} s (databases made and dropped included)")
     return 0
 
 
