@@ -11,7 +11,7 @@
 --             the oldest transaction holding an xid, in any database of the server: 'transaction
 --             of pid N in database "d" (xid age A, open since T)' or 'prepared transaction 'g' in
 --             database "d" since T (xid age A)').
--- Tables:     queue, tick_head, tick, subscription, retry, dead_letter_count, delayed, event,
+-- Tables:     queue, tick_head, tick, subscriber, subscription, retry, dead_letter_count, delayed, event,
 --             the queue's id sequence (read).
 -- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
 -- the queue's id and reads and locks that queue's partitions only (after five calls a generic
@@ -74,8 +74,9 @@ BEGIN
                     coalesce(zc.pages, 0) * current_setting('block_size')::bigint AS catalog_size
                FROM pglogq.queue x
                LEFT JOIN pglogq.tick_head h ON h.queue_id = x.queue_id
-               -- each count grouped once for every queue (one queue: its rows only)
-               LEFT JOIN (SELECT s.queue_id, count(*) AS n FROM pglogq.subscription s
+               -- each count grouped once for every queue (one queue: its rows only); the consumers
+               -- from their identities alone (the index of consumer names), not joined to their state
+               LEFT JOIN (SELECT s.queue_id, count(*) AS n FROM pglogq.subscriber s
                            WHERE s.parent_id IS NULL AND (NOT one OR s.queue_id = qid) GROUP BY 1) sc
                  ON sc.queue_id = x.queue_id
                LEFT JOIN (SELECT rt.queue_id, count(*) AS n FROM pglogq.retry rt
