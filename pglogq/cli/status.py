@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -148,12 +148,12 @@ def _progress(r: dict[str, Any]) -> str:
 
 def to_json(data: dict[str, Any]) -> dict[str, Any]:
     return {
-        "queues": [jsonable(asdict(q)) for q in data["queues"]],
-        "consumers": [jsonable(asdict(c)) for c in data["consumers"]],
+        "queues": [jsonable(q) for q in data["queues"]],
+        "consumers": [jsonable(c) for c in data["consumers"]],
         "in_flight": jsonable(data["in_flight"]),
-        "leases": [jsonable(asdict(x)) for x in data.get("leases") or []],
+        "leases": [jsonable(x) for x in data.get("leases") or []],
         "schedules": None if data.get("schedules") is None
-                     else [jsonable(asdict(r)) for r in data["schedules"]],
+                     else [jsonable(r) for r in data["schedules"]],
         "schedules_total": data.get("schedules_total"),
         "ticker_last_run": jsonable(data["ticker_last_run"]),
         "warnings": data["warnings"],
