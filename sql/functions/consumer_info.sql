@@ -24,12 +24,16 @@
 --             partitions' open batches.
 -- Raises:     PQ001 for_queue names no queue; PQ002 for_consumer names no consumer (of for_queue,
 --             or of any queue when for_queue is NULL): a typo is an error, never "no such lag".
--- Tables:     queue, tick_head, subscription, tick, retry, dead_letter_count (read); for a share consumer
+-- Tables:     queue, tick_head, subscription, subscriber, tick (through _consumer_ticks), retry,
+--             dead_letter_count (read); for a share consumer
 --             event, cancelled, attempt, dead_letter (read, through _lease_events).
 -- Plans: custom (plan_cache_mode): every tick read names its queue's id, so that the plan reads
 -- and locks that queue's tick partitions only (a lateral read keyed by the joined queue row is
 -- pruned only at run time: planned, locked and started over every queue's partitions, once per
 -- consumer: consumers times queues).
+-- The tick figures come from pglogq._consumer_ticks, through the queue's copy of it when the
+-- queue has one (its plans cached for the session: a listing repeated on one connection, as
+-- the dashboard's, plans each queue's probes once, not on every call).
 -- The ticks are read only for a queue with a consumer before tick_head.event_tick (the last
 -- tick that closed events), or a batch open before it, or a share consumer: a consumer at or after
 -- that tick has nothing pending (lag 0, 0 unread, 0 pending), whatever ticks came after it (every
@@ -68,6 +72,10 @@ DECLARE
     k_expired integer[] := '{}';
     k_redelivered bigint[] := '{}';
     a_top integer[];
+    a_last bigint[];
+    a_pos bigint[];
+    any_share boolean;
+    copy text;
     a_lag interval[];
     a_unread bigint[];
     a_pending bigint[];
@@ -93,73 +101,68 @@ BEGIN
                          AND (NOT one OR x.queue_id = qr.queue_id));
     END IF;
     -- the queues whose ticks must be read (see the header): a consumer before the last tick that
-    -- closed events, or a batch open before it, or a share consumer
-    FOR qid IN SELECT w.queue_id
-                 FROM pglogq.subscription w
-                 LEFT JOIN pglogq.tick_head h ON h.queue_id = w.queue_id
-                WHERE (NOT one OR w.queue_id = qr.queue_id)
-                  AND (tops IS NULL OR w.sub_id = ANY (tops) OR w.parent_id = ANY (tops))
-                GROUP BY w.queue_id
-               HAVING bool_or(h.event_tick IS NULL OR w.share
-                              OR (w.parent_id IS NULL AND (w.last_tick IS NULL OR w.last_tick < h.event_tick))
-                              OR w.batch_prev_tick < h.event_tick) LOOP
-        BEGIN
-            -- One pass over the consumers and their rows (workers, streams, leases), grouped by
-            -- consumer, then index look-ups per consumer: no per-consumer subquery reads the
-            -- subscription view, whose join (subscriber, sub_state) a planner without statistics
-            -- on sub_state runs as a hash join over every row, once per consumer (quadratic until
-            -- the table is analyzed).  The tick reads are LATERAL ... LIMIT 1, so they stay index
-            -- probes whatever the statistics.
-            WITH g AS (
-                SELECT coalesce(w.parent_id, w.sub_id) AS top,
+    -- closed events, or a batch open before it, or a share consumer; with each queue, its
+    -- consumers' cursors and positions (one pass over the consumers and their rows: workers,
+    -- streams, leases, grouped by consumer; no per-consumer subquery reads the subscription
+    -- view, whose join a planner without statistics on sub_state runs as a hash join over every
+    -- row, once per consumer: quadratic until the table is analyzed)
+    FOR qid, a_top, a_last, a_pos, any_share IN
+        SELECT g.queue_id, array_agg(g.top), array_agg(g.last_tick), array_agg(g.pos_tick), bool_or(g.share)
+          FROM (SELECT w.queue_id, coalesce(w.parent_id, w.sub_id) AS top,
                        max(w.last_tick) FILTER (WHERE w.parent_id IS NULL) AS last_tick,
-                       bool_or(w.share) FILTER (WHERE w.parent_id IS NULL) AS share,
                        min(w.batch_prev_tick) AS pos_tick,
+                       bool_or(w.share) AS share,
                        bool_or(w.parent_id IS NULL) AS consumer
                   FROM pglogq.subscription w
-                 WHERE w.queue_id = qid
+                 WHERE (NOT one OR w.queue_id = qr.queue_id)
                    AND (tops IS NULL OR w.sub_id = ANY (tops) OR w.parent_id = ANY (tops))
-                 GROUP BY 1)
-            SELECT array_agg(s.top),
-                   array_agg(CASE WHEN lt.tick_event_total > pos.tick_event_total
-                                  THEN clock_timestamp() - nxt.tick_time ELSE interval '0' END),
-                   array_agg(greatest(lt.tick_event_total - cur.tick_event_total, 0)),
-                   array_agg(greatest(lt.tick_event_total - pos.tick_event_total, 0)),
-                   array_agg(sh.in_flight_events), array_agg(sh.oldest_in_flight),
-                   array_agg(sh.expired_leases), array_agg(sh.redelivered)
-              INTO a_top, a_lag, a_unread, a_pending, a_in_flight, a_oldest, a_expired, a_redelivered
-              FROM g s
-              JOIN pglogq.queue q ON q.queue_id = qid
-              LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
-                                  ORDER BY t.tick_id DESC LIMIT 1) lt ON true
-              LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
-                                  AND t.tick_id = s.last_tick LIMIT 1) cur ON true
-              LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
-                                  AND t.tick_id = coalesce(s.pos_tick, s.last_tick) LIMIT 1) pos ON true
-              -- lag's tick: the first after the position that closes an event (empty ticks hold none);
-              -- read only when something is pending, so an idle consumer scans no run of empty ticks
-              LEFT JOIN LATERAL (SELECT * FROM pglogq.tick t WHERE t.queue_id = qid
-                                  AND lt.tick_event_total > pos.tick_event_total
-                                  AND t.tick_id > pos.tick_id AND t.tick_event_total > pos.tick_event_total
-                                  ORDER BY t.tick_id LIMIT 1) nxt ON true
-              -- share consumers only: their workers' leases (an ordinary consumer reads nothing here)
-              LEFT JOIN LATERAL (
-                  SELECT coalesce(sum(le.events), 0)::bigint AS in_flight_events,
-                         clock_timestamp() - min(w.batch_started_at) FILTER (WHERE le.events > 0) AS oldest_in_flight,
-                         (count(*) FILTER (WHERE w.worker_name NOT LIKE 'ceded.%'
-                                             AND (w.released_at IS NOT NULL
-                                                  OR w.heartbeat_at + q.dead_interval <= clock_timestamp())))::integer
-                             AS expired_leases,
-                         coalesce(sum(le.redelivered), 0)::bigint AS redelivered
-                    FROM pglogq.subscription w
-                    LEFT JOIN (SELECT x.holder, count(*) AS events, count(*) FILTER (WHERE x.delivery_count > 1) AS redelivered
-                                 FROM pglogq._lease_events(q.queue_id, s.top) x
-                                WHERE s.share  -- a one-time filter: never read for an ordinary consumer
-                                GROUP BY x.holder) le
-                      ON le.holder = w.sub_id
-                   WHERE s.share AND w.parent_id = s.top AND w.batch_id IS NOT NULL AND w.lease_end_txid IS NOT NULL
-                  HAVING s.share) sh ON true
-             WHERE s.consumer;  -- a group whose consumer row is gone (dropped meanwhile): none
+                 GROUP BY 1, 2) g
+          LEFT JOIN pglogq.tick_head h ON h.queue_id = g.queue_id
+         WHERE g.consumer  -- a group whose consumer row is gone (dropped meanwhile): none
+         GROUP BY g.queue_id
+        HAVING bool_or(h.event_tick IS NULL OR g.share OR g.last_tick IS NULL OR g.last_tick < h.event_tick
+                       OR g.pos_tick < h.event_tick) LOOP
+        BEGIN
+            -- the tick figures, through the queue's copy of _consumer_ticks (its plans cached
+            -- for the session) when it has one
+            copy := '_q' || qid || '_@copies@__consumer_ticks';
+            IF to_regproc('pglogq.' || copy) IS NULL THEN
+                copy := '_consumer_ticks';
+            END IF;
+            EXECUTE format('SELECT array_agg(x.top), array_agg(x.lag), array_agg(x.unread), array_agg(x.pending)'
+                           '  FROM pglogq.%I($1, $2, $3, $4) x', copy)
+               INTO a_top, a_lag, a_unread, a_pending USING qid, a_top, a_last, a_pos;
+            IF any_share THEN
+                -- share consumers only: their workers' leases (an ordinary consumer reads nothing)
+                SELECT array_agg(sh.in_flight_events ORDER BY u.i), array_agg(sh.oldest_in_flight ORDER BY u.i),
+                       array_agg(sh.expired_leases ORDER BY u.i), array_agg(sh.redelivered ORDER BY u.i)
+                  INTO a_in_flight, a_oldest, a_expired, a_redelivered
+                  FROM unnest(a_top) WITH ORDINALITY u(top, i)
+                  LEFT JOIN pglogq.queue q ON q.queue_id = qid
+                  LEFT JOIN pglogq.subscriber c ON c.sub_id = u.top
+                  LEFT JOIN LATERAL (
+                      SELECT coalesce(sum(le.events), 0)::bigint AS in_flight_events,
+                             clock_timestamp() - min(w.batch_started_at) FILTER (WHERE le.events > 0) AS oldest_in_flight,
+                             (count(*) FILTER (WHERE w.worker_name NOT LIKE 'ceded.%'
+                                                 AND (w.released_at IS NOT NULL
+                                                      OR w.heartbeat_at + q.dead_interval <= clock_timestamp())))::integer
+                                 AS expired_leases,
+                             coalesce(sum(le.redelivered), 0)::bigint AS redelivered
+                        FROM pglogq.subscription w
+                        LEFT JOIN (SELECT x.holder, count(*) AS events,
+                                          count(*) FILTER (WHERE x.delivery_count > 1) AS redelivered
+                                     FROM pglogq._lease_events(q.queue_id, u.top) x
+                                    WHERE c.share  -- a one-time filter: never read for an ordinary consumer
+                                    GROUP BY x.holder) le
+                          ON le.holder = w.sub_id
+                       WHERE c.share AND w.parent_id = u.top AND w.batch_id IS NOT NULL AND w.lease_end_txid IS NOT NULL
+                      HAVING c.share) sh ON true;
+            ELSE
+                a_in_flight := array_fill(NULL::bigint, ARRAY[cardinality(a_top)]);
+                a_oldest := array_fill(NULL::interval, ARRAY[cardinality(a_top)]);
+                a_expired := array_fill(NULL::integer, ARRAY[cardinality(a_top)]);
+                a_redelivered := array_fill(NULL::bigint, ARRAY[cardinality(a_top)]);
+            END IF;
             k_top := k_top || a_top;
             k_lag := k_lag || a_lag;
             k_unread := k_unread || a_unread;

@@ -25,6 +25,7 @@ import psycopg
 import pytest
 
 import pglogq
+from tests.support.db import QUEUE_COPIES
 
 Conn = psycopg.Connection[Any]
 LOCKS = "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()"
@@ -158,7 +159,7 @@ def test_queue_copies_follow_the_queue(dsn: str) -> None:
         conn.execute("SELECT pglogq.create_queue('q')")
         conn.execute("SELECT pglogq.subscribe('q', 'c')")
         made = _copies(conn, "q")
-        assert len(made) == 11 and not any(open_ for _, open_ in made), made
+        assert len(made) == QUEUE_COPIES and not any(open_ for _, open_ in made), made
         assert [name for name, _ in made if name.endswith("_receive")], made
         for _ in range(2):
             with pglogq.Client(dsn) as client:
@@ -193,7 +194,7 @@ def test_queue_copies_follow_the_queue(dsn: str) -> None:
         left = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = ANY(%s)", (list(old),)).fetchone()
         assert left == (0,)
         conn.execute("SELECT pglogq.create_queue('q')")
-        assert len(_copies(conn, "q")) == 11 and not {name for name, _ in _copies(conn, "q")} & old
+        assert len(_copies(conn, "q")) == QUEUE_COPIES and not {name for name, _ in _copies(conn, "q")} & old
         with pytest.raises(psycopg.Error) as info:
             conn.execute("SELECT * FROM pglogq.receive('q', 'nobody', 100)")
         assert info.value.sqlstate == "PQ002"

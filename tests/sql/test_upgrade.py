@@ -32,6 +32,7 @@ from psycopg.types.json import Jsonb
 import pglogq
 from pglogq import schema
 from tests.support import draining
+from tests.support.db import QUEUE_COPIES
 from tests.support.paths import UPGRADE_DATA
 
 RELEASES = sorted(UPGRADE_DATA.glob("*.sql"))
@@ -228,7 +229,7 @@ def test_upgrade_from_an_earlier_version_with_data(
         # the queue's copies of receive's functions were made by that first receive
         with psycopg.connect(dsn) as conn:
             qid = conn.execute("SELECT queue_id FROM pglogq.queue WHERE queue_name = 'q'").fetchone()
-            assert qid is not None and queue_copies(conn)[qid[0]] == 11
+            assert qid is not None and queue_copies(conn)[qid[0]] == QUEUE_COPIES
         w = c.receive("q", "c2", max_messages=3, worker="w1")
         assert [(w.id, m.msg_id) for m in w] == [tuple(r) for r in work["worker"]]
         # and everything is delivered once to each consumer after the upgrade

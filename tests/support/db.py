@@ -5,6 +5,10 @@ from __future__ import annotations
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+# how many functions _queue_functions copies for each queue (its list of names): receive's path,
+# jobs', cancel's and consumer_info's tick figures
+QUEUE_COPIES = 12
+
 SIDE_TABLES = (
     "event",
     "retry",
