@@ -63,43 +63,58 @@ DECLARE
     waiting boolean;
     moving boolean;
     overdue boolean;
+    counts jsonb;
 BEGIN
     IF one THEN
         qid := (pglogq._queue(queue_info.for_queue)).queue_id;
     END IF;
+    -- the counts and sizes of every queue (one queue: its rows only), each grouped once, kept in a
+    -- map by queue id that each queue's row looks up: joined to the queue rows, they were nested
+    -- loops on the planner's estimates of the groups (a few rows), every queue against every
+    -- group (1,000 queues: 1,000,000 rows compared, 0.3 s)
+    SELECT coalesce(jsonb_object_agg(k.queue_id::text, jsonb_build_array(k.nc, k.nr, k.nd, k.ny, k.pages)), '{}')
+      INTO counts
+      FROM (SELECT u.queue_id, sum(u.nc)::bigint AS nc, sum(u.nr)::bigint AS nr, sum(u.nd)::bigint AS nd,
+                   sum(u.ny)::bigint AS ny, sum(u.pages)::bigint AS pages
+              FROM (-- the consumers from their identities alone (the index of consumer names)
+                    SELECT s.queue_id, count(*) AS nc, 0 AS nr, 0 AS nd, 0 AS ny, 0 AS pages
+                      FROM pglogq.subscriber s
+                     WHERE s.parent_id IS NULL AND (NOT one OR s.queue_id = qid) GROUP BY 1
+                    UNION ALL
+                    SELECT rt.queue_id, 0, count(*), 0, 0, 0 FROM pglogq.retry rt
+                     WHERE NOT one OR rt.queue_id = qid GROUP BY 1
+                    UNION ALL
+                    -- kept per consumer by the triggers of dead_letter: a million dead letters cost one row each
+                    SELECT c.queue_id, 0, 0, sum(c.dead_letters), 0, 0 FROM pglogq.dead_letter_count c
+                     WHERE NOT one OR c.queue_id = qid GROUP BY 1
+                    UNION ALL
+                    SELECT d.queue_id, 0, 0, 0, count(*), 0 FROM pglogq.delayed d
+                     WHERE NOT one OR d.queue_id = qid GROUP BY 1
+                    UNION ALL
+                    -- a listing's sizes: the catalog's, of every event partition with its indexes and TOAST
+                    SELECT substr(p.relname, 7)::integer, 0, 0, 0, 0,
+                           sum(t.relpages
+                               + coalesce((SELECT tc.relpages FROM pg_class tc WHERE tc.oid = t.reltoastrelid), 0)
+                               + coalesce((SELECT sum(ic.relpages) FROM pg_index ix
+                                             JOIN pg_class ic ON ic.oid = ix.indexrelid
+                                            WHERE ix.indrelid = ANY (ARRAY[t.oid, t.reltoastrelid])), 0))
+                      FROM pg_class p
+                      JOIN pg_inherits i ON i.inhparent = p.oid
+                      JOIN pg_class t ON t.oid = i.inhrelid
+                     WHERE NOT one AND p.relnamespace = 'pglogq'::regnamespace AND p.relkind = 'p'
+                       AND p.relname ~ '^event_[0-9]+$'
+                     GROUP BY 1) u
+             GROUP BY 1) k;
     FOR r IN SELECT x.queue_id, x.queue_name, x.paused, x.rotation_period, x.switch_time, x.event_seq,
                     h.tick_id AS head_tick, h.tick_time AS head_time, h.quiet_seq, h.event_time,
-                    coalesce(sc.n, 0)::integer AS n_consumers, coalesce(rc.n, 0) AS n_retry,
-                    coalesce(dc.n, 0) AS n_dead, coalesce(yc.n, 0) AS n_delayed,
-                    coalesce(zc.pages, 0) * current_setting('block_size')::bigint AS catalog_size
+                    coalesce((counts -> x.queue_id::text ->> 0)::integer, 0) AS n_consumers,
+                    coalesce((counts -> x.queue_id::text ->> 1)::bigint, 0) AS n_retry,
+                    coalesce((counts -> x.queue_id::text ->> 2)::bigint, 0) AS n_dead,
+                    coalesce((counts -> x.queue_id::text ->> 3)::bigint, 0) AS n_delayed,
+                    coalesce((counts -> x.queue_id::text ->> 4)::bigint, 0) * current_setting('block_size')::bigint
+                        AS catalog_size
                FROM pglogq.queue x
                LEFT JOIN pglogq.tick_head h ON h.queue_id = x.queue_id
-               -- each count grouped once for every queue (one queue: its rows only); the consumers
-               -- from their identities alone (the index of consumer names), not joined to their state
-               LEFT JOIN (SELECT s.queue_id, count(*) AS n FROM pglogq.subscriber s
-                           WHERE s.parent_id IS NULL AND (NOT one OR s.queue_id = qid) GROUP BY 1) sc
-                 ON sc.queue_id = x.queue_id
-               LEFT JOIN (SELECT rt.queue_id, count(*) AS n FROM pglogq.retry rt
-                           WHERE NOT one OR rt.queue_id = qid GROUP BY 1) rc ON rc.queue_id = x.queue_id
-               -- kept per consumer by the triggers of dead_letter: a million dead letters cost one row each
-               LEFT JOIN (SELECT c.queue_id, sum(c.dead_letters) AS n FROM pglogq.dead_letter_count c
-                           WHERE NOT one OR c.queue_id = qid GROUP BY 1) dc ON dc.queue_id = x.queue_id
-               LEFT JOIN (SELECT d.queue_id, count(*) AS n FROM pglogq.delayed d
-                           WHERE NOT one OR d.queue_id = qid GROUP BY 1) yc ON yc.queue_id = x.queue_id
-               -- a listing's sizes: the catalog's, of every event partition with its indexes and TOAST
-               LEFT JOIN (SELECT p.relname,
-                                 sum(t.relpages
-                                     + coalesce((SELECT tc.relpages FROM pg_class tc WHERE tc.oid = t.reltoastrelid), 0)
-                                     + coalesce((SELECT sum(ic.relpages) FROM pg_index ix
-                                                   JOIN pg_class ic ON ic.oid = ix.indexrelid
-                                                  WHERE ix.indrelid = ANY (ARRAY[t.oid, t.reltoastrelid])), 0))::bigint
-                                   AS pages
-                            FROM pg_class p
-                            JOIN pg_inherits i ON i.inhparent = p.oid
-                            JOIN pg_class t ON t.oid = i.inhrelid
-                           WHERE NOT one AND p.relnamespace = 'pglogq'::regnamespace AND p.relkind = 'p'
-                             AND p.relname LIKE 'event\_%'
-                           GROUP BY 1) zc ON zc.relname = 'event_' || x.queue_id
               WHERE NOT one OR x.queue_id = qid
               ORDER BY x.queue_name LOOP
         queue_name := r.queue_name;
