@@ -15,7 +15,7 @@
 -- statistics (a freshly loaded million-row table), or every ticker pass would scan it.
 -- Ticks of one queue are serialised by a transaction advisory lock, so a tick's snapshot is
 -- never older than its predecessor's.  The ticking transaction's own xid is marked as running
--- in the snapshot, so events it sent itself are never in a batch before it commits.
+-- in the snapshot (_tick_snapshot), so events it sent itself are never in a batch before it commits.
 -- tick_head gets the tick with quiet_seq, the sequence's value read before the snapshot, when no
 -- send of the queue is in flight between that read and the snapshot: a send holds the queue's
 -- shared advisory lock from before it draws its id until it ends (pumps and replays too), so a
@@ -43,13 +43,11 @@ DECLARE
     h pglogq.tick_head;
     last pglogq.tick;
     snap pg_snapshot;
-    me xid8;
     cur_seq bigint;
     mine xid8;
     want bigint;
     waiting bigint;
     closed bigint;
-    xips text;
     xip_arr xid8[];
     quiet bigint;
     idle boolean;
@@ -134,20 +132,14 @@ BEGIN
             END;
         END IF;
     END IF;
-    me := pg_current_xact_id();
-    snap := pg_current_snapshot();
-    IF pg_visible_in_snapshot(me, snap) THEN
-        -- our own xid is visible to ourselves; mark it running for everybody else
-        SELECT string_agg(x::text, ',' ORDER BY x) INTO xips
-          FROM (SELECT pg_snapshot_xip(snap) AS x UNION SELECT me) s;
-        snap := format('%s:%s:%s', least(pg_snapshot_xmin(snap), me), pg_snapshot_xmax(snap), xips)::pg_snapshot;
-    END IF;
+    -- this transaction marked running (its own events are not committed yet)
+    snap := pglogq._tick_snapshot();
     IF pg_snapshot_xmax(snap) < last_xmax THEN
         RAISE EXCEPTION 'transaction ids went backwards on queue "%" (last tick xmax %, now %)',
             q.queue_name, last_xmax, pg_snapshot_xmax(snap)
             USING ERRCODE = 'PQ015',
                   HINT = 'this database looks restored into another cluster; ticking would mis-batch events. '
-                         'Recreate the queues (or run pglogq.reset_after_restore()) before ticking.';
+                         'Recreate the queues before ticking.';
     END IF;
     -- the events this tick closes: visible in snap, not in the last tick's snapshot.  None when
     -- idle and no id was drawn up to now, after snap was taken (a keep-alive of an idle queue:

@@ -55,9 +55,10 @@ BEGIN
     UPDATE pglogq.queue SET event_seq = format('pglogq.%I', qtab || '_seq')::regclass,
                             switch_step1 = pg_current_xact_id(), switch_step2 = pg_current_xact_id()
      WHERE queue_id = q.queue_id;
-    -- tick 1: the starting point of every consumer that subscribes before the first event
+    -- tick 1: the starting point of every consumer that subscribes before the first event; this
+    -- transaction marked running in it, so that events it sends are in the first batch after it
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_snapshot, tick_event_seq, tick_event_total)
-    VALUES (q.queue_id, 1, pg_current_snapshot(), 0, 0);
+    VALUES (q.queue_id, 1, pglogq._tick_snapshot(), 0, 0);
     -- no id drawn yet: nothing to tick until one is (see pglogq.ticker)
     INSERT INTO pglogq.tick_head (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time,
                                   tick_event_total)

@@ -1,17 +1,16 @@
-"""Review finding: events sent in the transaction that created their queue can be lost.
+"""A queue made and seeded in one transaction (create_queue, subscribe, send, as a migration
+does) delivers its seed events.
 
-create_queue writes tick 1 with a plain pg_current_snapshot(), taken inside the creating
+create_queue wrote tick 1 with a plain pg_current_snapshot(), taken inside the creating
 transaction.  PostgreSQL leaves a transaction's own xid out of the running list of its snapshots,
-so as soon as any transaction with a later xid has ended (any write elsewhere on the server, while
-create_queue builds its partitions), the creating transaction's xid is below the snapshot's xmax
-and not in its running list: tick 1 sees it as committed.  Its events are then never in a batch
-(the first batch holds the transactions visible in tick 2 and not in tick 1), whereas
-_tick marks its own xid as running for exactly this reason.
+so as soon as any transaction with a later xid had ended (any write elsewhere on the server while
+create_queue built its partitions), the creating transaction's xid was below the snapshot's xmax
+and not in its running list: tick 1 saw it as committed, and its events were in no batch (the
+first batch holds the transactions visible in tick 2 and not in tick 1).  Tick 1 now marks the
+creating transaction running, as every tick does (pglogq._tick_snapshot).
 
-A queue made and seeded in one transaction (subscribe + send, as a migration would do) loses its
-seed events on any busy server.  The other session's commit is placed deterministically here by
-holding the event table, which create_queue locks (CREATE TABLE ... PARTITION OF) after its first
-write has given it an xid.
+The other session's commit is placed deterministically here by holding the event table, which
+create_queue locks (CREATE TABLE ... PARTITION OF) after its first write has given it an xid.
 """
 
 from __future__ import annotations
