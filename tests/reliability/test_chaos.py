@@ -504,6 +504,31 @@ def test_checker_counts_one_key_in_flight_at_two_workers(tmp_path: Path) -> None
     assert s["per_key_order_violations"] == 0
 
 
+def test_checker_ends_a_page_where_its_process_ended_itself(tmp_path: Path) -> None:
+    """A consumer that starts a killer event ends itself (exit code 3) right after recording
+    its page: the page is in flight until then.  A restarted process's next page used to say
+    so, but a twin process is never restarted: its page stayed in flight for ever, and the next
+    pages of its key at another worker within dead_interval counted as one key at two workers
+    (the keyed chaos run's only such report, a twin of w3 and pages of w1 1.6 s later, after the
+    real w3 had taken the page back and acknowledged it)."""
+    _keyed_sends(tmp_path, [f"p1:{i}" for i in range(1, 10)])
+    twin = Recorder(tmp_path / "consumer-c1-w3-twin1.log")
+    w3 = Recorder(tmp_path / "consumer-c1-w3.log")
+    w1 = Recorder(tmp_path / "consumer-c1-w1.log")
+    _page(twin, "t.1", "w3", 1.0, [("p1:1", 1)], None)
+    twin.write("exit", 1.02)
+    _page(w3, "a.1", "w3", 1.1, [("p1:1", 1)], 1.2)      # the same worker takes it back
+    _page(w1, "b.1", "w1", 1.5, [("p1:2", 2)], 1.6)      # after the twin ended: no overlap
+    s = check(tmp_path, ["c1"], {}, set(), dead_interval=3.0)["subscribers"]["c1"]
+    assert s["same_key_in_flight"] == 0, s["examples"]
+    # without the record the twin's page never ends: b.1 is taken for an overlap
+    for path in tmp_path.glob("consumer-c1-w3-twin1.log"):
+        path.write_text("".join(line + "\n" for line in path.read_text().splitlines()
+                                if not line.startswith("exit")))
+    s = check(tmp_path, ["c1"], {}, set(), dead_interval=3.0)["subscribers"]["c1"]
+    assert s["examples"]["same_key_in_flight"] == ["b.1"]
+
+
 def test_checker_ends_a_killed_sharded_process_page_at_its_kill(tmp_path: Path) -> None:
     """The sharded mode writes one file per process and thread (``consumer-<tag>-<pid>-<n>``)
     and the harness names the process it killed by its tag and pid.  A page whose handler the

@@ -166,6 +166,11 @@ def read_keyed(directory: Path) -> KeyedHistory:
                 page.killed = page.end < math.inf
                 out.pages[page.uid] = page
                 place = 0
+            elif rec[0] == "exit":
+                # the process ended itself (a killer event): its pages are in flight no longer
+                for old in unfinished:
+                    old.end = min(old.end, float(rec[1]))
+                unfinished = []
             elif rec[0] == "done" and rec[1] in out.pages:
                 out.pages[rec[1]].end = float(rec[2])
                 out.pages[rec[1]].finished = True

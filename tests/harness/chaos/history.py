@@ -55,7 +55,7 @@ class Recorder:
 # the number of fields of each record kind (a torn line has fewer)
 _FIELDS: dict[str, tuple[int, ...]] = {
     "invoke": (2,), "ok": (2,), "fail": (2,), "info": (2,), "fault": (2,),
-    "deliver": (6, 9), "skip": (4,), "page": (7,), "done": (3,), "crash": (4,), "kill": (4,),
+    "deliver": (6, 9), "skip": (4,), "page": (7,), "done": (3,), "crash": (4,), "kill": (4,), "exit": (2,),
 }
 
 
