@@ -56,6 +56,8 @@ DECLARE
     at timestamptz;
     first_tick bigint;
     first_time timestamptz;
+    -- the queue's last tick, read from its own partitions (see Plans in the header)
+    last_tick constant text := 'SELECT * FROM pglogq.tick t WHERE t.queue_id = $1 ORDER BY t.tick_id DESC LIMIT 1';
 BEGIN
     IF force THEN
         PERFORM pg_advisory_xact_lock(hashtext('pglogq.tick'), _tick.queue_id);
@@ -78,8 +80,7 @@ BEGIN
         last.tick_event_total := h.tick_event_total;
         last_xmax := h.tick_xmax;
     ELSE
-        EXECUTE 'SELECT * FROM pglogq.tick t WHERE t.queue_id = $1 ORDER BY t.tick_id DESC LIMIT 1'
-           INTO last USING q.queue_id;
+        EXECUTE last_tick INTO last USING q.queue_id;
         last_xmax := pg_snapshot_xmax(last.tick_snapshot);
     END IF;
     IF NOT force AND clock_timestamp() - last.tick_time < q.ticker_idle_period THEN
@@ -149,8 +150,7 @@ BEGIN
     ELSE
         IF idle THEN
             -- an id was drawn meanwhile: this tick may close its event (read the last tick now)
-            EXECUTE 'SELECT * FROM pglogq.tick t WHERE t.queue_id = $1 ORDER BY t.tick_id DESC LIMIT 1'
-               INTO last USING q.queue_id;
+            EXECUTE last_tick INTO last USING q.queue_id;
         END IF;
         xip_arr := ARRAY(SELECT x FROM pg_snapshot_xip(last.tick_snapshot) x WHERE pg_visible_in_snapshot(x, snap));
         EXECUTE 'SELECT (SELECT count(*) FROM pglogq.event e'

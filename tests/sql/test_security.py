@@ -475,6 +475,10 @@ def test_no_api_function_takes_sql_fragments(dsn: str) -> None:
                 # or is a constant (string literals only, its values passed with USING: EXECUTEd to
                 # be planned for those values, never built from them)
                 constant = re.fullmatch(r"(?:'[^']*'\s*)+(?:INTO\b.*|USING\b.*)?", stmt.strip(), re.S)
+                # ... or a variable the function declares constant, from string literals only
+                var = re.match(r"(\w+)\s+(?:INTO|USING)\b", stmt.strip())
+                constant = constant or (var is not None and re.search(
+                    rf"\b{var.group(1)}\s+constant\s+text\s*:=\s*(?:'[^']*'\s*)+;", src, re.I) is not None)
                 assert ("format(" in stmt or re.match(r"'[^']*'\s*\|\|\s*tab\b", stmt.strip()) or constant
                         or (name, stmt) == ("_queue_functions", "src")), (name, stmt)
     assert dynamic <= DYNAMIC_SQL, f"new dynamic SQL in {dynamic - DYNAMIC_SQL}: review it, then list it"
