@@ -12,10 +12,13 @@ One :class:`Engine` per database, running as an asyncio task (the daemon runs on
   exits 3), detected by two connections answering from one backend
   (:meth:`Engine._require_direct`, the one check every way of ticking makes).
 * **Ticking.**  ``SELECT pglogq.ticker()`` in its own autocommit transaction, every
-  ``busy_interval`` (5 ms) while ticks that close events are being written (or a call was cut
-  short with queues still due) and for ``linger`` (1 s) after the last one; then the interval
-  doubles up to ``idle_interval`` (200 ms).  A keep-alive tick does not count: with many idle
-  queues one falls due every few milliseconds, and kept the daemon polling at the busy pace.
+  ``busy_interval`` (5 ms) while ticks that close events are being written and for ``linger``
+  (1 s) after the last one; then the interval doubles up to ``idle_interval`` (200 ms).  A
+  keep-alive tick does not count: with many idle queues one falls due every few milliseconds,
+  and kept the daemon polling at the busy pace.  A call cut short with queues still due is
+  followed by the next one after ``busy_interval``, at the pace it had before: the SQL writes
+  keep-alives falling due close together in one pass, and a batch over its bound of 20 queues
+  started a second of busy polling.
   With the default ``ticker_max_lag = 0`` the SQL writes a tick whenever committed events wait,
   so an event waits at most one poll interval for its tick.  When nothing happens a poll costs
   one cheap read-only statement per ``idle_interval``, and no tick is written except the
@@ -114,6 +117,22 @@ def _error_text(exc: BaseException) -> str:
         text = (exc.diag.message_primary or str(exc)).strip()
         return text.splitlines()[0] if text else type(exc).__name__
     return str(exc) or type(exc).__name__
+
+
+def pace(s: Settings, interval: float, since_flow: float, *, flow: bool, cut_short: bool) -> tuple[float, float]:
+    """The ticking pace after a call, and the pause before the next one: ``(interval, pause)``.
+
+    ``interval`` is the pace so far, ``since_flow`` the seconds since the last call whose ticks
+    closed events.  Events flowing (``flow``) set the busy pace; ``linger`` after the last of
+    them the pace doubles up to ``idle_interval``.  A call cut short with queues still due
+    (``cut_short``) is followed after ``busy_interval`` whatever the pace, which it leaves as
+    it was: keep-alives are no sign of flow, and the SQL writes those falling due close together
+    in one batch (over its bound of 20 queues, a batch started a second of busy polling)."""
+    if flow:
+        interval = s.busy_interval
+    elif since_flow >= s.linger and not cut_short:
+        interval = min(interval * 2, s.idle_interval)
+    return interval, s.busy_interval if cut_short else interval
 
 
 class Engine:
@@ -390,16 +409,12 @@ class Engine:
             if n:
                 stats.ticks += n
                 stats.last_tick_at = stats.last_poll_at
-            if flow or cut_short:
-                # events flow (a keep-alive tick is no sign of it: at 1,000 idle queues one falls
-                # due every few milliseconds), or queues with something due wait for the next call
-                interval = s.busy_interval
+            if flow:
                 last_busy = now
-            elif now - last_busy >= s.linger:
-                interval = min(interval * 2, s.idle_interval)
-            stats.poll_interval = interval
+            interval, pause = pace(s, interval, now - last_busy, flow=flow, cut_short=cut_short)
+            stats.poll_interval = pause
             # the interval runs from the start of this poll: a slow tick does not add to it
-            await self._sleep(max(0.0, interval - (now - started)))
+            await self._sleep(max(0.0, pause - (now - started)))
 
     # -- maintenance ----------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import pglogq
 from pglogq.errors import RestoreDetected, translate
 from pglogq.tickerd import State, ticker_stalled
 from pglogq.tickerd import queries as tq
+from pglogq.tickerd.engine import pace
 from pglogq.tickerd.settings import load_settings, parse_duration, read_env_file
 from tests.support.db import with_db
 from tests.support.draining import drain
@@ -70,6 +71,21 @@ def test_keep_alive_ticks_do_not_keep_the_busy_pace(dsn: str, queue: str) -> Non
         ticks = stats.ticks
         wait_for(lambda: stats.ticks > ticks + 3, "more keep-alives")
         assert stats.poll_interval == 0.05
+
+
+def test_a_call_cut_short_is_followed_at_once_and_keeps_the_pace() -> None:
+    """The daemon's pace (pglogq.tickerd.engine.pace, no server needed): events flowing set the
+    busy pace; a call cut short with queues still due (keep-alives of more than 20 queues falling
+    due together) is followed after busy_interval and leaves the pace as it was: it started a
+    second of polling every 5 ms (200 calls), at 1,000 idle queues every few seconds."""
+    s = load_settings({"dsn": ("postgresql:///x",)}, env={})
+    busy, idle = s.busy_interval, s.idle_interval
+    assert pace(s, idle, 60.0, flow=False, cut_short=True) == (idle, busy)
+    assert pace(s, idle, 60.0, flow=False, cut_short=False) == (idle, idle)
+    assert pace(s, idle, 60.0, flow=True, cut_short=False) == (busy, busy)
+    assert pace(s, busy, 0.0, flow=False, cut_short=False) == (busy, busy)  # lingering
+    assert pace(s, busy, s.linger, flow=False, cut_short=False) == (2 * busy, 2 * busy)
+    assert pace(s, busy, s.linger, flow=False, cut_short=True) == (busy, busy)
 
 
 def test_two_in_process_tickers_one_active_then_takeover(dsn: str) -> None:
