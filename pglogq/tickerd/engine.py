@@ -409,9 +409,9 @@ class Engine:
             if n:
                 stats.ticks += n
                 stats.last_tick_at = stats.last_poll_at
-            if flow:
+            if flow > 0:
                 last_busy = now
-            interval, pause = pace(s, interval, now - last_busy, flow=flow, cut_short=cut_short)
+            interval, pause = pace(s, interval, now - last_busy, flow=flow > 0, cut_short=cut_short)
             stats.poll_interval = pause
             # the interval runs from the start of this poll: a slow tick does not add to it
             await self._sleep(max(0.0, pause - (now - started)))
