@@ -349,6 +349,7 @@ class Engine:
         await self._require_direct(conn)
         await self._timeouts(conn, s.tick_statement_timeout, s.tick_statement_timeout)
         await conn.execute(q.SYNCHRONOUS_COMMIT, (s.tick_synchronous_commit,))
+        await conn.execute(q.TICKER_AUTOCOMMIT)
         await self._schema_ready(conn)
         holder = None
         while not self._stopping:

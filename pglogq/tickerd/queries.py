@@ -26,6 +26,9 @@ SESSION_TIMEOUTS: LiteralString = (
     "SELECT set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false)"
 )
 SYNCHRONOUS_COMMIT: LiteralString = "SELECT set_config('synchronous_commit', %s, false)"
+# the ticking session runs each pglogq.ticker() call in an autocommit transaction of its own:
+# said to the SQL, a pass after its own keep-alive commit needs no read of the queues (ticker.sql)
+TICKER_AUTOCOMMIT: LiteralString = "SELECT set_config('pglogq.ticker_autocommit', 'on', false)"
 TICKER: LiteralString = "SELECT pglogq.ticker()"
 # the daemon's poll: the ticks written, how many of them closed events (NULL: a schema of before
 # the setting, every tick counts), and where the next call goes on ('0' or NULL: this one looked

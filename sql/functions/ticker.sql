@@ -22,22 +22,23 @@
 -- robin, none waits behind queues that are probed without a tick).  The daemon calls again at
 -- once while ticks are written: 1,000 queues whose keep-alive falls due together are 50 calls.
 -- Shortcut: a whole pass (not cut short) keeps in the session setting pglogq.ticker_seen its
--- starting snapshot, the xid of its own transaction when the call began that transaction with
--- nothing written before it (the daemon's autocommit call: its keep-alives are its only
--- writes), and the soonest time a keep-alive falls due.  When the next pass starts, no
--- transaction but that own one ended in between if none of the old snapshot's running
--- transactions is visible in the new one and every xid drawn since is running or the own one:
--- then no event was committed, the sequences are not read, and only keep-alives fall due (and
--- queues with a ticker_max_lag, whose thresholds depend on the time); before the soonest
--- keep-alive is due, the pass reads no table at all.  A keep-alive waits up to a tenth of the
--- queue's ticker_idle_period (at most 1 s) past its due time, so that those falling due close
--- together are written in one pass: at 1,000 idle queues a pass with a keep-alive due was
--- every pass, 5 a second, each reading every queue's row (and, after the daemon's own commit,
--- every queue's sequence: 2 ms).  With writes anywhere else on the server, every pass reads
--- the sequences (one lock each: about 3 µs a queue).  (A session that calls ticker() as the
--- first statement of a multi-statement query string and sends in a later one of that string
--- has its events ticked by the next pass after another transaction ends, or at the next
--- keep-alive: the daemon never does so.)
+-- starting snapshot, the soonest time a keep-alive falls due, and the xid of its own transaction
+-- when the session says, with the setting pglogq.ticker_autocommit = 'on', that it runs each
+-- call in a transaction of its own with nothing else in it (the daemon does: its keep-alives
+-- are then that transaction's only writes) and nothing was written before the call.  When the
+-- next pass starts, no transaction but that own one ended in between if none of the old
+-- snapshot's running transactions is visible in the new one and every xid drawn since is
+-- running or the own one: then no event was committed, the sequences are not read, and only
+-- keep-alives fall due (and queues with a ticker_max_lag, whose thresholds depend on the time);
+-- before the soonest keep-alive is due, the pass reads no table at all.  A keep-alive waits up
+-- to a tenth of the queue's ticker_idle_period (at most 1 s) past its due time, so that those
+-- falling due close together are written in one pass: at 1,000 idle queues a pass with a
+-- keep-alive due was every pass, 5 a second, each reading every queue's row (and, after the
+-- daemon's own commit, every queue's sequence: 2 ms).  With writes anywhere else on the
+-- server, every pass reads the sequences (one lock each: about 3 µs a queue).  A session that
+-- sets pglogq.ticker_autocommit and then sends in the ticking transaction after the call has
+-- those events ticked by the first pass after another transaction ends, or at the next
+-- keep-alive: later, never lost.
 CREATE OR REPLACE FUNCTION pglogq.ticker(queue_name text DEFAULT NULL)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
@@ -53,8 +54,10 @@ DECLARE
     prev pg_snapshot;
     own xid8;
     still boolean := false;
-    -- this call began its transaction and nothing was written before it (see the header)
-    alone boolean := pg_current_xact_id_if_assigned() IS NULL AND statement_timestamp() = transaction_timestamp();
+    -- a session that runs each call in a transaction of its own (see the header), nothing
+    -- written in this one before the call
+    alone boolean := coalesce(current_setting('pglogq.ticker_autocommit', true) = 'on', false)
+                     AND pg_current_xact_id_if_assigned() IS NULL;
     due integer[];
     soonest timestamptz;
     lagged boolean;

@@ -250,15 +250,24 @@ def _age(conn: Conn, *queues: str) -> None:
                  (list(queues),))
 
 
+AUTOCOMMIT = "SELECT set_config('pglogq.ticker_autocommit', 'on', false)"
+
+
 def test_a_pass_after_the_ticker_s_own_keep_alives_reads_no_queue(dsn: str) -> None:
     """The daemon's pass commits its keep-alives; the next pass, with nothing else ended on the
     server and no keep-alive due, reads no table.  (Its own commit made every next pass read every
     queue's row and sequence: 2 ms, 5 times a second at 1,000 idle queues.)  A commit anywhere on
-    the server makes a pass read the queues: tried until one pair of passes has none between."""
+    the server makes a pass read the queues: tried until one pair of passes has none between.
+    Only a session that says it runs each call in a transaction of its own (the daemon's setting)
+    takes its commit for the pass's own: another one reads the queues after it."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         _queues(conn, 5)
         _catch_up(conn)
         conn.execute("UPDATE pglogq.queue SET ticker_idle_period = interval '1 hour'")
+        _age(conn, "q_0")
+        assert _pass_locking(conn) == (1, True)
+        assert _pass_locking(conn) == (0, True)  # its own commit, not said to be alone: read
+        conn.execute(AUTOCOMMIT)
         seen = []
         for _ in range(20):
             _age(conn, "q_1", "q_3")
@@ -293,13 +302,22 @@ def test_a_commit_the_shortcut_did_not_see_is_ticked(dsn: str) -> None:
         assert _pass_locking(conn)[0] == 1
         assert {"mine": 1} in _drain(conn, "q_0")
         _catch_up(conn)
-        # ... and in the transaction that ran the pass (not its first statement: never taken as
-        # the pass's own keep-alive commit)
+        # ... and in the transaction that ran the pass, in a session that does not say it runs
+        # each call alone
         with conn.transaction():
             _one(conn, "SELECT pglogq.ticker()")
             conn.execute("SELECT pglogq.send('q_1', '{\"same\": 1}')")
         assert _pass_locking(conn)[0] == 1
         assert {"same": 1} in _drain(conn, "q_1")
+        _catch_up(conn)
+        # a session that says so, whose transaction wrote before the call: not taken for its own
+        conn.execute(AUTOCOMMIT)
+        _age(conn, "q_0")
+        with conn.transaction():
+            conn.execute("SELECT pglogq.send('q_2', '{\"before\": 1}')")
+            _one(conn, "SELECT pglogq.ticker()")
+        assert _pass_locking(conn)[0] >= 1
+        assert {"before": 1} in _drain(conn, "q_2")
 
 
 def test_a_whole_pass_keeps_when_the_next_keep_alive_falls_due(dsn: str) -> None:
