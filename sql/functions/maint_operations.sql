@@ -24,9 +24,7 @@ BEGIN
      WHERE (SELECT min(r.due_at) FROM pglogq.retry r) <= clock_timestamp()
         OR (SELECT min(d.deliver_at) FROM pglogq.delayed d) <= clock_timestamp()
     UNION ALL
-    SELECT 'meta', NULL::text
-     WHERE extract(epoch FROM clock_timestamp())
-           - coalesce(pg_sequence_last_value('pglogq.meta_epoch_time'), 0) >= 10
+    SELECT 'meta', NULL::text WHERE pglogq._meta_due()
     UNION ALL
     SELECT 'history', NULL::text WHERE pglogq._history_due()
     UNION ALL

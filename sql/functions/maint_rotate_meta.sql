@@ -4,7 +4,7 @@
 -- Returns:    true if the metadata epoch was switched, false if not due (or another session is
 --             switching it, or the call is not in a READ COMMITTED transaction).  Due: 10 s
 --             after the last switch while something holds the xmin horizon back, else 5
---             minutes after it (see below).
+--             minutes after it (pglogq._meta_due).
 -- Raises:     nothing of its own.
 -- Tables:     sub_state (the new epoch's partition TRUNCATEd, then every row moved into it),
 --             tick (the oldest slot of each queue TRUNCATEd when no one needs a tick in it; a
@@ -52,7 +52,6 @@ DECLARE
     new_part smallint;
     deadline timestamptz;
     marks pglogq.stream_mark[];
-    age numeric;
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE WARNING 'metadata rotation skipped: it must run in a READ COMMITTED transaction, not %',
@@ -63,35 +62,9 @@ BEGIN
         RETURN false;
     END IF;
     e := coalesce(pg_sequence_last_value('pglogq.meta_epoch'), 0);
-    IF NOT coalesce(force, false) THEN
-        age := extract(epoch FROM clock_timestamp()) - coalesce(pg_sequence_last_value('pglogq.meta_epoch_time'), 0);
-        -- a switch stalls the hot path while its TRUNCATEs hold their tables (each rebuilds the
-        -- table's indexes, and before PostgreSQL 17 each index build fsyncs its file: a switch
-        -- took 30 to 170 ms on a busy disk, the whole of the latency tail), so it is made every
-        -- 10 s only while something holds the xmin horizon back (a transaction or snapshot of
-        -- this database open for 5 s or more, an old prepared transaction, a replication slot's
-        -- xmin): then the
-        -- holder state's dead versions cannot be vacuumed and only the switch frees them.
-        -- Otherwise vacuum and HOT pruning keep the state small, and a switch every 5 minutes
-        -- drops the old ticks.  Without the right to see other sessions' xmin (superuser or
-        -- pg_read_all_stats, for the owner of this function) every 10 s, as before.
-        IF age < 10 THEN
-            RETURN false;
-        END IF;
-        IF age < 300
-           AND ((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)
-                OR pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER')) THEN
-            -- this database's sessions (vacuum of its tables looks at those alone, since
-            -- PostgreSQL 14) and the cluster's replication slots
-            IF NOT EXISTS (SELECT 1 FROM pg_stat_activity a
-                            WHERE a.datname = current_database() AND a.backend_xmin IS NOT NULL
-                              AND a.pid <> pg_backend_pid() AND a.xact_start < clock_timestamp() - interval '5 s')
-               AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts x
-                                WHERE x.database = current_database() AND x.prepared < clock_timestamp() - interval '5 s')
-               AND NOT EXISTS (SELECT 1 FROM pg_replication_slots r WHERE r.xmin IS NOT NULL) THEN
-                RETURN false;
-            END IF;
-        END IF;
+    -- due by the one rule (pglogq._meta_due: 10 s while the xmin horizon is held back, else 5 min)
+    IF NOT coalesce(force, false) AND NOT pglogq._meta_due() THEN
+        RETURN false;
     END IF;
     slot := ((e + 1) % 3)::smallint;
     old_timeout := current_setting('lock_timeout');

@@ -337,3 +337,21 @@ def test_a_whole_pass_keeps_when_the_next_keep_alive_falls_due(dsn: str) -> None
         # q_2's: 5 s and half a second of grace after its last tick
         assert want == _one(conn, "SELECT h.tick_time + interval '5.5 seconds' FROM pglogq.tick_head h"
                                   " JOIN pglogq.queue x USING (queue_id) WHERE x.queue_name = 'q_2'")
+
+
+def test_maintenance_lists_the_metadata_switch_only_when_it_is_due(dsn: str) -> None:
+    """10 s after a switch with nothing holding the xmin horizon back, the switch is not due (5
+    minutes): maint_operations no longer lists it, where it listed it on every pass and the
+    daemon ran maint_run('meta') twice a second for nothing.  Listed after 5 minutes.  (The 10 s
+    of a held horizon: tests/sql/test_held_snapshot.py, through the same rule, pglogq._meta_due.)"""
+    ops = "SELECT count(*) FROM pglogq.maint_operations() WHERE op = 'meta'"
+    ago = "SELECT setval('pglogq.meta_epoch_time', extract(epoch FROM clock_timestamp())::bigint - %s)"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _queues(conn, 2)
+        conn.execute(ago, (20,))
+        assert _one(conn, ops) == 0
+        assert _one(conn, "SELECT pglogq.maint_rotate_meta()") is False
+        conn.execute(ago, (400,))
+        assert _one(conn, ops) == 1
+        assert _one(conn, "SELECT pglogq.maint_rotate_meta()") is True
+        assert _one(conn, ops) == 0
