@@ -146,9 +146,16 @@ class AsyncWakeup:
 
     async def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; True when a notification came (False: timeout/stop, or
-        the listener came back during the wait: the caller looks for what came meanwhile)."""
+        the listener came back during the wait, or has just LISTENed: the caller looks for what
+        came meanwhile)."""
         deadline = time.monotonic() + timeout
+        fresh = self._conn is None or self._conn.closed
         conn = await self._connection()
+        if conn is not None and fresh:
+            # LISTENing from now on, not before: a tick written since the caller's last receive
+            # sent its NOTIFY to no one.  The caller receives once more before it waits (a worker
+            # started as events were sent waited a whole poll_interval for them)
+            return False
         if conn is None:
             while not self._stop.is_set():
                 left = deadline - time.monotonic()

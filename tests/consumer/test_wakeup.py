@@ -132,3 +132,50 @@ def test_listener_lost_during_its_probe_listens_again(
     assert not r.consumer.wakeup.deaf
     assert "cannot arrive" not in caplog.text
     assert "pooler" not in caplog.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tick_written_while_the_listener_is_set_up_is_received(
+    mode: str, client: pglogq.Client, dsn: str
+) -> None:
+    """The listener connects, probes and LISTENs at the first wait, after the loop's first receive
+    found nothing: a tick written in between sent its NOTIFY to no one.  The first wait returns at
+    once, so the loop receives again; it waited a whole poll_interval (here an hour; 1 s by
+    default, the whole wait of the jobs_mix benchmark's short jobs, whose workers start as the
+    jobs are sent)."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    ticked: list[int] = []
+
+    def send_and_tick() -> None:
+        with pglogq.Client(dsn) as other:
+            other.send("q", {"between": 1})
+            ticked.append(other.tick("q", force=True) or 0)
+
+    def tick_before_the_listen(consumer: Any) -> None:
+        real = consumer._send_probe
+        if mode == "thread":
+
+            def send_probe(channel: str) -> None:
+                if not ticked:
+                    send_and_tick()
+                real(channel)
+
+        else:
+
+            async def send_probe(channel: str) -> None:  # type: ignore[misc]
+                if not ticked:
+                    await asyncio.to_thread(send_and_tick)
+                await real(channel)
+
+        consumer._send_probe = send_probe
+
+    handled = threading.Event()
+    spec = Spec(dsn, "q", "c", kwargs={"poll_interval": 3600, "listen_probe_timeout": 60},
+                post_build=tick_before_the_listen)
+    spec.handler()(lambda msg: handled.set())
+    with running(mode, spec) as r:
+        assert handled.wait(60), "the event ticked while the listener was set up waited for the poll"
+        r.stop()
+        r.join()
+    assert ticked
