@@ -80,6 +80,34 @@ def _listening_on(dsn: str, channel: str) -> bool:
     return bool(rows)
 
 
+def _before_the_first_probe(mode: str, action: Callable[[], None]) -> Callable[[Any], None]:
+    """A consumer's post_build hook: ``action`` runs (in a thread in asyncio mode) before the
+    listener's first probe NOTIFY is sent, i.e. while the listener is being set up."""
+    done: list[bool] = []
+
+    def hook(consumer: Any) -> None:
+        real = consumer._send_probe
+        if mode == "thread":
+
+            def send_probe(channel: str) -> None:
+                if not done:
+                    done.append(True)
+                    action()
+                real(channel)
+
+        else:
+
+            async def send_probe(channel: str) -> None:  # type: ignore[misc]
+                if not done:
+                    done.append(True)
+                    await asyncio.to_thread(action)
+                await real(channel)
+
+        consumer._send_probe = send_probe
+
+    return hook
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_listener_lost_during_its_probe_listens_again(
     mode: str, client: pglogq.Client, dsn: str, caplog: pytest.LogCaptureFixture
@@ -91,28 +119,13 @@ def test_listener_lost_during_its_probe_listens_again(
     client.subscribe("q", "c")
     cuts: list[str] = []
 
-    def cut_first_probe(consumer: Any) -> None:
+    def cut_the_probe() -> None:
         # the probe's NOTIFY is sent once the listener is in its probe's LISTEN: the first one
         # finds that connection terminated first
-        real = consumer._send_probe
-        if mode == "thread":
+        _cut_the_probe(dsn)
+        cuts.append("cut")
 
-            def send_probe(channel: str) -> None:
-                if not cuts:
-                    _cut_the_probe(dsn)
-                    cuts.append(channel)
-                real(channel)
-
-        else:
-
-            async def send_probe(channel: str) -> None:  # type: ignore[misc]
-                if not cuts:
-                    await asyncio.to_thread(_cut_the_probe, dsn)
-                    cuts.append(channel)
-                await real(channel)
-
-        consumer._send_probe = send_probe
-
+    cut_first_probe = _before_the_first_probe(mode, cut_the_probe)
     handled = threading.Event()
     # a probe waits for its notification only as long as it does not come: a generous timeout
     # costs nothing and keeps a loaded machine from failing the second probe
@@ -152,24 +165,7 @@ def test_a_tick_written_while_the_listener_is_set_up_is_received(
             other.send("q", {"between": 1})
             ticked.append(other.tick("q", force=True) or 0)
 
-    def tick_before_the_listen(consumer: Any) -> None:
-        real = consumer._send_probe
-        if mode == "thread":
-
-            def send_probe(channel: str) -> None:
-                if not ticked:
-                    send_and_tick()
-                real(channel)
-
-        else:
-
-            async def send_probe(channel: str) -> None:  # type: ignore[misc]
-                if not ticked:
-                    await asyncio.to_thread(send_and_tick)
-                await real(channel)
-
-        consumer._send_probe = send_probe
-
+    tick_before_the_listen = _before_the_first_probe(mode, send_and_tick)
     handled = threading.Event()
     spec = Spec(dsn, "q", "c", kwargs={"poll_interval": 3600, "listen_probe_timeout": 60},
                 post_build=tick_before_the_listen)
