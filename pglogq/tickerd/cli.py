@@ -70,8 +70,13 @@ into a cluster whose transaction ids are behind, or reached through a transactio
               help="Longest poll interval when idle (default 200ms).")
 @click.option("--linger", type=DURATION, default=None,
               help="Keep the busy interval this long after the last tick of events (default 1s).")
+@click.option("--sleep-max", type=DURATION, default=None,
+              help="Longest sleep when idle: a send's NOTIFY or the next keep-alive wakes the ticker "
+                   "sooner; 0: poll every idle interval (default 10s).")
 @click.option("--maint-interval", type=DURATION, default=None,
               help="How often to run due maintenance: retry/delayed pump (default 500ms).")
+@click.option("--maint-idle-interval", type=DURATION, default=None,
+              help="Pause of maintenance while the ticker sleeps and nothing is due (default 5s).")
 @click.option("--rotate-interval", type=DURATION, default=None,
               help="How often to try rotation and pruning per queue (default 5s).")
 @click.option("--standby-retry", type=DURATION, default=None,

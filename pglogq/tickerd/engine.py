@@ -22,13 +22,16 @@ One :class:`Engine` per database, running as an asyncio task (the daemon runs on
   With the default ``ticker_max_lag = 0`` the SQL writes a tick whenever committed events wait,
   so an event waits at most one poll interval for its tick.  When nothing happens a poll costs
   one cheap read-only statement per ``idle_interval``, and no tick is written except the
-  queue's keep-alive.
+  queue's keep-alive.  At the idle pace with nothing to tick the daemon sleeps
+  (``pglogq.ticker_sleep``): it stops polling until a send's NOTIFY (sends notify only while a
+  ticker sleeps) or its next keep-alive, at most ``sleep_max``; the first event after a pause
+  is then ticked as soon as it commits, instead of up to ``idle_interval`` later.
 * **Maintenance** runs on a second connection (its own task, with ``lock_timeout`` and
   ``statement_timeout``) so that it never holds up ticking: every ``maint_interval`` it asks
   ``pglogq.maint_operations()`` what is due and runs each step with ``pglogq.maint_run()`` in its
   own transaction; the retry/delayed pump and rotation step 2 run at once, rotation step 1 and
   pruning at most every ``rotate_interval`` per queue (step 2 follows a successful step 1 at
-  once, in a separate transaction).  Every pass also sends what schedules are due
+  once, in a separate transaction).  A pass with a schedule due also sends what schedules are due
   (:func:`pglogq.schedules.fire_due`, at most ``schedules.PER_PASS`` due times a pass, the
   longest due first: the rest wait for the next pass, never the other steps).  Every
   ``check_interval`` it re-runs the restore check.
@@ -89,7 +92,9 @@ class Stats:
     active_since: float | None = None
     poll_interval: float | None = None
     """The seconds to the next poll, as last chosen: busy_interval while events flow, up to
-    idle_interval after."""
+    idle_interval after, until a NOTIFY or the next keep-alive (at most sleep_max) asleep."""
+    maint_pause: float | None = None
+    """The seconds of maintenance's pause after its last pass, as chosen (``maint_pause``)."""
 
 
 class Refused(Exception):
@@ -117,6 +122,19 @@ def _error_text(exc: BaseException) -> str:
         text = (exc.diag.message_primary or str(exc)).strip()
         return text.splitlines()[0] if text else type(exc).__name__
     return str(exc) or type(exc).__name__
+
+
+def maint_pause(s: Settings, *, listed: bool, ticker_asleep: bool, next_due: float | None) -> float:
+    """The pause of maintenance after a pass.
+
+    ``maint_interval`` after a pass that listed a step, or while the ticker is awake; while it
+    sleeps (whatever gives maintenance work then wakes it, and so maintenance) the pause is
+    ``maint_idle_interval``, ended early when a retry, delayed send or schedule falls due
+    (``next_due`` seconds from now)."""
+    if listed or not ticker_asleep:
+        return s.maint_interval
+    longer = s.maint_idle_interval if next_due is None else min(s.maint_idle_interval, next_due)
+    return max(longer, s.maint_interval)
 
 
 def pace(s: Settings, interval: float, since_flow: float, *, flow: bool, cut_short: bool) -> tuple[float, float]:
@@ -154,6 +172,13 @@ class Engine:
         self._stop = asyncio.Event()
         self._stopping = False
         self._refused: Refused | None = None
+        self._can_sleep = False
+        # the ticker sleeps (maintenance may pause), and is set when it wakes (maintenance passes)
+        self._ticker_asleep = False
+        self._maint_wake = asyncio.Event()
+        # of the last maintenance pass: whether maint_operations listed a step, and the seconds
+        # until one falls due by time alone (None: none waits)
+        self._maint_due: tuple[bool, float | None] = (True, None)
         self._ident = f"{socket.gethostname()}:{os.getpid()}"
 
     # -- control --------------------------------------------------------------------------
@@ -162,6 +187,7 @@ class Engine:
         """Ask :meth:`run` to return (call in the engine's event loop)."""
         self._stopping = True
         self._stop.set()
+        self._maint_wake.set()
 
     @property
     def stopping(self) -> bool:
@@ -209,8 +235,10 @@ class Engine:
         row = await (await conn.execute(q.SCHEMA_READY)).fetchone()
         if not row or not row[0]:
             raise SchemaMissing("the pglogq schema is not installed (run `pglogq schema install`)")
-        if not row[1]:
+        if not row[1] or not row[3]:
             raise SchemaMissing("the pglogq schema is older than this ticker (run `pglogq schema install`)")
+        # a schema of before ticker_sleep: the daemon polls at its idle pace, never sleeps
+        self._can_sleep = bool(row[2]) and self.settings.sleep_max > 0
 
     async def _try_lock(self, conn: AConn) -> bool:
         row = await (await conn.execute(q.TRY_LOCK, (q.LOCK_KEY,))).fetchone()
@@ -381,6 +409,7 @@ class Engine:
         interval = s.busy_interval
         last_busy = time.monotonic()
         stats = self.stats
+        asleep = self._ticker_asleep = False  # a new session holds no lock
         while not self._stopping:
             if self._refused is not None:
                 raise self._refused
@@ -407,6 +436,8 @@ class Engine:
             n = int(row[0]) if row and row[0] is not None else 0
             flow = int(row[1]) if row and row[1] else n
             cut_short = bool(row and row[2] and row[2] != "0")
+            # seconds until the soonest keep-alive; None: unknown, or a queue may fall due by time
+            until = float(row[3]) if row and len(row) > 3 and row[3] is not None else None
             if n:
                 stats.ticks += n
                 stats.last_tick_at = stats.last_poll_at
@@ -414,8 +445,74 @@ class Engine:
                 last_busy = now
             interval, pause = pace(s, interval, now - last_busy, flow=flow > 0, cut_short=cut_short)
             stats.poll_interval = pause
+            if asleep and (flow > 0 or (until is None and not cut_short)):
+                # events ticked, or a queue that may fall due by time alone (ticker_max_lag)
+                asleep = await self._awake(conn)
+            elif (not asleep and flow == 0 and not cut_short and until is not None and self._can_sleep
+                  and interval >= s.idle_interval and await self._sleep_mode(conn, True)):
+                # no send was in flight: poll once more at once (it sees every event committed
+                # before), then sleep: every send from now on notifies (pglogq.ticker_sleep)
+                asleep = self._ticker_asleep = True
+                continue
+            if asleep and cut_short:
+                continue  # the rest of the keep-alives due, at once and asleep
+            if asleep and until is not None:
+                # until a send's NOTIFY or the next keep-alive (polled asleep: the keep-alives
+                # written, the session sleeps on), never polling faster than the idle pace
+                stats.poll_interval = max(s.idle_interval, min(until, s.sleep_max))
+                if await self._until_woken(conn, stats.poll_interval):
+                    asleep = await self._awake(conn)
+                continue
             # the interval runs from the start of this poll: a slow tick does not add to it
             await self._sleep(max(0.0, pause - (now - started)))
+
+    async def _awake(self, conn: AConn) -> bool:
+        """End the sleep, and the pause of maintenance with it.  Returns False (not asleep)."""
+        self._ticker_asleep = False
+        self._maint_wake.set()
+        return await self._sleep_mode(conn, False)
+
+    async def _sleep_mode(self, conn: AConn, asleep: bool) -> bool:
+        """Fall asleep (True when the session sleeps now) or wake up (False)."""
+        row = await (await conn.execute(q.TICKER_SLEEP, (asleep,))).fetchone()
+        return bool(row and row[0])
+
+    async def _until_woken(self, conn: AConn, seconds: float) -> bool:
+        """Wait up to ``seconds`` for a notification on ``conn``: True when one came (a send
+        committed while the session slept); False at the timeout or a stop request.
+
+        Waits for the socket to be readable, not in ``conn.notifies()``: psycopg's wait wakes
+        every 0.1 s to look for interrupts, which was most of the sleeping daemon's CPU."""
+        if await self._notified(conn, 0.0):  # read during the last statement
+            return True
+        loop = asyncio.get_running_loop()
+        readable: asyncio.Future[Any] = loop.create_future()
+
+        def ready() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        fd = conn.fileno()
+        loop.add_reader(fd, ready)
+        stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait((readable, stop), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            loop.remove_reader(fd)
+            stop.cancel()
+        # input came (a notification, or the server closing the connection: raised here)
+        return readable.done() and await self._notified(conn, 1.0)
+
+    @staticmethod
+    async def _notified(conn: AConn, seconds: float) -> bool:
+        """True when a notification arrives on ``conn`` within ``seconds`` (0: those read already)."""
+        got = False
+        async with contextlib.aclosing(conn.notifies(timeout=seconds)) as notes:
+            async for _ in notes:
+                got = True
+                if seconds:
+                    break
+        return got
 
     # -- maintenance ----------------------------------------------------------------------
 
@@ -431,11 +528,20 @@ class Engine:
                 last: dict[tuple[str, str], float] = {}
                 next_check = time.monotonic() + s.check_interval
                 while not self._stopping:
+                    # cleared before the pass: a wake-up during it ends the next pause at once
+                    self._maint_wake.clear()
                     await self.maintenance_pass(conn, last)
                     if time.monotonic() >= next_check:
                         await self._check(conn)
                         next_check = time.monotonic() + s.check_interval
-                    await self._sleep(s.maint_interval)
+                    listed, next_due = self._maint_due
+                    pause = maint_pause(s, listed=listed, ticker_asleep=self._ticker_asleep, next_due=next_due)
+                    self.stats.maint_pause = pause
+                    if pause > s.maint_interval:
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(self._maint_wake.wait(), pause)
+                    else:
+                        await self._sleep(pause)
             except Refused as exc:
                 self._refused = exc
                 return
@@ -466,7 +572,13 @@ class Engine:
         rows = await (await conn.execute(q.MAINT_OPERATIONS)).fetchall()
         now = time.monotonic()
         done: dict[str, int] = {}
-        for op, queue in rows:
+        schedules_due = everything
+        steps = [(op, queue) for op, queue, _ in rows if op is not None]
+        self._maint_due = (bool(steps), next((w for op, _, w in rows if op is None), None))
+        for op, queue in steps:
+            if op == "schedules":
+                schedules_due = True
+                continue
             if not everything and op in ("rotate_step1", "prune"):
                 key = (str(op), str(queue))
                 if now - last.get(key, float("-inf")) < self.settings.rotate_interval:
@@ -477,7 +589,7 @@ class Engine:
             if op == "rotate_step1" and result:
                 self._emit(logging.INFO, "rotated", f"rotated the event tables of queue {queue}", queue=queue)
                 done[f"rotate_step2:{queue}"] = await self._run_op(conn, "rotate_step2", queue)
-        fired = await self._schedules(conn)
+        fired = await self._schedules(conn) if schedules_due else {}
         for outcome, n in fired.items():
             if n:
                 done[f"schedule_{outcome}"] = n

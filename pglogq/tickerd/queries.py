@@ -20,7 +20,10 @@ LOCK_HOLDER: LiteralString = (
 )
 SCHEMA_READY: LiteralString = (
     "SELECT to_regprocedure('pglogq.ticker(text)') IS NOT NULL,"
-    " to_regprocedure('pglogq.ticker_check(boolean)') IS NOT NULL"
+    " to_regprocedure('pglogq.ticker_check(boolean)') IS NOT NULL,"
+    " to_regprocedure('pglogq.ticker_sleep(boolean)') IS NOT NULL,"
+    " to_regprocedure('pglogq.schedule_due(integer)') IS NOT NULL"
+    " AND to_regprocedure('pglogq.maint_next_due()') IS NOT NULL"
 )
 SESSION_TIMEOUTS: LiteralString = (
     "SELECT set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false)"
@@ -35,14 +38,27 @@ TICKER: LiteralString = "SELECT pglogq.ticker()"
 # at every queue with something due; else it was cut short).  OFFSET 0 keeps ticker() in a
 # subquery of its own, run before the settings are read
 TICKER_POLL: LiteralString = (
-    "SELECT n, current_setting('pglogq.ticker_flow', true), current_setting('pglogq.ticker_next', true)"
+    "SELECT n, current_setting('pglogq.ticker_flow', true), current_setting('pglogq.ticker_next', true),"
+    # seconds until the soonest keep-alive falls due (NULL: unknown, or a queue may fall due by
+    # time alone): the third part of ticker()'s shortcut state, kept by its last whole pass
+    " nullif(split_part(current_setting('pglogq.ticker_seen', true), '/', 3), '')::float8"
+    "   - extract(epoch FROM clock_timestamp())::float8"
     " FROM (SELECT pglogq.ticker() AS n OFFSET 0) t"
 )
+# fall asleep (true: no send in flight; every later one notifies) or wake up (see ticker_sleep.sql)
+TICKER_SLEEP: LiteralString = "SELECT pglogq.ticker_sleep(%s)"
 TICKER_CHECK: LiteralString = (
     "SELECT system_id::text, previous_system_id::text, current_txid::text, max_txid_seen::text, status"
     " FROM pglogq.ticker_check(%s)"
 )
-MAINT_OPERATIONS: LiteralString = "SELECT op, queue_name FROM pglogq.maint_operations()"
+# the steps due, 'schedules' when a schedule is due (or not planned yet: the daemon runs
+# pglogq.schedules.fire_due only then), and a last row with op NULL: the seconds until a step
+# falls due by time alone (NULL: none waits).  One statement a pass when nothing is due
+MAINT_OPERATIONS: LiteralString = (
+    "SELECT op, queue_name, NULL::float8 FROM pglogq.maint_operations()"
+    " UNION ALL (SELECT 'schedules', NULL, NULL FROM pglogq.schedule_due(1))"
+    " UNION ALL SELECT NULL, NULL, extract(epoch FROM pglogq.maint_next_due() - clock_timestamp())::float8"
+)
 MAINT_RUN: LiteralString = "SELECT pglogq.maint_run(%s, %s)"
 QUEUE_INFO: LiteralString = (
     "SELECT queue_name, paused, last_tick_id, extract(epoch FROM last_tick_age)::float8,"

@@ -54,8 +54,17 @@ class Settings:
     linger: float = 1.0
     """Keep polling at ``busy_interval`` this long after the last tick of events (keep-alive
     ticks do not count) before backing off."""
+    sleep_max: float = 10.0
+    """Longest sleep of an idle ticker.  At its idle pace with nothing to tick, the daemon stops
+    polling and waits for a send's NOTIFY (sends notify only while it sleeps) or its next
+    keep-alive, at most this long; ``0`` turns sleeping off (a poll every ``idle_interval``)."""
     maint_interval: float = 0.5
     """How often to ask ``maint_operations()`` and run the retry/delayed pump."""
+    maint_idle_interval: float = 5.0
+    """Pause of maintenance while the ticker sleeps and a pass found nothing to do, ended early
+    when anything gives the daemon work (a send, a nack, a new schedule) or a retry, delayed send
+    or schedule falls due.  Rotation, pruning and the release of a silent worker's events may
+    wait this long."""
     rotate_interval: float = 5.0
     """How often to attempt rotation step 1 and pruning of each queue."""
     check_interval: float = 60.0

@@ -15,7 +15,8 @@ RETURNS SETOF bigint LANGUAGE sql
 SET search_path = pglogq, pg_catalog, pg_temp AS $$
     -- each queue's lock (the inner projection) before its id (the outer one)
     SELECT count(nextval(l.event_seq)) FROM (
-        SELECT q.event_seq, pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(q.queue_name)) AS locked
+        SELECT q.event_seq, pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(q.queue_name)) AS locked,
+               pglogq._wake_ticker() AS woken
           FROM pglogq.queue q
          WHERE q.queue_id IN (SELECT x.queue_id FROM pglogq.dead_letter x WHERE x.dead_id = ANY (dead_ids))
          ORDER BY q.queue_id OFFSET 0) l;

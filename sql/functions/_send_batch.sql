@@ -33,7 +33,8 @@ DECLARE
     sharded boolean;
 BEGIN
     -- a drop_queue of this queue runs first or waits for this transaction (see pglogq._queue)
-    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(_send_batch.queue_name));
+    -- and a sleeping ticker is woken at commit (pglogq._wake_ticker)
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(_send_batch.queue_name)), pglogq._wake_ticker();
     SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.idempotency_window, q.partitions,
            q.sharded
       INTO qid, slot, seq, maxbytes, win, parts, sharded

@@ -67,5 +67,7 @@ BEGIN
     UPDATE pglogq.queue SET retain_tick = 1 WHERE queue_id = q.queue_id;
     -- its copies of receive's functions, which read these tables only (see _queue_functions)
     PERFORM pglogq._queue_functions(q.queue_id);
+    -- a sleeping ticker wakes to count the new queue's keep-alive in its sleep
+    PERFORM pglogq._wake_ticker();
     RETURN true;
 END $$;

@@ -54,6 +54,8 @@ BEGIN
     IF cardinality(qids) = 0 THEN
         RETURN 0;
     END IF;
+    -- a sleeping ticker is woken at commit, as by a send (pglogq._wake_ticker)
+    PERFORM pglogq._wake_ticker();
     WITH pick AS (
         SELECT r.sub_id, r.msg_id FROM pglogq.retry r
          WHERE r.due_at <= now_ts AND r.queue_id = ANY (qids)

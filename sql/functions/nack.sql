@@ -118,6 +118,8 @@ BEGIN
          WHERE s.sub_id = h.sub_id;
         RETURN 'retry';
     END IF;
+    -- the daemon's maintenance pump, paused while its ticker sleeps, is woken at commit
+    PERFORM pglogq._wake_ticker();
     INSERT INTO pglogq.retry (queue_id, sub_id, msg_id, due_at, retry_count, ev_time, ev_type, ev_payload,
                               ev_headers, ev_priority, reason, first_failed_at, ev_key)
     VALUES (q.queue_id, owner, e.ev_id, clock_timestamp() + delay, tries + 1, e.ev_time, e.ev_type,

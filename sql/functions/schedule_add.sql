@@ -59,5 +59,7 @@ BEGIN
     IF NOT FOUND THEN  -- added by a concurrent call meanwhile
         RAISE EXCEPTION 'schedule "%" exists already in queue "%"', name, q.queue_name USING ERRCODE = 'PQ068';
     END IF;
+    -- the daemon's maintenance, paused while its ticker sleeps, plans it at once
+    PERFORM pglogq._wake_ticker();
     RETURN true;
 END $$;

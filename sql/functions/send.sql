@@ -30,7 +30,8 @@ DECLARE
     parts integer;
 BEGIN
     -- a drop_queue of this queue runs first or waits for this transaction (see pglogq._queue)
-    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send.queue_name));
+    -- and a sleeping ticker is woken at commit (pglogq._wake_ticker, inlined: no function call)
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send.queue_name)), pglogq._wake_ticker();
     -- The usual sends take a short path: READ COMMITTED, no delay, no idempotency key, a queue of
     -- one partition and valid options.  Anything else skips it or finds no queue row in it
     -- (inserting nothing), and the full path below checks in its usual order and raises the error.

@@ -45,7 +45,8 @@ BEGIN
                                   priority, idempotency_keys, deliver_at, delay, keys);
     END IF;
     -- from here as send_batch without keys and delays, in the same order of checks
-    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send_batch_keyed.queue_name));
+    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(send_batch_keyed.queue_name)),
+            pglogq._wake_ticker();
     SELECT q.queue_id, q.cur_table, q.event_seq, q.max_payload_bytes, q.partitions, q.sharded
       INTO qid, slot, seq, maxbytes, parts, sharded
       FROM pglogq.queue q WHERE q.queue_name = send_batch_keyed.queue_name;

@@ -101,5 +101,7 @@ BEGIN
     EXECUTE format('UPDATE pglogq.queue SET %I = $1::%s WHERE queue_id = $2', param,
                    CASE kind WHEN 'bool' THEN 'boolean' WHEN 'int' THEN 'integer' WHEN 'int0' THEN 'integer' ELSE 'interval' END)
       USING result, q.queue_id;
+    -- a resumed queue, or new thresholds, may have ticks due at once: a sleeping ticker wakes
+    PERFORM pglogq._wake_ticker();
     RETURN result;
 END $$;

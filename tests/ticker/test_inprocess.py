@@ -18,7 +18,7 @@ import pglogq
 from pglogq.errors import RestoreDetected, translate
 from pglogq.tickerd import State, ticker_stalled
 from pglogq.tickerd import queries as tq
-from pglogq.tickerd.engine import pace
+from pglogq.tickerd.engine import maint_pause, pace
 from pglogq.tickerd.settings import load_settings, parse_duration, read_env_file
 from tests.support.db import with_db
 from tests.support.draining import drain
@@ -71,6 +71,51 @@ def test_keep_alive_ticks_do_not_keep_the_busy_pace(dsn: str, queue: str) -> Non
         ticks = stats.ticks
         wait_for(lambda: stats.ticks > ticks + 3, "more keep-alives")
         assert stats.poll_interval == 0.05
+
+
+SLEEPING = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'"
+            " AND objsubid = 2 AND objid = 0 AND classid::bigint = hashtext('pglogq.ticker')::bigint & 4294967295"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+
+
+def _sleeping(dsn: str) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(SLEEPING).fetchone()
+        return bool(row and row[0])
+
+
+def test_an_idle_ticker_sleeps_and_what_gives_it_work_wakes_it(dsn: str, client: pglogq.Client, queue: str) -> None:
+    """At its idle pace with nothing to tick the daemon sleeps (pglogq.ticker_sleep) until a
+    NOTIFY or its next keep-alive, and its maintenance pauses until woken with it or until a
+    retry falls due: here both an hour away, so every event below is ticked only because its
+    send woke the daemon at commit, and the retry only because the nack woke maintenance, which
+    then paused until the retry fell due and pumped it (the pump woke the ticker)."""
+    client.set_queue_config(queue, "ticker_idle_period", "1 hour")
+    with pglogq.start_ticker(dsn, idle_interval=0.05, sleep_max=3600, maint_interval=0.05,
+                             maint_idle_interval=3600) as handle:
+        wait_for(lambda: _sleeping(dsn), "the idle ticker to sleep")
+        msg = client.send(queue, {"n": 1})
+        wait_for(lambda: [m.msg_id for m in drain(client, queue, "c")] == [msg], "the send ticked")
+        wait_for(lambda: _sleeping(dsn), "the ticker to sleep again")
+        client.send(queue, {"n": 2})
+        batch = wait_for(lambda: client.receive(queue, "c") or None, "the second event")
+        wait_for(lambda: _sleeping(dsn) and handle.stats.maint_pause == 3600, "both to pause while it is handled")
+        batch.nack(batch.messages[0], retry_after=timedelta(seconds=1))
+        batch.ack()
+        wait_for(lambda: [m.payload for m in drain(client, queue, "c")] == [{"n": 2}], "the retry ticked")
+        polls = handle.stats.polls
+    assert handle.stats.polls >= polls and not handle.running  # a stop while asleep returns
+
+
+def test_maintenance_pauses_only_while_the_ticker_sleeps_and_nothing_is_listed() -> None:
+    """The pause of maintenance after a pass (pglogq.tickerd.engine.maint_pause, no server)."""
+    s = load_settings({"dsn": ("postgresql:///x",)}, env={})
+    base, most = s.maint_interval, s.maint_idle_interval
+    assert maint_pause(s, listed=False, ticker_asleep=False, next_due=None) == base
+    assert maint_pause(s, listed=True, ticker_asleep=True, next_due=None) == base
+    assert maint_pause(s, listed=False, ticker_asleep=True, next_due=None) == most
+    assert maint_pause(s, listed=False, ticker_asleep=True, next_due=3 * base) == 3 * base
+    assert maint_pause(s, listed=False, ticker_asleep=True, next_due=-1.0) == base
 
 
 def test_a_call_cut_short_is_followed_at_once_and_keeps_the_pace() -> None:
