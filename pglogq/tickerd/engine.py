@@ -129,8 +129,8 @@ def maint_pause(s: Settings, *, listed: bool, ticker_asleep: bool, next_due: flo
 
     ``maint_interval`` after a pass that listed a step, or while the ticker is awake; while it
     sleeps (whatever gives maintenance work then wakes it, and so maintenance) the pause is
-    ``maint_idle_interval``, ended early when a retry, delayed send or schedule falls due
-    (``next_due`` seconds from now)."""
+    ``maint_idle_interval``, ended early when a retry, delayed send, schedule, rotation or
+    release falls due (``next_due`` seconds from now, ``pglogq.maint_next_due``)."""
     if listed or not ticker_asleep:
         return s.maint_interval
     longer = s.maint_idle_interval if next_due is None else min(s.maint_idle_interval, next_due)

@@ -62,9 +62,9 @@ class Settings:
     """How often to ask ``maint_operations()`` and run the retry/delayed pump."""
     maint_idle_interval: float = 5.0
     """Pause of maintenance while the ticker sleeps and a pass found nothing to do, ended early
-    when anything gives the daemon work (a send, a nack, a new schedule) or a retry, delayed send
-    or schedule falls due.  Rotation, pruning and the release of a silent worker's events may
-    wait this long."""
+    when anything gives the daemon work (a send, a nack, a new schedule) or when a retry, delayed
+    send, schedule, rotation or silent worker's release falls due (``maint_next_due()``).
+    Pruning and the metadata switches may wait this long."""
     rotate_interval: float = 5.0
     """How often to attempt rotation step 1 and pruning of each queue."""
     check_interval: float = 60.0

@@ -61,9 +61,6 @@ BEGIN
     UNION ALL
     -- from the holders' rows, read once (an EXISTS per queue scanned them all for each queue)
     SELECT DISTINCT 'release', q.queue_name
-      FROM pglogq.subscription s JOIN pglogq.queue q ON q.queue_id = s.queue_id
-     WHERE s.parent_id IS NOT NULL AND s.batch_id IS NOT NULL
-       AND (s.stream IS NULL OR s.page_end_txid IS NOT NULL)
-       AND s.released_at IS NULL
-       AND s.heartbeat_at < (SELECT clock_timestamp()) - q.dead_interval;
+      FROM pglogq._held_batches() h JOIN pglogq.queue q ON q.queue_id = h.queue_id
+     WHERE h.silent_at < (SELECT clock_timestamp());
 END $$;

@@ -154,7 +154,7 @@ def test_asleep_null_wakes_and_a_transaction_block_never_sleeps_before_its_commi
     assert _sleep(ticker, False) is False
 
 
-def test_maint_next_due_is_the_soonest_retry_delayed_send_or_schedule(conns: tuple[Conn, Conn]) -> None:
+def test_maint_next_due_is_the_soonest_rotation_retry_delayed_send_or_schedule(conns: tuple[Conn, Conn]) -> None:
     _, producer = conns
 
     def next_due() -> Any:
@@ -162,7 +162,11 @@ def test_maint_next_due_is_the_soonest_retry_delayed_send_or_schedule(conns: tup
         assert row is not None
         return row[0]
 
-    assert next_due() is None
+    producer.execute("SELECT pglogq.set_queue_config('k', 'rotation_period', '30 days')")
+    producer.execute("SELECT pglogq.set_queue_config('q', 'rotation_period', '20 days')")
+    rotation = producer.execute("SELECT switch_time + rotation_period FROM pglogq.queue"
+                                " WHERE queue_name = 'q'").fetchone()
+    assert rotation is not None and next_due() == rotation[0]
     producer.execute("SELECT pglogq.send('q', '{}', delay => interval '2 hours')")
     delayed = producer.execute("SELECT deliver_at FROM pglogq.delayed").fetchone()
     assert delayed is not None and next_due() == delayed[0]

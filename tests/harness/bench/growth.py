@@ -260,7 +260,7 @@ def _middle_dead(conn: Conn, q: str) -> float:
     row = conn.execute("SELECT min(dead_id) + (max(dead_id) - min(dead_id)) / 2 FROM pglogq.dead_letter d"
                        " WHERE d.queue_id = %s", (_qid(conn, q),)).fetchone()
     assert row is not None
-    return _ms(conn, "SELECT * FROM pglogq.dlq_search(%s, before_dead_id => %s)", (q, row[0]))
+    return _ms(conn, "SELECT * FROM pglogq.dlq_search(%s, before_dead_id => %s, max_rows => 4)", (q, row[0]))
 
 
 def _cancel(conn: Conn, q: str) -> float:
@@ -291,10 +291,13 @@ DIMENSIONS: tuple[Dimension, ...] = (
                Call("schedule_list(q)", LISTING, _stmt("SELECT * FROM pglogq.schedule_list(%s)")))),
     Dimension("dead letters", "dead letters", (10, 100, 1_000, 10_000, 100_000, 1_000_000), (10, 100, 1_000), _plain,
               _grow_dead,
-              (Call("dlq_search(q) first page", HOT, _stmt("SELECT * FROM pglogq.dlq_search(%s)")),
+              # pages of one size at every point (the smallest holds 10 dead letters, 5 of them
+              # 'even', 4 below the middle): a default page of 50 rows grew with the first
+              # points, and its curve with it
+              (Call("dlq_search(q) first page", HOT, _stmt("SELECT * FROM pglogq.dlq_search(%s, max_rows => 10)")),
                Call("dlq_search(q) page half-way", HOT, _middle_dead),
                Call("dlq_search(q, type) first page", HOT,
-                    _stmt("SELECT * FROM pglogq.dlq_search(%s, msg_type => 'even')")),
+                    _stmt("SELECT * FROM pglogq.dlq_search(%s, msg_type => 'even', max_rows => 5)")),
                Call("dlq_count(q)", HOT, _stmt("SELECT pglogq.dlq_count(%s)")),
                Call("dlq_purge(q) of nothing", HOT,
                     _stmt("SELECT pglogq.dlq_purge(%s, older_than => interval '100 years')")),
