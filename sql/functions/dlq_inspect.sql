@@ -31,7 +31,8 @@ BEGIN
     SELECT d.dead_id, q.queue_name, s.consumer_name, d.msg_id, d.ev_type, d.ev_payload, d.ev_headers,
            d.retry_count, d.reason, d.ev_time, d.first_failed_at, d.failed_at
       FROM pglogq._dead_letters(f.queue_id, f.sub_id, msg_type, f.cutoff, max_rows) l(id)
-      JOIN pglogq.dead_letter d ON d.dead_id = l.id
+      -- a probe of the primary key per row whatever the statistics (as in dlq_search)
+      CROSS JOIN LATERAL (SELECT x.* FROM pglogq.dead_letter x WHERE x.dead_id = l.id LIMIT 1) d
       JOIN pglogq.subscription s ON s.sub_id = d.sub_id
       JOIN pglogq.queue q ON q.queue_id = d.queue_id
      ORDER BY d.dead_id;

@@ -184,3 +184,18 @@ def test_the_upgrade_counts_the_dead_letters_already_there(client: pglogq.Client
     with psycopg.connect(dsn, autocommit=True) as conn:
         add_dead_letters(conn, "b", 4, first_msg=100)
     assert client.queue_info("q")[0].dead_letters == 39
+
+
+@pytest.mark.parametrize("call", ["dlq_search", "dlq_inspect"])
+def test_a_page_reads_its_rows_by_their_key_whatever_the_table_size(client: pglogq.Client, dsn: str, call: str) -> None:
+    """A page of 10 out of 10,000 dead letters: the page's rows joined by a probe of the primary
+    key each (a join planned for the page function's estimate of 100 rows hashed the page and
+    scanned every dead letter at this size)."""
+    client.create_queue("q")
+    client.subscribe("q", "a")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        add_dead_letters(conn, "a", 10_000)
+        conn.execute("ANALYZE pglogq.dead_letter")
+    page, n = reads(dsn, lambda c: [r[0] for r in c.execute(f"SELECT dead_id FROM pglogq.{call}('q', max_rows => 10)")])
+    assert len(page) == 10
+    assert n <= 4 * 10, n
