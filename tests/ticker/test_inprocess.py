@@ -109,7 +109,7 @@ def test_an_idle_ticker_sleeps_and_what_gives_it_work_wakes_it(dsn: str, client:
 
 def test_maintenance_pauses_only_while_the_ticker_sleeps_and_nothing_is_listed() -> None:
     """The pause of maintenance after a pass (pglogq.tickerd.engine.maint_pause, no server)."""
-    s = load_settings({"dsn": ("postgresql:///x",)}, env={})
+    s = load_settings({"dsns": ("postgresql:///x",)}, env={})
     base, most = s.maint_interval, s.maint_idle_interval
     assert maint_pause(s, listed=False, ticker_asleep=False, next_due=None) == base
     assert maint_pause(s, listed=True, ticker_asleep=True, next_due=None) == base
@@ -123,7 +123,7 @@ def test_a_call_cut_short_is_followed_at_once_and_keeps_the_pace() -> None:
     busy pace; a call cut short with queues still due (keep-alives of more than 20 queues falling
     due together) is followed after busy_interval and leaves the pace as it was: it started a
     second of polling every 5 ms (200 calls), at 1,000 idle queues every few seconds."""
-    s = load_settings({"dsn": ("postgresql:///x",)}, env={})
+    s = load_settings({"dsns": ("postgresql:///x",)}, env={})
     busy, idle = s.busy_interval, s.idle_interval
     assert pace(s, idle, 60.0, flow=False, cut_short=True) == (idle, busy)
     assert pace(s, idle, 60.0, flow=False, cut_short=False) == (idle, idle)
