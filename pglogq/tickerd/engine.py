@@ -237,7 +237,8 @@ class Engine:
             raise SchemaMissing("the pglogq schema is not installed (run `pglogq schema install`)")
         if not row[1] or not row[3]:
             raise SchemaMissing("the pglogq schema is older than this ticker (run `pglogq schema install`)")
-        # a schema of before ticker_sleep: the daemon polls at its idle pace, never sleeps
+        # a schema of before ticker_sleep, or a role that may not call it: the daemon polls at its
+        # idle pace, never sleeps
         self._can_sleep = bool(row[2]) and self.settings.sleep_max > 0
 
     async def _try_lock(self, conn: AConn) -> bool:

@@ -21,7 +21,8 @@ LOCK_HOLDER: LiteralString = (
 SCHEMA_READY: LiteralString = (
     "SELECT to_regprocedure('pglogq.ticker(text)') IS NOT NULL,"
     " to_regprocedure('pglogq.ticker_check(boolean)') IS NOT NULL,"
-    " to_regprocedure('pglogq.ticker_sleep(boolean)') IS NOT NULL,"
+    # ticker_sleep present and callable (a role granted ticker() alone polls, as before it)
+    " coalesce(has_function_privilege(to_regprocedure('pglogq.ticker_sleep(boolean)'), 'EXECUTE'), false),"
     " to_regprocedure('pglogq.schedule_due(integer)') IS NOT NULL"
     " AND to_regprocedure('pglogq.maint_next_due()') IS NOT NULL"
 )

@@ -7,12 +7,14 @@ import asyncio
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 import pglogq
 from pglogq.errors import RestoreDetected, translate
@@ -105,6 +107,31 @@ def test_an_idle_ticker_sleeps_and_what_gives_it_work_wakes_it(dsn: str, client:
         wait_for(lambda: [m.payload for m in drain(client, queue, "c")] == [{"n": 2}], "the retry ticked")
         polls = handle.stats.polls
     assert handle.stats.polls >= polls and not handle.running  # a stop while asleep returns
+
+
+def test_a_role_granted_ticker_but_not_ticker_sleep_ticks_by_polling(dsn: str, client: pglogq.Client,
+                                                                    queue: str) -> None:
+    """A deployment that granted its ticking role the tick functions one by one, before
+    ticker_sleep existed: the daemon polls at its idle pace instead of failing to sleep."""
+    role = f"pglogq_test_ticking_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT USAGE ON SCHEMA pglogq TO "{role}"')
+        conn.execute(f'GRANT EXECUTE ON FUNCTION pglogq.ticker(text), pglogq.ticker_check(boolean) TO "{role}"')
+    try:
+        with pglogq.start_ticker(make_conninfo(dsn, user=role), idle_interval=0.05, maintenance=False) as handle:
+            assert handle.wait_active()
+            wait_for(lambda: handle.stats.poll_interval == 0.05, "the idle pace")
+            polls = handle.stats.polls
+            wait_for(lambda: handle.stats.polls > polls + 20, "polls at the idle pace")
+            assert not _sleeping(dsn)
+            msg = client.send(queue, {"n": 1})
+            wait_for(lambda: [m.msg_id for m in drain(client, queue, "c")] == [msg], "the send ticked")
+            assert (handle.stats.errors, handle.stats.reconnects) == (0, 0)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
 
 
 def test_maintenance_pauses_only_while_the_ticker_sleeps_and_nothing_is_listed() -> None:
