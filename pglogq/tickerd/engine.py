@@ -22,10 +22,12 @@ One :class:`Engine` per database, running as an asyncio task (the daemon runs on
   With the default ``ticker_max_lag = 0`` the SQL writes a tick whenever committed events wait,
   so an event waits at most one poll interval for its tick.  When nothing happens a poll costs
   one cheap read-only statement per ``idle_interval``, and no tick is written except the
-  queue's keep-alive.  At the idle pace with nothing to tick the daemon sleeps
-  (``pglogq.ticker_sleep``): it stops polling until a send's NOTIFY (sends notify only while a
-  ticker sleeps) or its next keep-alive, at most ``sleep_max``; the first event after a pause
-  is then ticked as soon as it commits, instead of up to ``idle_interval`` later.
+  queue's keep-alive.  ``linger`` after the last tick of events, with nothing to tick, the
+  daemon sleeps (``pglogq.ticker_sleep``): it stops polling until a send's NOTIFY (sends notify
+  only while a ticker sleeps) or its next keep-alive, at most ``sleep_max``; the first event
+  after a pause is then ticked as soon as it commits, instead of up to a poll interval later.
+  The backed-off pace is that of a daemon that cannot sleep (``sleep_max`` 0, a role without
+  ``ticker_sleep``, a queue with ``ticker_max_lag``).
 * **Maintenance** runs on a second connection (its own task, with ``lock_timeout`` and
   ``statement_timeout``) so that it never holds up ticking: every ``maint_interval`` it asks
   ``pglogq.maint_operations()`` what is due and runs each step with ``pglogq.maint_run()`` in its
@@ -450,7 +452,9 @@ class Engine:
                 # events ticked, or a queue that may fall due by time alone (ticker_max_lag)
                 asleep = await self._awake(conn)
             elif (not asleep and flow == 0 and not cut_short and until is not None and self._can_sleep
-                  and interval >= s.idle_interval and await self._sleep_mode(conn, True)):
+                  and now - last_busy >= s.linger and await self._sleep_mode(conn, True)):
+                # as soon as the busy pace ends, not at the idle pace: while the pace backs off
+                # (about 0.3 s up to 200 ms) an event that came would wait up to a poll interval
                 # no send was in flight: poll once more at once (it sees every event committed
                 # before), then sleep: every send from now on notifies (pglogq.ticker_sleep)
                 asleep = self._ticker_asleep = True

@@ -55,9 +55,10 @@ class Settings:
     """Keep polling at ``busy_interval`` this long after the last tick of events (keep-alive
     ticks do not count) before backing off."""
     sleep_max: float = 10.0
-    """Longest sleep of an idle ticker.  At its idle pace with nothing to tick, the daemon stops
-    polling and waits for a send's NOTIFY (sends notify only while it sleeps) or its next
-    keep-alive, at most this long; ``0`` turns sleeping off (a poll every ``idle_interval``)."""
+    """Longest sleep of an idle ticker.  ``linger`` after the last tick of events, with nothing
+    to tick, the daemon stops polling and waits for a send's NOTIFY (sends notify only while it
+    sleeps) or its next keep-alive, at most this long; ``0`` turns sleeping off (the pace backs
+    off to a poll every ``idle_interval``)."""
     maint_interval: float = 0.5
     """How often to ask ``maint_operations()`` and run the retry/delayed pump."""
     maint_idle_interval: float = 5.0

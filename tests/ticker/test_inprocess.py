@@ -87,8 +87,8 @@ def _sleeping(dsn: str) -> bool:
 
 
 def test_an_idle_ticker_sleeps_and_what_gives_it_work_wakes_it(dsn: str, client: pglogq.Client, queue: str) -> None:
-    """At its idle pace with nothing to tick the daemon sleeps (pglogq.ticker_sleep) until a
-    NOTIFY or its next keep-alive, and its maintenance pauses until woken with it or until a
+    """With nothing to tick (linger after the last events) the daemon sleeps (pglogq.ticker_sleep)
+    until a NOTIFY or its next keep-alive, and its maintenance pauses until woken with it or until a
     retry falls due: here both an hour away, so every event below is ticked only because its
     send woke the daemon at commit, and the retry only because the nack woke maintenance, which
     then paused until the retry fell due and pumped it (the pump woke the ticker)."""
@@ -107,6 +107,22 @@ def test_an_idle_ticker_sleeps_and_what_gives_it_work_wakes_it(dsn: str, client:
         wait_for(lambda: [m.payload for m in drain(client, queue, "c")] == [{"n": 2}], "the retry ticked")
         polls = handle.stats.polls
     assert handle.stats.polls >= polls and not handle.running  # a stop while asleep returns
+
+
+def test_the_ticker_sleeps_as_soon_as_the_busy_pace_ends(dsn: str, client: pglogq.Client, queue: str) -> None:
+    """``linger`` after the last tick of events the daemon sleeps, whatever its backed-off pace:
+    an event sent while the pace backs off (here toward an idle pace of an hour, which it would
+    take the daemon hours to reach) is ticked at its commit, not at the next poll.  Sleeping at
+    the idle pace only left the first job after a short pause waiting up to 200 ms."""
+    client.set_queue_config(queue, "ticker_idle_period", "1 hour")
+    with pglogq.start_ticker(dsn, idle_interval=3600, linger=0.05, sleep_max=3600, maintenance=False):
+        wait_for(lambda: _sleeping(dsn), "the ticker to sleep")
+        msg = client.send(queue, {"n": 1})
+        wait_for(lambda: [m.msg_id for m in drain(client, queue, "c")] == [msg], "the send ticked")
+        # the tick of events set the busy pace; linger later it sleeps, far below the idle pace
+        wait_for(lambda: _sleeping(dsn), "the ticker to sleep again after linger")
+        msg = client.send(queue, {"n": 2})
+        wait_for(lambda: [m.msg_id for m in drain(client, queue, "c")] == [msg], "the second send ticked")
 
 
 def test_a_role_granted_ticker_but_not_ticker_sleep_ticks_by_polling(dsn: str, client: pglogq.Client,
