@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import queue
+import select
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -54,9 +55,33 @@ def discard_pool(pool: Any) -> None:
     pool.close()
 
 
-def wait_event(event: threading.Event, timeout: float) -> bool:
-    """Wait until ``event`` is set or ``timeout`` seconds pass; True if it is set."""
+def wait_event(event: threading.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (None: until it is set); True if
+    it is set."""
     return event.wait(timeout)
+
+
+STOP_LOOK = 0.25
+"""How often a thread waiting on a socket looks at its stop event (a thread cannot wait on both)."""
+
+
+def wait_readable(conn: Any, stop: threading.Event, timeout: float) -> None:
+    """Wait until ``conn``'s socket has something to read, ``stop`` is set or ``timeout`` seconds
+    pass.  The caller reads what came (``conn.notifies(timeout=0)``), and looks before it waits:
+    a notification read with a statement's result sits in the connection, not on the socket.
+
+    Not ``conn.notifies(timeout=...)``: psycopg's wait wakes every 0.1 s to look for interrupts
+    (and polls the socket a few dozen times as it ends), for every idle consumer; this wakes
+    every ``STOP_LOOK`` seconds, one system call each."""
+    deadline = time.monotonic() + timeout
+    fd = conn.fileno()
+    while not stop.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        readable, _, _ = select.select([fd], [], [], min(left, STOP_LOOK))
+        if readable:
+            return
 
 
 def check_handler(fn: Callable[..., Any]) -> None:

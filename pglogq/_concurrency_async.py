@@ -67,13 +67,41 @@ def discard_pool(pool: Any) -> None:
             conn.pgconn.finish()
 
 
-async def wait_event(event: asyncio.Event, timeout: float) -> bool:
-    """Wait until ``event`` is set or ``timeout`` seconds pass; True if it is set."""
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (None: until it is set); True if
+    it is set."""
     if event.is_set():
         return True
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(event.wait(), timeout)
     return event.is_set()
+
+
+async def wait_readable(conn: Any, stop: asyncio.Event, timeout: float) -> None:
+    """Wait until ``conn``'s socket has something to read, ``stop`` is set or ``timeout`` seconds
+    pass.  The caller reads what came (``conn.notifies(timeout=0)``), and looks before it waits:
+    a notification read with a statement's result sits in the connection, not on the socket.
+
+    Not ``conn.notifies(timeout=...)``: psycopg's wait wakes every 0.1 s to look for interrupts,
+    ten wake-ups a second for every idle consumer."""
+    if stop.is_set():
+        return
+    loop = asyncio.get_running_loop()
+    readable: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not readable.done():
+            readable.set_result(None)
+
+    fd = conn.fileno()
+    loop.add_reader(fd, ready)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((readable, stopped), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_reader(fd)
+        stopped.cancel()
+        readable.cancel()
 
 
 def check_handler(fn: Callable[..., Any]) -> None:

@@ -537,6 +537,7 @@ class ReceiveLoop:
         page.claimed = min(self._ahead(), len(batch)) - 1
         page.chunk = max(1, page.claimed + 1)
         self._page = page
+        self._hb_wake.set()  # the heartbeat side waits for a page
         acked = False
         try:
             if self.transactional:
@@ -908,12 +909,14 @@ class ReceiveLoop:
     async def _heartbeat_loop(self) -> None:
         step = max(0.02, min(self.heartbeat_interval, self.progress_interval, self._watch_every,
                              self.start_ahead if self.start_ahead > 0 else float("inf")) / 2)
-        wait = step
+        wait: float | None = step
         while not self._hb_stop.is_set():
             await _concurrency_async.wait_event(self._hb_wake, wait)
             self._hb_wake.clear()  # before looking: a poke from now on is seen at the next wait
-            wait = step
             page = self._page
+            # no lease or page: nothing to renew or watch until _handle sets one and pokes (an
+            # idle consumer's heartbeat side woke 20 times a second for nothing)
+            wait = step if page is not None else None
             if page is None or page.finishing or page.lost:
                 continue
             try:

@@ -174,15 +174,15 @@ class Wakeup:
             return False
         got = False
         try:
-            while not got and not self._stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                for _ in conn.notifies(timeout=min(left, 0.25), stop_after=1):
-                    got = True
-            if got:  # swallow notifications that queued up meanwhile
+            while not self._stop.is_set():
+                # what came (also what the last statement read with its result), all of it:
+                # notifications that queued up meanwhile are swallowed with the first
                 for _ in conn.notifies(timeout=0.0):
-                    pass
+                    got = True
+                left = deadline - time.monotonic()
+                if got or left <= 0:
+                    break
+                _concurrency.wait_readable(conn, self._stop, left)
         except psycopg.Error as exc:
             log.warning("the listener connection of %s broke (%s): reconnecting; polling meanwhile",
                         self.channel, exc)

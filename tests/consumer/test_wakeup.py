@@ -175,3 +175,67 @@ def test_a_tick_written_while_the_listener_is_set_up_is_received(
         r.stop()
         r.join()
     assert ticked
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_idle_consumer_waits_without_waking(mode: str, client: pglogq.Client, dsn: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing to receive: the heartbeat side waits for a page with no timeout, and the listener
+    waits on its socket, never in psycopg's notifies() with a timeout (whose wait wakes every
+    0.1 s: an idle consumer process took 0.67 % of a core, 0.20 % without those wake-ups).
+    An event then still starts at once, and its page is renewed by the heartbeat side."""
+    client.create_queue("q")
+    client.subscribe("q", "c")
+    module: Any = pglogq._concurrency if mode == "thread" else pglogq._concurrency_async
+    heartbeat_waits: list[float | None] = []
+    timed_notifies: list[float] = []
+    wait_event = module.wait_event
+
+    def is_heartbeat(event: Any) -> bool:
+        return any(event is loop._hb_wake for loop in consumers[0]._loops) if consumers else False
+
+    if mode == "thread":
+        def counting(event: Any, timeout: float | None) -> bool:
+            if is_heartbeat(event):
+                heartbeat_waits.append(timeout)
+            return bool(wait_event(event, timeout))
+    else:
+        async def counting(event: Any, timeout: float | None) -> bool:  # type: ignore[misc]
+            if is_heartbeat(event):
+                heartbeat_waits.append(timeout)
+            return bool(await wait_event(event, timeout))
+    monkeypatch.setattr(module, "wait_event", counting)
+    for cls in (psycopg.Connection, psycopg.AsyncConnection):
+        notifies = cls.notifies
+
+        def spy(self: Any, *args: Any, _orig: Any = notifies, **kwargs: Any) -> Any:
+            if kwargs.get("timeout"):
+                timed_notifies.append(kwargs["timeout"])
+            return _orig(self, *args, **kwargs)
+        monkeypatch.setattr(cls, "notifies", spy)
+
+    consumers: list[Any] = []
+    handled = threading.Semaphore(0)
+    spec = Spec(dsn, "q", "c", kwargs={"heartbeat_interval": 0.05}, post_build=consumers.append)
+
+    @spec.handler()
+    def slow(msg: Any) -> None:
+        time.sleep(0.3)  # several heartbeat intervals: the page is renewed meanwhile
+        handled.release()
+
+    with running(mode, spec) as r:
+        wait_for(lambda: r.consumer.wakeup is not None and r.consumer.wakeup.listening, "the listener")
+        wait_for(lambda: heartbeat_waits, "the heartbeat side to wait")
+        timed_notifies.clear()  # the probe of the listener's setup waits in notifies(): once
+        idle = len(heartbeat_waits)
+        time.sleep(1.0)  # idle: at most one wait begun, and it has no timeout
+        assert len(heartbeat_waits) - idle <= 1
+        assert heartbeat_waits[-1] is None
+        client.send("q", {})
+        client.tick("q", force=True)
+        assert handled.acquire(timeout=30)
+        assert any(w is not None for w in heartbeat_waits[idle:])  # it woke for the page
+        r.stop()
+        stats = r.join()
+    assert stats.handled == 1
+    assert timed_notifies == []
