@@ -132,6 +132,7 @@ class _Page:
         self.acked = False  # acknowledged already (with the nack that ended a strict page)
         self.ceding = False  # a share slot's page whose tail is (being) ceded: check before each start
         self.ceded_at = NO_CEDE  # deliveries[ceded_at:] were given back (cede): never started here
+        self.keep_tail = False  # a share slot's page whose cede failed: its tail runs here
 
     def mark_lost(self, how: str) -> None:
         if self.lost or self.finishing:
@@ -977,6 +978,7 @@ class ShareSlot(ReceiveLoop):
         self._watch_every = self.cede_after
         self._shared = wakeup
         self._partitioned = False  # a lease runs in order, one event at a time: a partition's too
+        self._partition_pages: bool | None = None  # the leases are partitions' pages (never ceded)
         if self.max_messages is None:
             self.page_size = LEASE_MIN
 
@@ -994,6 +996,8 @@ class ShareSlot(ReceiveLoop):
         if not self._group.busy(self):
             self.stop()  # the drain is over (every slot found nothing)
             return None
+        if self._partition_pages is None:
+            self._partition_pages = await self._learn_partitioned()
         return await super()._receive()
 
     def _idle(self) -> None:
@@ -1037,7 +1041,7 @@ class ShareSlot(ReceiveLoop):
         """Give the lease's tail back when its running event has run for ``cede_after``, or for
         ``IDLE_CEDE_AFTER`` while another slot of the consumer is idle (or at once when stopping);
         the seconds until that time comes."""
-        if page.ceded_at != NO_CEDE:
+        if page.ceded_at != NO_CEDE or self._partition_pages or page.keep_tail:
             return None
         i = page.started
         if i + 1 >= len(page.deliveries):
@@ -1074,7 +1078,12 @@ class ShareSlot(ReceiveLoop):
         writes ``started`` before it reads ``releasing``, see _claim): either the event starting
         now is kept, or it sees the cede and never starts.  The start marks ahead of the kept
         event are moved back first (the engine refuses to cede started events).  Should the cede
-        fail, the slot runs the tail itself."""
+        fail, the slot runs the tail itself, and does not try again for this page (a stopping
+        slot tried before each start, and warned each time).  A partition's page is never ceded
+        (the events after a started one are its keys' next, which wait for it: the engine
+        refuses): its slot runs it to its end, as an ordinary consumer's stop finishes its page."""
+        if self._partition_pages or page.keep_tail:
+            return
         async with page.lock:
             if page.ceded_at != NO_CEDE or page.finishing or page.lost:
                 return
@@ -1101,6 +1110,7 @@ class ShareSlot(ReceiveLoop):
                 page.mark_lost("cede refused")
                 return
             except (PglogqError, *RECOVERABLE) as exc:
+                page.keep_tail = True
                 log.warning("%r: could not give back the unstarted events of lease %d (%s): running them here",
                             self, page.batch_id, exc)
                 return

@@ -262,3 +262,26 @@ def test_share_arguments_are_checked(mode: str, dsn: str) -> None:
     for bad in (0, -1, True, "1", 3601):
         with pytest.raises(ValueError, match="cede_after"):
             cls(dsn, "q", "c", cede_after=bad)
+
+
+def test_stop_on_a_partitioned_queue_finishes_the_page_without_trying_to_cede(
+        mode: str, client: pglogq.Client, dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A partition's page is never ceded (the events after a started one are its keys' next):
+    a slot stopped while it holds one finishes it, as an ordinary consumer's stop does, without
+    asking the engine to cede (refused: PQ092).  It asked before each remaining start, and logged
+    "could not give back" each time."""
+    client.create_queue("q", partitions=2)
+    client.subscribe("q", "c", share=True)
+    jobs = Jobs(mode)
+    long_id = client.send("q", {}, type="long", key="k")
+    short = client.send_batch("q", [{"n": i} for i in range(9)], type="short", keys=["k"] * 9)
+    client.tick("q", force=True)
+    with running(mode, spec_for(dsn, jobs, max_messages=10, cede_after=0.05)) as r, jobs:
+        assert jobs.long_started.wait(60)
+        r.stop()
+        jobs.release.set()
+        stats = r.join()
+    assert (stats.handled, stats.ceded) == (10, 0)
+    jobs.ran_once([long_id, *short])
+    assert jobs.done == [long_id, *short]  # the key's order
+    assert "could not give back" not in caplog.text
