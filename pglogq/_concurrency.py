@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import queue
-import select
+import selectors
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -65,23 +65,23 @@ STOP_LOOK = 0.25
 """How often a thread waiting on a socket looks at its stop event (a thread cannot wait on both)."""
 
 
-def wait_readable(conn: Any, stop: threading.Event, timeout: float) -> None:
-    """Wait until ``conn``'s socket has something to read, ``stop`` is set or ``timeout`` seconds
-    pass.  The caller reads what came (``conn.notifies(timeout=0)``), and looks before it waits:
-    a notification read with a statement's result sits in the connection, not on the socket.
+def wait_readable(conn: Any, events: Sequence[threading.Event], timeout: float) -> None:
+    """Wait until ``conn``'s socket has something to read, one of ``events`` is set or
+    ``timeout`` seconds pass.  The caller reads what came (``conn.notifies(timeout=0)``), and
+    looks before it waits: a notification read with a statement's result sits in the
+    connection, not on the socket.  Nobody may close ``conn`` meanwhile (set an event instead).
 
     Not ``conn.notifies(timeout=...)``: psycopg's wait wakes every 0.1 s to look for interrupts
     (and polls the socket a few dozen times as it ends), for every idle consumer; this wakes
-    every ``STOP_LOOK`` seconds, one system call each."""
+    every ``STOP_LOOK`` seconds.  A selector, not ``select.select``, which refuses descriptors
+    from 1024 on."""
     deadline = time.monotonic() + timeout
-    fd = conn.fileno()
-    while not stop.is_set():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        readable, _, _ = select.select([fd], [], [], min(left, STOP_LOOK))
-        if readable:
-            return
+    with selectors.DefaultSelector() as selector:
+        selector.register(conn.fileno(), selectors.EVENT_READ)
+        while not any(e.is_set() for e in events):
+            left = deadline - time.monotonic()
+            if left <= 0 or selector.select(min(left, STOP_LOOK)):
+                return
 
 
 def check_handler(fn: Callable[..., Any]) -> None:

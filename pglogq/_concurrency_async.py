@@ -77,14 +77,16 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
     return event.is_set()
 
 
-async def wait_readable(conn: Any, stop: asyncio.Event, timeout: float) -> None:
-    """Wait until ``conn``'s socket has something to read, ``stop`` is set or ``timeout`` seconds
-    pass.  The caller reads what came (``conn.notifies(timeout=0)``), and looks before it waits:
-    a notification read with a statement's result sits in the connection, not on the socket.
+async def wait_readable(conn: Any, events: Sequence[asyncio.Event], timeout: float) -> None:
+    """Wait until ``conn``'s socket has something to read, one of ``events`` is set or
+    ``timeout`` seconds pass.  The caller reads what came (``conn.notifies(timeout=0)``), and
+    looks before it waits: a notification read with a statement's result sits in the
+    connection, not on the socket.  Nobody may close ``conn`` meanwhile (set an event instead):
+    its descriptor, reused by another connection, would keep this reader.
 
     Not ``conn.notifies(timeout=...)``: psycopg's wait wakes every 0.1 s to look for interrupts,
     ten wake-ups a second for every idle consumer."""
-    if stop.is_set():
+    if any(e.is_set() for e in events):
         return
     loop = asyncio.get_running_loop()
     readable: asyncio.Future[None] = loop.create_future()
@@ -95,13 +97,13 @@ async def wait_readable(conn: Any, stop: asyncio.Event, timeout: float) -> None:
 
     fd = conn.fileno()
     loop.add_reader(fd, ready)
-    stopped = asyncio.ensure_future(stop.wait())
+    waits: list[asyncio.Future[Any]] = [readable, *(asyncio.ensure_future(e.wait()) for e in events)]
     try:
-        await asyncio.wait((readable, stopped), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         loop.remove_reader(fd)
-        stopped.cancel()
-        readable.cancel()
+        for w in waits:
+            w.cancel()
 
 
 def check_handler(fn: Callable[..., Any]) -> None:

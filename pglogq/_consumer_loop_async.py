@@ -44,7 +44,7 @@ from pglogq._runtime import (
 )
 from pglogq._wakeup_async import AsyncSharedWakeup, AsyncWakeup
 from pglogq.client_async import AsyncBatch, AsyncClient
-from pglogq.errors import BatchLost, PglogqError, StaleBatch, UndecodableEvent, UnknownBatch
+from pglogq.errors import BatchLost, CedeRefused, PglogqError, StaleBatch, UndecodableEvent, UnknownBatch
 from pglogq.models import Message
 from pglogq.retry import RetryPolicy
 
@@ -132,7 +132,8 @@ class _Page:
         self.acked = False  # acknowledged already (with the nack that ended a strict page)
         self.ceding = False  # a share slot's page whose tail is (being) ceded: check before each start
         self.ceded_at = NO_CEDE  # deliveries[ceded_at:] were given back (cede): never started here
-        self.keep_tail = False  # a share slot's page whose cede failed: its tail runs here
+        self.keep_tail = False  # a share slot's page whose cede the engine refused: its tail runs here
+        self.cede_warned = False  # a failed cede of this page was logged (a stopping slot retries before each start)
 
     def mark_lost(self, how: str) -> None:
         if self.lost or self.finishing:
@@ -338,6 +339,7 @@ class ReceiveLoop:
         self._stop_event = _concurrency_async.Event()
         self._hb_stop = _concurrency_async.Event()
         self._hb_wake = _concurrency_async.Event()  # set: the heartbeat side looks at once (stop, poke)
+        self._hb_idle = False  # the heartbeat side waits for a page (no timeout): _handle pokes it
         self._runner = _concurrency_async.Runner(self.concurrency, self.message_timeout)
         self._strict_runner = _concurrency_async.Runner(1, self.message_timeout)
 
@@ -538,7 +540,8 @@ class ReceiveLoop:
         page.claimed = min(self._ahead(), len(batch)) - 1
         page.chunk = max(1, page.claimed + 1)
         self._page = page
-        self._hb_wake.set()  # the heartbeat side waits for a page
+        if self._hb_idle:
+            self._hb_wake.set()  # the heartbeat side waits for a page (see _heartbeat_loop)
         acked = False
         try:
             if self.transactional:
@@ -914,9 +917,14 @@ class ReceiveLoop:
         while not self._hb_stop.is_set():
             await _concurrency_async.wait_event(self._hb_wake, wait)
             self._hb_wake.clear()  # before looking: a poke from now on is seen at the next wait
-            page = self._page
             # no lease or page: nothing to renew or watch until _handle sets one and pokes (an
-            # idle consumer's heartbeat side woke 20 times a second for nothing)
+            # idle consumer's heartbeat side woke 20 times a second for nothing).  Idle is said
+            # before the page is read, and _handle sets the page before it reads idle: either
+            # this side sees the page, or _handle sees it idle and pokes.  Pokes only then: one
+            # per page would wake it thousands of times a second under load
+            self._hb_idle = True
+            page = self._page
+            self._hb_idle = page is None
             wait = step if page is not None else None
             if page is None or page.finishing or page.lost:
                 continue
@@ -1109,10 +1117,16 @@ class ShareSlot(ReceiveLoop):
                 settled = True
                 page.mark_lost("cede refused")
                 return
-            except (PglogqError, *RECOVERABLE) as exc:
-                page.keep_tail = True
+            except CedeRefused as exc:
+                page.keep_tail = True  # the engine's answer for this page: not asked again
                 log.warning("%r: could not give back the unstarted events of lease %d (%s): running them here",
                             self, page.batch_id, exc)
+                return
+            except (PglogqError, *RECOVERABLE) as exc:
+                if not page.cede_warned:  # a transient failure: tried again, logged once
+                    page.cede_warned = True
+                    log.warning("%r: could not give back the unstarted events of lease %d (%s): running them "
+                                "here unless a later try succeeds", self, page.batch_id, exc)
                 return
             finally:
                 if not settled:

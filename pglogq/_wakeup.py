@@ -69,6 +69,12 @@ class Wakeup:
         self._send_probe = send_probe
         self._probe_timeout = probe_timeout
         self._conn: AnyConn | None = None
+        # a wait on the connection's socket in progress; a reconnect asked for meanwhile (another
+        # slot's health check) is left to that wait, which ends at once: closed under it, the
+        # connection's descriptor could be reused by another connection while still waited on
+        self._waiting = False
+        self._redo = False
+        self._interrupt = _concurrency.Event()
         self._retry_at = 0.0
         self._failures = 0
         self.reconnects = 0
@@ -173,8 +179,9 @@ class Wakeup:
                     break
             return False
         got = False
+        self._waiting = True
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and not self._redo:
                 # what came (also what the last statement read with its result), all of it:
                 # notifications that queued up meanwhile are swallowed with the first
                 for _ in conn.notifies(timeout=0.0):
@@ -182,10 +189,14 @@ class Wakeup:
                 left = deadline - time.monotonic()
                 if got or left <= 0:
                     break
-                _concurrency.wait_readable(conn, self._stop, left)
-        except psycopg.Error as exc:
+                _concurrency.wait_readable(conn, (self._stop, self._interrupt), left)
+        except (psycopg.Error, OSError, ValueError) as exc:
             log.warning("the listener connection of %s broke (%s): reconnecting; polling meanwhile",
                         self.channel, exc)
+            self._redo = True
+        finally:
+            self._waiting = False
+        if self._redo:
             self.reconnect()
         return got
 
@@ -195,7 +206,14 @@ class Wakeup:
         return self._conn is not None and not self._conn.closed
 
     def reconnect(self) -> None:
-        """Drop the listener connection; the next wait opens a new one and LISTENs again."""
+        """Drop the listener connection; the next wait opens a new one and LISTENs again.  While
+        a wait uses it, that wait drops it, at once."""
+        if self._waiting:
+            self._redo = True
+            self._interrupt.set()
+            return
+        self._redo = False
+        self._interrupt = _concurrency.Event()
         conn, self._conn = self._conn, None
         self.reconnects += 1
         if conn is not None:

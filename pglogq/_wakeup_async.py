@@ -67,6 +67,12 @@ class AsyncWakeup:
         self._send_probe = send_probe
         self._probe_timeout = probe_timeout
         self._conn: AnyConn | None = None
+        # a wait on the connection's socket in progress; a reconnect asked for meanwhile (another
+        # slot's health check) is left to that wait, which ends at once: closed under it, the
+        # connection's descriptor could be reused by another connection while still waited on
+        self._waiting = False
+        self._redo = False
+        self._interrupt = _concurrency_async.Event()
         self._retry_at = 0.0
         self._failures = 0
         self.reconnects = 0
@@ -171,8 +177,9 @@ class AsyncWakeup:
                     break
             return False
         got = False
+        self._waiting = True
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and not self._redo:
                 # what came (also what the last statement read with its result), all of it:
                 # notifications that queued up meanwhile are swallowed with the first
                 async for _ in conn.notifies(timeout=0.0):
@@ -180,10 +187,14 @@ class AsyncWakeup:
                 left = deadline - time.monotonic()
                 if got or left <= 0:
                     break
-                await _concurrency_async.wait_readable(conn, self._stop, left)
-        except psycopg.Error as exc:
+                await _concurrency_async.wait_readable(conn, (self._stop, self._interrupt), left)
+        except (psycopg.Error, OSError, ValueError) as exc:
             log.warning("the listener connection of %s broke (%s): reconnecting; polling meanwhile",
                         self.channel, exc)
+            self._redo = True
+        finally:
+            self._waiting = False
+        if self._redo:
             await self.reconnect()
         return got
 
@@ -193,7 +204,14 @@ class AsyncWakeup:
         return self._conn is not None and not self._conn.closed
 
     async def reconnect(self) -> None:
-        """Drop the listener connection; the next wait opens a new one and LISTENs again."""
+        """Drop the listener connection; the next wait opens a new one and LISTENs again.  While
+        a wait uses it, that wait drops it, at once."""
+        if self._waiting:
+            self._redo = True
+            self._interrupt.set()
+            return
+        self._redo = False
+        self._interrupt = _concurrency_async.Event()
         conn, self._conn = self._conn, None
         self.reconnects += 1
         if conn is not None:

@@ -453,9 +453,9 @@ class Engine:
                 asleep = await self._awake(conn)
             elif (not asleep and flow == 0 and not cut_short and until is not None and self._can_sleep
                   and now - last_busy >= s.linger and await self._sleep_mode(conn, True)):
-                # as soon as the busy pace ends, not at the idle pace: while the pace backs off
-                # (about 0.3 s up to 200 ms) an event that came would wait up to a poll interval
-                # no send was in flight: poll once more at once (it sees every event committed
+                # linger after the last events, not once the pace has backed off to the idle
+                # interval (0.3 s later): an event sent meanwhile waited up to a poll interval.
+                # No send was in flight: poll once more at once (it sees every event committed
                 # before), then sleep: every send from now on notifies (pglogq.ticker_sleep)
                 asleep = self._ticker_asleep = True
                 continue

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -239,3 +242,71 @@ def test_an_idle_consumer_waits_without_waking(mode: str, client: pglogq.Client,
         stats = r.join()
     assert stats.handled == 1
     assert timed_notifies == []
+
+
+def test_a_reconnect_asked_for_during_a_wait_is_made_by_that_wait(client: pglogq.Client, dsn: str) -> None:
+    """Another slot's health check asks the shared listener to reconnect while a slot waits on
+    its socket: the wait ends at once and reconnects itself (closed under the waiting slot, the
+    connection's descriptor could be reused by another connection while still waited on; a
+    thread's select on it raised EBADF), and the next wait hears a notification again."""
+    from pglogq import _wakeup
+
+    client.create_queue("q")
+    stop = threading.Event()
+    wake = _wakeup.Wakeup(dsn, "q", stop, send_probe=lambda ch: _wakeup.send_probe(client, ch))
+    try:
+        assert wake.wait(0.01) is False  # connects, probes and LISTENs
+        assert wake.listening
+        before = wake.reconnects
+        result: list[bool] = []
+        waiter = threading.Thread(target=lambda: result.append(wake.wait(3600)))
+        waiter.start()
+        wait_for(lambda: wake._waiting, "the wait on the socket")
+        wake.reconnect()
+        waiter.join(60)
+        assert not waiter.is_alive() and result == [False]
+        assert wake.reconnects == before + 1 and not wake.listening
+        assert wake.wait(0.01) is False  # listens again
+        assert wake.listening
+
+        def notify() -> None:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("NOTIFY \"pglogq.q\"")
+
+        threading.Timer(0.2, notify).start()
+        assert wake.wait(3600) is True
+    finally:
+        stop.set()
+        wake.close()
+
+
+def test_a_listener_socket_numbered_above_1024_is_waited_on(dsn: str, tmp_path: Any) -> None:
+    """A process with more than 1,024 open files (a raised limit, common in containers): the
+    listener's socket gets a high number, which select.select refuses (ValueError: the
+    consumer's run died); a selector waits on any."""
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"the hard limit of open files ({hard}) is under 2,048")
+    script = tmp_path / "high_fd.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, resource, threading
+        import pglogq
+        from pglogq import _wakeup
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+        dsn = {dsn!r}
+        client = pglogq.Client(dsn)
+        client.create_queue("q")
+        wake = _wakeup.Wakeup(dsn, "q", threading.Event(), send_probe=lambda ch: _wakeup.send_probe(client, ch))
+        assert wake.wait(0.01) is False and wake.listening
+        assert wake._conn.fileno() >= 1024, wake._conn.fileno()
+        assert wake.wait(0.3) is False and wake.listening
+        wake.close()
+        client.close()
+        print("ok")
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
