@@ -448,7 +448,7 @@ class ReceiveLoop:
     async def _learn_partitioned(self) -> bool:
         """Whether the queue is partitioned (asked once per run)."""
         rows = await self.client.queue_info(self.queue)
-        return rows[0].partitions > 1
+        return bool(rows) and rows[0].partitions > 1  # none: dropped meanwhile (receive says so)
 
     def _error_wait(self) -> float:
         """The wait after a database error before the next receive: ``poll_interval``, doubling at

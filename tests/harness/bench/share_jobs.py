@@ -32,6 +32,7 @@ Four parts, side by side in one run (the ticker of pglogq running throughout):
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import math
@@ -110,6 +111,7 @@ def _share_session(dsn: str) -> pglogq.Client:
     client = _SESSIONS.get(f"share {dsn}")
     if client is None:
         client = _SESSIONS[f"share {dsn}"] = pglogq.Client(dsn, max_size=1)
+        atexit.register(client.close)  # the process exits at once, not when its pool is collected
     return client
 
 
@@ -117,6 +119,7 @@ def _table_session(dsn: str) -> psycopg.Connection[Any]:
     conn = _SESSIONS.get(f"table {dsn}")
     if conn is None or conn.closed:
         conn = _SESSIONS[f"table {dsn}"] = psycopg.connect(dsn, autocommit=True)
+        atexit.register(conn.close)
     return conn
 
 
