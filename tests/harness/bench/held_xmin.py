@@ -63,10 +63,15 @@ TABLES = """
 WITH RECURSIVE ev(oid) AS (
         SELECT c.oid FROM pg_class c WHERE c.oid = ANY (%(roots)s::regclass[])
     UNION
-        SELECT i.inhrelid FROM pg_inherits i JOIN ev ON i.inhparent = ev.oid)
+        SELECT i.inhrelid FROM pg_inherits i JOIN ev ON i.inhparent = ev.oid),
+    lg(oid) AS (
+        SELECT c.oid FROM pg_class c WHERE c.oid = ANY (%(logs)s::regclass[])
+    UNION
+        SELECT i.inhrelid FROM pg_inherits i JOIN lg ON i.inhparent = lg.oid)
 SELECT n.nspname || '.' || c.relname, pg_total_relation_size(c.oid),
        coalesce(s.n_dead_tup, 0), coalesce(s.n_live_tup, 0),
-       c.oid IN (SELECT oid FROM ev) OR c.relname ~ %(event_re)s
+       c.oid IN (SELECT oid FROM ev) OR c.relname ~ %(event_re)s,
+       c.oid IN (SELECT oid FROM lg)
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
   LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
  WHERE c.relkind = 'r' AND (n.nspname = ANY (%(schemas)s) OR c.oid = ANY (%(tables)s::regclass[]))
@@ -86,6 +91,10 @@ class Target:
     tables: ClassVar[tuple[str, ...]] = ()  # and these
     event_roots: ClassVar[tuple[str, ...]] = ()  # tables (with their descendants) holding the events
     event_re: ClassVar[str] = "^$"  # or tables whose name matches
+    # insert-only logs kept for a retention and emptied by TRUNCATE (pglogq's outcome log, on by
+    # default for a day): data that grows with the events handled, reported apart from the
+    # metadata, whose growth is what a held snapshot must not cause
+    log_roots: ClassVar[tuple[str, ...]] = ()
     has_metadata: ClassVar[bool] = True
     consumer_kind: ClassVar[str] = ""
 
@@ -116,6 +125,7 @@ class PglogqTarget(Target):
     kind = "pglogq"
     schemas = ("pglogq",)
     event_roots = ("pglogq.event",)
+    log_roots = ("pglogq.outcome",)
     consumer_kind = ("pglogq.Consumer threads with default options (its default page, LISTEN wake-ups, "
                      "heartbeats): two single consumers and one consumer of two cooperating workers "
                      "(worker='w1', 'w2')")
@@ -343,6 +353,7 @@ class Sampler:
     t0: float = 0.0
     samples: list[Sample] = field(default_factory=list)
     events: set[str] = field(default_factory=set)
+    logs: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _conn: psycopg.Connection[Any] | None = None
@@ -351,12 +362,14 @@ class Sampler:
         if self._conn is None:
             self._conn = psycopg.connect(self.dsn, autocommit=True)
         params = {"roots": list(self.target.event_roots), "event_re": self.target.event_re,
+                  "logs": list(self.target.log_roots),
                   "schemas": list(self.target.schemas), "tables": list(self.target.tables)}
         self._conn.execute("SELECT pg_stat_clear_snapshot()")
         rows = self._conn.execute(TABLES, params).fetchall()
         now = clock() - self.t0
         self.samples.append(Sample(round(now, 3), {r[0]: (int(r[1]), int(r[2]), int(r[3])) for r in rows}))
         self.events.update(r[0] for r in rows if r[4])
+        self.logs.update(r[0] for r in rows if r[5] and not r[4])
 
     def start(self, t0: float) -> None:
         self.t0 = t0
@@ -428,6 +441,7 @@ class Phase:
     bucket: float
     has_metadata: bool
     how: dict[str, str] = field(default_factory=dict)  # what ticked and what consumed
+    logs: list[str] = field(default_factory=list)  # the insert-only log tables (Target.log_roots)
 
     @property
     def label(self) -> str:
@@ -437,7 +451,10 @@ class Phase:
         return next((s for s in self.samples if s.t >= self.warmup), self.samples[-1])
 
     def meta(self, s: Sample, column: int = 0) -> int:
-        return sum(v[column] for k, v in s.tables.items() if k not in self.events)
+        return sum(v[column] for k, v in s.tables.items() if k not in self.events and k not in self.logs)
+
+    def log(self, s: Sample, column: int = 0) -> int:
+        return sum(v[column] for k, v in s.tables.items() if k in self.logs)
 
     def event(self, s: Sample, column: int = 0) -> int:
         return sum(v[column] for k, v in s.tables.items() if k in self.events)
@@ -591,6 +608,7 @@ def run_phase(ctx: BenchContext, target: Target, *, held: bool, seconds: float) 
                   max(0, len(rotations) - 1), held_xmin, consumers, latency, negative,
                   sampler.samples, sorted(sampler.events), throughput, b, target.has_metadata)
     phase.how = {"ticker": ticker_how, "consumers": target.consumer_kind}
+    phase.logs = sorted(sampler.logs)
     if negative:
         raise RuntimeError(f"{phase.label}: {negative} negative end-to-end latencies: a clock or pairing error")
     return phase
@@ -627,7 +645,9 @@ def run(ctx: BenchContext, systems: list[System]) -> list[Phase]:
                                "transaction began), both pacing.clock() (CLOCK_MONOTONIC, one clock for the "
                                "machine); events not handled when the phase ended count with the latency "
                                "they had reached")
-    ctx.results.note(SCENARIO, "metadata = every table of the system's schema other than its event tables; "
+    ctx.results.note(SCENARIO, "metadata = every table of the system's schema other than its event tables "
+                               "and its outcome log (pglogq.outcome: insert-only, kept for history_retention, "
+                               "emptied by TRUNCATE; its size is reported apart); "
                                "growth = the largest total size (pg_total_relation_size) of any later sample "
                                "minus the largest total in the first 10 % of the measured window (tables "
                                "emptied by TRUNCATE saw-tooth)")
@@ -670,6 +690,11 @@ def record(ctx: BenchContext, p: Phase) -> None:
                   higher_is_better=False))
     r.add(Measure(SCENARIO, "size at end, event tables", p.label, p.event(last) / MB, "MB",
                   higher_is_better=False))
+    if p.logs:
+        r.add(Measure(SCENARIO, "size at end, outcome log", p.label, p.log(last) / MB, "MB",
+                      higher_is_better=False))
+        r.add(Measure(SCENARIO, "dead tuples at end, outcome log", p.label, p.log(last, 1), "tuples",
+                      higher_is_better=False))
     xs = [p.bucket * (i + 0.5) - p.warmup for i in range(len(next(iter(p.throughput.values()))))]
     slowest = [min(v[i] for v in p.throughput.values()) for i in range(len(xs))]
     r.series.append(Series(SCENARIO, p.label, xs, slowest, "seconds after the warm-up",
