@@ -65,9 +65,9 @@ STOP_LOOK = 0.25
 """How often a thread waiting on a socket looks at its stop event (a thread cannot wait on both)."""
 
 
-def wait_readable(conn: Any, events: Sequence[threading.Event], timeout: float) -> None:
-    """Wait until ``conn``'s socket has something to read, one of ``events`` is set or
-    ``timeout`` seconds pass.  The caller reads what came (``conn.notifies(timeout=0)``), and
+def wait_readable(conn: Any, events: Sequence[threading.Event], timeout: float) -> bool:
+    """Wait until ``conn``'s socket has something to read (True), one of ``events`` is set or
+    ``timeout`` seconds pass (False).  The caller reads what came (``conn.notifies(timeout=0)``), and
     looks before it waits: a notification read with a statement's result sits in the
     connection, not on the socket.  Nobody may close ``conn`` meanwhile (set an event instead).
 
@@ -80,8 +80,11 @@ def wait_readable(conn: Any, events: Sequence[threading.Event], timeout: float) 
         selector.register(conn.fileno(), selectors.EVENT_READ)
         while not any(e.is_set() for e in events):
             left = deadline - time.monotonic()
-            if left <= 0 or selector.select(min(left, STOP_LOOK)):
-                return
+            if left <= 0:
+                return False
+            if selector.select(min(left, STOP_LOOK)):
+                return True
+    return False
 
 
 def check_handler(fn: Callable[..., Any]) -> None:

@@ -77,9 +77,9 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
     return event.is_set()
 
 
-async def wait_readable(conn: Any, events: Sequence[asyncio.Event], timeout: float) -> None:
-    """Wait until ``conn``'s socket has something to read, one of ``events`` is set or
-    ``timeout`` seconds pass.  The caller reads what came (``conn.notifies(timeout=0)``), and
+async def wait_readable(conn: Any, events: Sequence[asyncio.Event], timeout: float) -> bool:
+    """Wait until ``conn``'s socket has something to read (True), one of ``events`` is set or
+    ``timeout`` seconds pass (False).  The caller reads what came (``conn.notifies(timeout=0)``), and
     looks before it waits: a notification read with a statement's result sits in the
     connection, not on the socket.  Nobody may close ``conn`` meanwhile (set an event instead):
     its descriptor, reused by another connection, would keep this reader.
@@ -87,7 +87,7 @@ async def wait_readable(conn: Any, events: Sequence[asyncio.Event], timeout: flo
     Not ``conn.notifies(timeout=...)``: psycopg's wait wakes every 0.1 s to look for interrupts,
     ten wake-ups a second for every idle consumer."""
     if any(e.is_set() for e in events):
-        return
+        return False
     loop = asyncio.get_running_loop()
     readable: asyncio.Future[None] = loop.create_future()
 
@@ -104,6 +104,7 @@ async def wait_readable(conn: Any, events: Sequence[asyncio.Event], timeout: flo
         loop.remove_reader(fd)
         for w in waits:
             w.cancel()
+    return readable.done() and not readable.cancelled()
 
 
 def check_handler(fn: Callable[..., Any]) -> None:

@@ -60,7 +60,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from pglogq import schedules
+from pglogq import _concurrency_async, schedules
 from pglogq.errors import translate
 from pglogq.tickerd import queries as q
 from pglogq.tickerd.logs import LOGGER, emit
@@ -490,23 +490,9 @@ class Engine:
         every 0.1 s to look for interrupts, which was most of the sleeping daemon's CPU."""
         if await self._notified(conn, 0.0):  # read during the last statement
             return True
-        loop = asyncio.get_running_loop()
-        readable: asyncio.Future[Any] = loop.create_future()
-
-        def ready() -> None:
-            if not readable.done():
-                readable.set_result(None)
-
-        fd = conn.fileno()
-        loop.add_reader(fd, ready)
-        stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
-        try:
-            await asyncio.wait((readable, stop), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            loop.remove_reader(fd)
-            stop.cancel()
         # input came (a notification, or the server closing the connection: raised here)
-        return readable.done() and await self._notified(conn, 1.0)
+        return (await _concurrency_async.wait_readable(conn, (self._stop,), seconds)
+                and await self._notified(conn, 1.0))
 
     @staticmethod
     async def _notified(conn: AConn, seconds: float) -> bool:

@@ -27,20 +27,12 @@ import threading
 import time
 from typing import Any
 
-import psycopg
-
 import pglogq
 from tests.harness.bench.ticking import ticker_running
+from tests.harness.measure.share_ab import fresh_db
 
 DB = "fair_share"
 BIG = "tenant-big"
-
-
-def _fresh_db(server: str) -> str:
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB}")
-    return psycopg.conninfo.make_conninfo(server, dbname=DB)
 
 
 def _p99(xs: list[float]) -> float:
@@ -119,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--spread", type=float, default=5.0)
     ap.add_argument("--partitions", default="16,64", help="partition counts to try (1: one log is always run)")
     args = ap.parse_args(argv)
-    dsn = _fresh_db(args.dsn)
+    dsn = fresh_db(args.dsn, DB, [])
     pglogq.Client(dsn).install_schema()
     layouts = [1, *(int(x) for x in args.partitions.split(",") if x and int(x) > 1)]
     with ticker_running(dsn):
