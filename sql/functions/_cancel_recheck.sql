@@ -11,9 +11,14 @@
 -- cancel() holds no lock after it returns, so that a producer's open transaction never blocks a
 -- consumer.  The locks taken here wait for receives running at COMMIT; a receive starting later
 -- waits for the COMMIT and then sees the cancellation.
+-- Plans: custom (plan_cache_mode), as in cancel: the event probe's queue is a parameter here, and
+-- the generic plan a session switches to after five cancels cannot prune the partitioned event
+-- table at plan time, so it locked every queue's event partitions at each COMMIT (the sixth
+-- cancel of a session ran out of the lock table at 1,000 queues).
 CREATE OR REPLACE FUNCTION pglogq._cancel_recheck()
 RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     e pglogq.event;
 BEGIN
