@@ -4,7 +4,8 @@
 -- Raises:     PQ015 the new snapshot is older than the last tick's (txids went backwards:
 --             a database restored into another cluster).
 -- Tables:     tick (insert; read: the last tick, unless tick_head holds it), tick_head (read;
---             insert or update: the new tick, and the tick that last closed events), event
+--             insert or update: the new tick, the tick that last closed events and the one
+--             before it), event
 --             (count of committed, unticked events).
 -- tick_event_total (cumulative per queue) grows by the number of events the new tick closes:
 -- those whose transaction is visible in its snapshot and not in the last tick's (the batch
@@ -172,6 +173,9 @@ BEGIN
                 ' WHERE t.queue_id = $1 AND t.tick_event_total = $2 ORDER BY t.tick_id LIMIT 1'
            INTO first_tick, first_time USING q.queue_id, last.tick_event_total;
     END IF;
+    -- prev_event_tick, prev_event_total: when this tick closes events, the head's event tick and
+    -- the total before this tick (every tick from that one up to this one has it; a head event
+    -- tick later than the real one, see above, keeps that true); unknown while the head has none
     INSERT INTO pglogq.tick_head AS th (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time,
                                         tick_event_total)
     VALUES (q.queue_id, last.tick_id + 1, at, quiet, pg_snapshot_xmax(snap),
@@ -180,6 +184,11 @@ BEGIN
         ON CONFLICT ON CONSTRAINT tick_head_pkey DO UPDATE
        SET tick_id = excluded.tick_id, tick_time = excluded.tick_time, quiet_seq = excluded.quiet_seq,
            tick_xmax = excluded.tick_xmax, tick_event_total = excluded.tick_event_total,
+           (prev_event_tick, prev_event_total) = (
+               CASE WHEN excluded.event_tick IS NULL THEN th.prev_event_tick WHEN th.event_tick IS NOT NULL
+                    THEN th.event_tick END,
+               CASE WHEN excluded.event_tick IS NULL THEN th.prev_event_total WHEN th.event_tick IS NOT NULL
+                    THEN last.tick_event_total END),
            (event_tick, event_time) = (
                CASE WHEN excluded.event_tick IS NOT NULL THEN excluded.event_tick
                     WHEN th.event_tick IS NOT NULL AND th.event_time IS NOT NULL THEN th.event_tick

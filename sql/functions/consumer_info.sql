@@ -37,7 +37,11 @@
 -- The ticks are read only for a queue with a consumer before tick_head.event_tick (the last
 -- tick that closed events), or a batch open before it, or a share consumer: a consumer at or after
 -- that tick has nothing pending (lag 0, 0 unread, 0 pending), whatever ticks came after it (every
--- later tick has the same event total).  Those queues are read one by one,
+-- later tick has the same event total).  Nor for a queue whose consumers and open batches are
+-- behind that tick only, at or after tick_head.prev_event_tick (the tick of events before it):
+-- every tick of that run has the total prev_event_total, so unread and pending are the events of
+-- the last tick and the lag is its age (the figures of _consumer_ticks, without its reads).
+-- Those queues are read one by one,
 -- each in a subtransaction rolled back at its end (SQLSTATE PQ999, raised and caught here only),
 -- which lets go of the locks of its partitions, their figures kept in arrays; then one query
 -- returns every consumer.  A listing holds the locks of one queue at a time, whatever the number
@@ -120,8 +124,12 @@ BEGIN
           LEFT JOIN pglogq.tick_head h ON h.queue_id = g.queue_id
          WHERE g.consumer  -- a group whose consumer row is gone (dropped meanwhile): none
          GROUP BY g.queue_id
-        HAVING bool_or(h.event_tick IS NULL OR g.share OR g.last_tick IS NULL OR g.last_tick < h.event_tick
-                       OR g.pos_tick < h.event_tick) LOOP
+        HAVING bool_or(h.event_tick IS NULL OR g.share OR g.last_tick IS NULL
+                       OR (g.last_tick < h.event_tick OR g.pos_tick < h.event_tick)
+                          -- behind the last tick of events only: its figures from tick_head
+                          AND NOT (h.prev_event_tick IS NOT NULL AND h.prev_event_total IS NOT NULL
+                                   AND h.event_time IS NOT NULL AND g.last_tick >= h.prev_event_tick
+                                   AND coalesce(g.pos_tick, g.last_tick) >= h.prev_event_tick)) LOOP
         BEGIN
             -- the tick figures, through the queue's copy of _consumer_ticks (its plans cached
             -- for the session) when it has one
@@ -183,6 +191,7 @@ BEGIN
                max(w.queue_id) AS queue_id,
                max(w.consumer_name) FILTER (WHERE w.parent_id IS NULL) AS consumer_name,
                max(w.last_tick) FILTER (WHERE w.parent_id IS NULL) AS last_tick,
+               min(w.batch_prev_tick) AS pos_tick,
                max(w.last_seen) FILTER (WHERE w.parent_id IS NULL) AS own_seen,
                max(w.last_seen) FILTER (WHERE w.parent_id IS NOT NULL) AS workers_seen,
                max(w.batch_id) FILTER (WHERE w.parent_id IS NULL) AS batch_id,
@@ -203,7 +212,16 @@ BEGIN
         SELECT * FROM unnest(k_top, k_lag, k_unread, k_pending, k_in_flight, k_oldest, k_expired, k_redelivered)
                    AS k(top, lag, unread, pending, in_flight_events, oldest_in_flight, expired_leases, redelivered))
     SELECT q.queue_name, s.consumer_name, s.last_tick,
-           coalesce(k.lag, interval '0'), coalesce(k.unread, 0::bigint), coalesce(k.pending, 0::bigint),
+           -- a queue whose ticks were not read: its consumers are at or after its last tick of
+           -- events (nothing pending), or in the run of ticks just before it (tick_head's figures)
+           coalesce(k.lag, CASE WHEN coalesce(s.pos_tick, s.last_tick) >= h.prev_event_tick
+                                     AND coalesce(s.pos_tick, s.last_tick) < h.event_tick
+                                THEN clock_timestamp() - h.event_time END, interval '0'),
+           coalesce(k.unread, CASE WHEN s.last_tick >= h.prev_event_tick AND s.last_tick < h.event_tick
+                                   THEN h.tick_event_total - h.prev_event_total END, 0::bigint),
+           coalesce(k.pending, CASE WHEN coalesce(s.pos_tick, s.last_tick) >= h.prev_event_tick
+                                         AND coalesce(s.pos_tick, s.last_tick) < h.event_tick
+                                    THEN h.tick_event_total - h.prev_event_total END, 0::bigint),
            greatest(s.own_seen, s.workers_seen),
            s.batch_id, s.batch_started_at,
            s.workers,
@@ -215,6 +233,7 @@ BEGIN
       FROM g s
       JOIN pglogq.queue q ON q.queue_id = s.queue_id
       LEFT JOIN k ON k.top = s.top
+      LEFT JOIN pglogq.tick_head h ON h.queue_id = s.queue_id
      WHERE s.consumer_name IS NOT NULL  -- a group whose consumer row is gone (dropped meanwhile): none
        AND (consumer_info.for_consumer IS NULL OR s.consumer_name = consumer_info.for_consumer)
      ORDER BY q.queue_name, s.consumer_name;
