@@ -83,15 +83,19 @@ def check(text: str) -> str:
     return text.strip()
 
 
-def _prepare(value: Any, raws: dict[str, str], token: str) -> Any:
-    if isinstance(value, RawJson):
-        key = f"{token}{len(raws)}"
-        raws[key] = str(value)
-        return key
-    if isinstance(value, Decimal) and value.is_finite():
-        key = f"{token}{len(raws)}"
-        raws[key] = str(value)
-        return key
+_PLAIN = frozenset({str, int, bool})  # exactly these types: written by json.dumps as they are
+
+
+def _prepare(value: Any, raws: list[str], token: str) -> Any:
+    """``value`` ready for ``json.dumps``: each RawJson and finite Decimal replaced by a token
+    string (its text kept in ``raws``), each non-finite float by None."""
+    if value is None or type(value) in _PLAIN:
+        return value
+    if isinstance(value, float):
+        return None if value != value or value in (float("inf"), float("-inf")) else value
+    if isinstance(value, RawJson) or (isinstance(value, Decimal) and value.is_finite()):
+        raws.append(str(value))
+        return f"{token}{len(raws) - 1}"
     if isinstance(value, dict):
         return {k: _prepare(v, raws, token) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -103,20 +107,11 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     """``json.dumps`` that splices each :class:`RawJson` (and finite Decimal) as is.
 
     Never writes ``NaN`` or ``Infinity``: a non-finite float becomes ``null``."""
-    raws: dict[str, str] = {}
+    raws: list[str] = []
     token = f"\x01rawjson-{secrets.token_hex(8)}-"
-    prepared = _prepare(value, raws, token)
-    text = json.dumps(_finite(prepared), indent=indent, separators=None if indent else (",", ":"))
-    for key, raw in raws.items():
-        text = text.replace(json.dumps(key), ascii_only(raw), 1)
-    return text
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
+    text = json.dumps(_prepare(value, raws, token), indent=indent, separators=None if indent else (",", ":"))
+    if not raws:
+        return text
+    # each token string, as json.dumps wrote it, replaced by its text in one pass
+    written = re.compile(re.escape(json.dumps(token)[:-1]) + r'([0-9]+)"')
+    return written.sub(lambda m: ascii_only(raws[int(m.group(1))]), text)

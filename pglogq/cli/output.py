@@ -26,9 +26,13 @@ from rich.text import Text
 from pglogq.cli import jsontext
 from pglogq.durations import format_duration
 
+_AS_IS = frozenset({str, int, float, bool})  # exactly these types (a subclass may need more: RawJson)
+
 
 def jsonable(value: Any) -> Any:
     """A value as the JSON conventions above want it."""
+    if value is None or type(value) in _AS_IS:
+        return value  # most values of a listing: no further test
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from pglogq.cli.errors import Exit
+from tests.support.db import TICK_HEAD_FOLLOWS
 from tests.support.inflight import in_flight_job
 
 BIN = Path(sys.executable).parent
@@ -183,11 +184,13 @@ def test_rate_is_events_of_the_last_wall_clock_minute(dsn: str) -> None:
     assert rate() == pytest.approx(6 / 60)
     # the creation tick and the ticks of the first three events move out of the window
     sql(dsn, "UPDATE pglogq.tick SET tick_time = tick_time - interval '61 s' WHERE tick_id <= 4")
+    sql(dsn, TICK_HEAD_FOLLOWS)
     total = sql(dsn, "SELECT tick_event_total FROM pglogq.tick WHERE tick_id = 4")[0][0]
     assert total == 3
     assert rate() == pytest.approx((6 - 3) / 60)
     # the producer stopped over a minute ago: no rate left, in the CLI and in the SQL view alike
     sql(dsn, "UPDATE pglogq.tick SET tick_time = tick_time - interval '61 s' WHERE tick_id > 4")
+    sql(dsn, TICK_HEAD_FOLLOWS)
     assert rate() == 0
     assert sql(dsn, "SELECT events_per_second FROM pglogq.queue_info('q')") == [(0.0,)]
 

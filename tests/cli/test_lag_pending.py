@@ -14,6 +14,7 @@ import pglogq
 from pglogq.dashboard import create_app
 from pglogq.tickerd import queries as tq
 from tests.support.cli import js, ok
+from tests.support.db import TICK_HEAD_FOLLOWS
 
 TOKEN = "lag-token-0123"
 
@@ -37,6 +38,7 @@ def test_a_worker_holding_a_batch_reads_the_same_everywhere(dsn: str, client: pg
     assert len(page) == 7
     with psycopg.connect(dsn, autocommit=True) as conn:  # ticked a minute ago: a lag no clock rounds away
         conn.execute("UPDATE pglogq.tick SET tick_time = tick_time - interval '1 minute'")
+        conn.execute(TICK_HEAD_FOLLOWS)
 
     status = {c["consumer_name"]: c for c in js(dsn, "status", "q")["consumers"]}
     listed = {c["consumer_name"]: c for c in js(dsn, "consumer", "list", "q")}

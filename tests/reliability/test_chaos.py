@@ -24,6 +24,7 @@ from tests.harness.chaos.checker import check
 from tests.harness.chaos.history import Recorder, read_records
 from tests.harness.chaos.nemesis import MEAN_INTERVAL, MODE_INTERVAL, OWN_INTERVAL, retention_pass, schedule
 from tests.harness.chaos.sharded import duplicates
+from tests.support.db import TICK_HEAD_FOLLOWS
 
 SEED = 7
 DURATION = 75
@@ -353,6 +354,7 @@ def _age_ticks(dsn: str, upto: int, by: str = "2 hours") -> None:
     their times, so tick_time still grows with tick_id)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("UPDATE pglogq.tick SET tick_time = tick_time - %s::interval WHERE tick_id <= %s", (by, upto))
+        conn.execute(TICK_HEAD_FOLLOWS)
 
 
 def _last_tick(dsn: str) -> int:

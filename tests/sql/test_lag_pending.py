@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pglogq
+from tests.support.db import TICK_HEAD_FOLLOWS
 
 
 def test_an_idle_consumer_after_empty_ticks_has_no_lag(client: pglogq.Client) -> None:
@@ -64,9 +65,7 @@ def test_lag_is_the_age_of_the_oldest_pending_event_from_its_tick(client: pglogq
                      " WHERE tick_id = (SELECT max(tick_id) - 1 FROM pglogq.tick)")
         conn.execute("UPDATE pglogq.tick SET tick_time = tick_time - interval '1 minute'"
                      " WHERE tick_id = (SELECT max(tick_id) FROM pglogq.tick)")
-        # tick_head holds the last tick's time, as the tick wrote it
-        conn.execute("UPDATE pglogq.tick_head SET tick_time = tick_time - interval '1 minute',"
-                     "                            event_time = event_time - interval '1 minute'")
+        conn.execute(TICK_HEAD_FOLLOWS)
         for shortcut in (True, False):  # from tick_head's run of ticks, then from the ticks
             if not shortcut:
                 conn.execute("UPDATE pglogq.tick_head SET prev_event_tick = NULL")

@@ -1,10 +1,11 @@
 """A call on one queue locks the same relations whatever the number of other queues.
 
 Each call runs in its own transaction; before the commit the locks its backend holds are counted
-(pg_locks), after the deferred triggers the call left have run.  A plan over the partitioned event or tick table that does not prune to the queue's
-own partitions locks every queue's partitions (and their indexes): the count then grows with
-the queues, by about 25 a queue, and a receive in a database of 150 queues ran out of the lock
-table.  The counts at 2 and at 50 queues must be equal.  Nothing here is timed.
+(pg_locks), after the deferred triggers the call left have run.  A plan over the partitioned
+event or tick table that does not prune to the queue's own partitions locks every queue's
+partitions (and their indexes): the count then grows with the queues, by about 25 a queue, and
+a receive in a database of 150 queues ran out of the lock table.  The counts at 2 and at 50
+queues must be equal.  Nothing here is timed.
 
 receive reads the tick and event tables through copies of its functions made for each queue,
 whose statements name the queue's own tables (generic plans that lock only those): at 2 and at

@@ -95,3 +95,15 @@ class TableReads:
     def __repr__(self) -> str:
         return (f"TableReads(seq_scan={self.seq_scan}, seq_read={self.seq_read}, idx_scan={self.idx_scan},"
                 f" idx_fetch={self.idx_fetch}, deleted={self.deleted})")
+
+
+# After a test ages tick rows (UPDATE pglogq.tick SET tick_time = ...): each queue's tick_head
+# row takes the times of its ticks again (its last tick, its last tick of events), as the tick
+# that wrote them left it, so that what reads tick_head and what reads the ticks agree.
+TICK_HEAD_FOLLOWS = (
+    "UPDATE pglogq.tick_head h"
+    "   SET tick_time = coalesce((SELECT t.tick_time FROM pglogq.tick t"
+    "                              WHERE t.queue_id = h.queue_id AND t.tick_id = h.tick_id), h.tick_time),"
+    "       event_time = coalesce((SELECT t.tick_time FROM pglogq.tick t"
+    "                               WHERE t.queue_id = h.queue_id AND t.tick_id = h.event_tick), h.event_time)"
+)
