@@ -10,7 +10,9 @@
 --             if one element is invalid.
 -- Idempotency keys are claimed in one fixed order (by key), so concurrent batches sharing keys
 -- in any order wait for each other and never deadlock; ids follow the order of payloads.
--- Tables:     event (insert into the current child); with keys or delays, as send.
+-- Tables:     event (insert into the queue's current child); with keys or delays, as send.
+-- The events go into the queue's own table (pglogq.event_<queue id>), never through the shared
+-- parent, as in send (why: its header).
 CREATE OR REPLACE FUNCTION pglogq._send_batch(
     queue_name text, payloads jsonb[], type text DEFAULT NULL, headers jsonb DEFAULT NULL,
     priority integer DEFAULT 100, idempotency_keys text[] DEFAULT NULL,
@@ -98,11 +100,11 @@ BEGIN
             END IF;
         END LOOP;
         IF due IS NULL THEN
-            INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,
-                                      ev_key, ev_partition)
-            SELECT qid, slot, ids[o], type, payloads[o], headers, priority,
-                   keys[o], pglogq._event_partition(parts, keys[o], ids[o])
-              FROM generate_subscripts(payloads, 1) AS o WHERE fresh[o] ORDER BY o;
+            EXECUTE format('INSERT INTO pglogq.%I (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers,'
+                           '                       ev_priority, ev_key, ev_partition)'
+                           ' SELECT $1, $2, $3[o], $4, $5[o], $6, $7, $8[o], pglogq._event_partition($9, $8[o], $3[o])'
+                           '   FROM generate_subscripts($5, 1) AS o WHERE $10[o] ORDER BY o', 'event_' || qid)
+              USING qid, slot, ids, type, payloads, headers, priority, keys, parts, fresh;
         ELSE
             INSERT INTO pglogq.delayed (queue_id, msg_id, deliver_at, ev_type, ev_payload, ev_headers, ev_priority,
                                         ev_key)
@@ -112,23 +114,19 @@ BEGIN
         RETURN ids;
     END IF;
     IF keys IS NOT NULL OR parts > 1 THEN
-        WITH v AS (
-            SELECT p, o, nextval(seq) AS id FROM unnest(payloads) WITH ORDINALITY AS u(p, o)
-        ), ins AS (
-            INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,
-                                      ev_key, ev_partition)
-            SELECT qid, slot, v.id, type, v.p, headers, priority, keys[v.o],
-                   pglogq._event_partition(parts, keys[v.o], v.id) FROM v
-        )
-        SELECT array_agg(v.id ORDER BY v.o) INTO ids FROM v;
+        EXECUTE format('WITH v AS (SELECT p, o, nextval($1) AS id FROM unnest($2) WITH ORDINALITY AS u(p, o)),'
+                       ' ins AS (INSERT INTO pglogq.%I (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers,'
+                       '                                ev_priority, ev_key, ev_partition)'
+                       '         SELECT $3, $4, v.id, $5, v.p, $6, $7, $8[v.o], pglogq._event_partition($9, $8[v.o], v.id)'
+                       '           FROM v)'
+                       ' SELECT array_agg(v.id ORDER BY v.o) FROM v', 'event_' || qid)
+           INTO ids USING seq, payloads, qid, slot, type, headers, priority, keys, parts;
         RETURN ids;
     END IF;
-    WITH v AS (
-        SELECT p, o, nextval(seq) AS id FROM unnest(payloads) WITH ORDINALITY AS u(p, o)
-    ), ins AS (
-        INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
-        SELECT qid, slot, v.id, type, v.p, headers, priority FROM v
-    )
-    SELECT array_agg(v.id ORDER BY v.o) INTO ids FROM v;
+    EXECUTE format('WITH v AS (SELECT p, o, nextval($1) AS id FROM unnest($2) WITH ORDINALITY AS u(p, o)),'
+                   ' ins AS (INSERT INTO pglogq.%I (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)'
+                   '         SELECT $3, $4, v.id, $5, v.p, $6, $7 FROM v)'
+                   ' SELECT array_agg(v.id ORDER BY v.o) FROM v', 'event_' || qid)
+       INTO ids USING seq, payloads, qid, slot, type, headers, priority;
     RETURN ids;
 END $$;

@@ -1,6 +1,7 @@
 -- pglogq._tick(queue_id, force): write the next tick of one queue if its thresholds say so.
 -- Parameters: queue_id; force  tick whatever the thresholds say (and wait for a concurrent ticker)
--- Returns:    the new tick id, or NULL when no tick was due (or another ticker holds the queue).
+-- Returns:    the new tick id, or NULL when no tick was due (or another ticker holds the queue, or
+--             a drop_queue of it is waiting).
 -- Raises:     PQ015 the new snapshot is older than the last tick's (txids went backwards:
 --             a database restored into another cluster).
 -- Tables:     tick (insert; read: the last tick, unless tick_head holds it), tick_head (read;
@@ -27,10 +28,12 @@
 -- keep-alive of an idle queue the count of the events it closes: the last tick quiet at the
 -- sequence's value, and that value unmoved once the new snapshot is taken, leave no event that
 -- one could close (every event's id is drawn under that lock, pumps and replays included).
--- Plans: the reads of the tick and event tables are EXECUTEd, so each is planned with the queue's
--- id and reads and locks that queue's partitions only (a cached plan over the partitioned
--- tables covers, and locks, every queue's partitions: cost and locks grew with the number of
--- queues); every other statement keeps its cached plan (they were all planned afresh on every
+-- Plans: the reads and the insert of the tick and event tables are EXECUTEd on the queue's own
+-- tables (pglogq.tick_<queue id>, pglogq.event_<queue id>), so each reads and locks that queue's
+-- partitions only (a cached plan over the partitioned tables covers, and locks, every queue's
+-- partitions: cost and locks grew with the number of queues), and never names the shared
+-- parents, whose partition lists (every queue's table) the first statement of a session naming
+-- them builds (about 9 ms each at 1,000 queues); every other statement keeps its cached plan (they were all planned afresh on every
 -- call, 1-2 ms a tick, which at 1,000 idle queues was most of the ticker's cost).  A keep-alive
 -- of an idle queue (its tick_head quiet at the sequence's value, the value unmoved) reads none
 -- of the queue's partitions: the last tick's id, time, xmax and event total are in tick_head.
@@ -58,7 +61,7 @@ DECLARE
     first_tick bigint;
     first_time timestamptz;
     -- the queue's last tick, read from its own partitions (see Plans in the header)
-    last_tick constant text := 'SELECT * FROM pglogq.tick t WHERE t.queue_id = $1 ORDER BY t.tick_id DESC LIMIT 1';
+    last_tick constant text := 'SELECT * FROM pglogq.%I t WHERE t.queue_id = $1 ORDER BY t.tick_id DESC LIMIT 1';
 BEGIN
     IF force THEN
         PERFORM pg_advisory_xact_lock(hashtext('pglogq.tick'), _tick.queue_id);
@@ -66,6 +69,20 @@ BEGIN
         RETURN NULL;
     END IF;
     SELECT * INTO q FROM pglogq.queue x WHERE x.queue_id = _tick.queue_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- the queue's tables are named below, not reached through the shared parents: a drop_queue
+    -- of the queue must not commit from here on (it holds the name's lock exclusive while it
+    -- waits, then drops them).  Not forced, it is tried, not waited for: a pass of the ticker
+    -- never waits behind a drop (which waits for the queue's open transactions); force_tick
+    -- holds it already (_queue).  Held: the row is read again, a drop may have committed since
+    IF force THEN
+        PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(q.queue_name));
+    ELSIF NOT pg_try_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(q.queue_name)) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM 1 FROM pglogq.queue x WHERE x.queue_id = _tick.queue_id;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
@@ -81,7 +98,7 @@ BEGIN
         last.tick_event_total := h.tick_event_total;
         last_xmax := h.tick_xmax;
     ELSE
-        EXECUTE last_tick INTO last USING q.queue_id;
+        EXECUTE format(last_tick, 'tick_' || q.queue_id) INTO last USING q.queue_id;
         last_xmax := pg_snapshot_xmax(last.tick_snapshot);
     END IF;
     IF NOT force AND clock_timestamp() - last.tick_time < q.ticker_idle_period THEN
@@ -94,14 +111,14 @@ BEGIN
         mine := pg_current_xact_id_if_assigned();
         want := CASE WHEN clock_timestamp() - last.tick_time >= q.ticker_max_lag THEN 1
                      ELSE greatest(q.ticker_max_count, 1) END;
-        EXECUTE 'SELECT count(*) FROM ('
-                '    (SELECT 1 FROM pglogq.event e'
-                '      WHERE e.ev_queue = $1 AND e.ev_txid >= $2 AND e.ev_txid IS DISTINCT FROM $3 LIMIT $4)'
-                '    UNION ALL'
-                '    (SELECT 1 FROM pglogq.event e'
-                '      WHERE cardinality($5) > 0 AND e.ev_queue = $1 AND e.ev_txid = ANY ($5)'
-                '        AND e.ev_txid IS DISTINCT FROM $3 LIMIT $4)'
-                '    LIMIT $4) w'
+        EXECUTE format('SELECT count(*) FROM ('
+                       '    (SELECT 1 FROM pglogq.%1$I e'
+                       '      WHERE e.ev_queue = $1 AND e.ev_txid >= $2 AND e.ev_txid IS DISTINCT FROM $3 LIMIT $4)'
+                       '    UNION ALL'
+                       '    (SELECT 1 FROM pglogq.%1$I e'
+                       '      WHERE cardinality($5) > 0 AND e.ev_queue = $1 AND e.ev_txid = ANY ($5)'
+                       '        AND e.ev_txid IS DISTINCT FROM $3 LIMIT $4)'
+                       '    LIMIT $4) w', 'event_' || q.queue_id)
            INTO waiting USING q.queue_id, last_xmax, mine, want, xip_arr;
         IF waiting < want THEN
             RETURN NULL;
@@ -115,7 +132,8 @@ BEGIN
     IF NOT idle THEN
         mine := pg_current_xact_id_if_assigned();
         IF mine IS NOT NULL THEN
-            EXECUTE 'SELECT EXISTS (SELECT 1 FROM pglogq.event e WHERE e.ev_queue = $1 AND e.ev_txid = $2)'
+            EXECUTE format('SELECT EXISTS (SELECT 1 FROM pglogq.%I e WHERE e.ev_queue = $1 AND e.ev_txid = $2)',
+                           'event_' || q.queue_id)
                INTO own USING q.queue_id, mine;
             IF own THEN
                 quiet := NULL;
@@ -151,26 +169,29 @@ BEGIN
     ELSE
         IF idle THEN
             -- an id was drawn meanwhile: this tick may close its event (read the last tick now)
-            EXECUTE last_tick INTO last USING q.queue_id;
+            EXECUTE format(last_tick, 'tick_' || q.queue_id) INTO last USING q.queue_id;
         END IF;
         xip_arr := ARRAY(SELECT x FROM pg_snapshot_xip(last.tick_snapshot) x WHERE pg_visible_in_snapshot(x, snap));
-        EXECUTE 'SELECT (SELECT count(*) FROM pglogq.event e'
-                '         WHERE e.ev_queue = $1 AND e.ev_txid >= $2 AND e.ev_txid < $3'
-                '           AND pg_visible_in_snapshot(e.ev_txid, $4))'
-                '     + (SELECT count(*) FROM pglogq.event e'
-                '         WHERE cardinality($5) > 0 AND e.ev_queue = $1 AND e.ev_txid = ANY ($5))'
+        EXECUTE format('SELECT (SELECT count(*) FROM pglogq.%1$I e'
+                       '         WHERE e.ev_queue = $1 AND e.ev_txid >= $2 AND e.ev_txid < $3'
+                       '           AND pg_visible_in_snapshot(e.ev_txid, $4))'
+                       '     + (SELECT count(*) FROM pglogq.%1$I e'
+                       '         WHERE cardinality($5) > 0 AND e.ev_queue = $1 AND e.ev_txid = ANY ($5))',
+                       'event_' || q.queue_id)
            INTO closed USING q.queue_id, pg_snapshot_xmax(last.tick_snapshot), pg_snapshot_xmax(snap), snap, xip_arr;
     END IF;
     at := clock_timestamp();
-    INSERT INTO pglogq.tick (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq, tick_event_total)
-    VALUES (q.queue_id, last.tick_id + 1, at, snap, cur_seq, last.tick_event_total + closed);
+    EXECUTE format('INSERT INTO pglogq.%I (queue_id, tick_id, tick_time, tick_snapshot, tick_event_seq, tick_event_total)'
+                   ' VALUES ($1, $2, $3, $4, $5, $6)', 'tick_' || q.queue_id)
+      USING q.queue_id, last.tick_id + 1, at, snap, cur_seq, last.tick_event_total + closed;
     -- event_tick, event_time: this tick when it closes events; else the head's, or when the head
     -- has none (a row of before the columns), the first stored tick with the last tick's total:
     -- the one that closed the last events, or a later one when rotation removed it (later is
     -- safe: a listing then reads the queue's ticks more often, never misses an event)
     IF closed = 0 AND (h.event_tick IS NULL OR h.event_time IS NULL) THEN
-        EXECUTE 'SELECT t.tick_id, t.tick_time FROM pglogq.tick t'
-                ' WHERE t.queue_id = $1 AND t.tick_event_total = $2 ORDER BY t.tick_id LIMIT 1'
+        EXECUTE format('SELECT t.tick_id, t.tick_time FROM pglogq.%I t'
+                       ' WHERE t.queue_id = $1 AND t.tick_event_total = $2 ORDER BY t.tick_id LIMIT 1',
+                       'tick_' || q.queue_id)
            INTO first_tick, first_time USING q.queue_id, last.tick_event_total;
     END IF;
     -- prev_event_tick, prev_event_total: when this tick closes events, the head's event tick and

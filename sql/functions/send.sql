@@ -8,10 +8,15 @@
 -- Returns:    the message id.
 -- Raises:     PQ001 unknown queue; PQ006 payload + headers too large; PQ007 invalid payload or headers;
 --             PQ011 invalid delay; PQ019 invalid argument.
--- Tables:     event (insert into the current child), delayed, idempotency_key, queue (read).
+-- Tables:     event (insert into the queue's current child), delayed, idempotency_key, queue (read).
 -- Runs in the caller's transaction: the event is delivered only if that transaction commits.
 -- On a partitioned queue the event has no key and goes to partition msg_id % partitions; a keyed
 -- event is sent with send_keyed.
+-- The event goes into the queue's own table (pglogq.event_<queue id>, one dynamic statement),
+-- never through the shared parent pglogq.event: the first statement of a session that names the
+-- parent builds its partition list, every queue's table (8.9 ms at 1,000 queues, 10.9 ms for
+-- the session's first send against 1.9 ms this way); a dynamic INSERT costs about 12 us more
+-- than a cached one.
 CREATE OR REPLACE FUNCTION pglogq.send(
     queue_name text, payload jsonb, type text DEFAULT NULL, headers jsonb DEFAULT NULL,
     priority integer DEFAULT 100, idempotency_key text DEFAULT NULL,
@@ -47,8 +52,9 @@ BEGIN
          WHERE q.queue_name = send.queue_name AND q.partitions = 1
            AND pg_column_size(send.payload) <= q.max_payload_bytes;  -- NULL payload: no row
         IF FOUND THEN
-            INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload)
-            VALUES (qid, slot, mid, type, payload);
+            EXECUTE format('INSERT INTO pglogq.%I (ev_queue, ev_slot, ev_id, ev_type, ev_payload)'
+                           ' VALUES ($1, $2, $3, $4, $5)', 'event_' || qid)
+              USING qid, slot, mid, type, payload;
             RETURN mid;
         END IF;
     ELSIF idempotency_key IS NULL AND deliver_at IS NULL AND delay IS NULL
@@ -60,8 +66,9 @@ BEGIN
          WHERE q.queue_name = send.queue_name AND q.partitions = 1
            AND pg_column_size(send.payload) + coalesce(pg_column_size(send.headers), 0) <= q.max_payload_bytes;
         IF FOUND THEN
-            INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
-            VALUES (qid, slot, mid, type, payload, headers, priority);
+            EXECUTE format('INSERT INTO pglogq.%I (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers,'
+                           ' ev_priority) VALUES ($1, $2, $3, $4, $5, $6, $7)', 'event_' || qid)
+              USING qid, slot, mid, type, payload, headers, priority;
             RETURN mid;
         END IF;
     END IF;
@@ -110,13 +117,14 @@ BEGIN
     END IF;
     IF parts > 1 THEN
         mid := coalesce(mid, nextval(seq));
-        INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,
-                                  ev_partition)
-        VALUES (qid, slot, mid, type, payload, headers, priority, pglogq._event_partition(parts, NULL, mid));
+        EXECUTE format('INSERT INTO pglogq.%I (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,'
+                       ' ev_partition) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)', 'event_' || qid)
+          USING qid, slot, mid, type, payload, headers, priority, pglogq._event_partition(parts, NULL, mid);
         RETURN mid;
     END IF;
-    INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
-    VALUES (qid, slot, coalesce(mid, nextval(seq)), type, payload, headers, priority)
-    RETURNING ev_id INTO mid;
+    mid := coalesce(mid, nextval(seq));
+    EXECUTE format('INSERT INTO pglogq.%I (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)'
+                   ' VALUES ($1, $2, $3, $4, $5, $6, $7)', 'event_' || qid)
+      USING qid, slot, mid, type, payload, headers, priority;
     RETURN mid;
 END $$;

@@ -79,18 +79,20 @@ BEGIN
     -- one pass over the array: an element over the cap (payload plus the headers every event
     -- carries) is left out, and then the error below undoes the whole statement with the
     -- transaction (or the caller's savepoint)
+    -- into the queue's own table, not through the shared parent (see send: why)
     IF keys IS NOT NULL OR parts > 1 THEN
-        INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority,
-                                  ev_key, ev_partition)
-        SELECT qid, slot, ids[u.o], type, u.p, headers, priority,
-               keys[u.o], pglogq._event_partition(parts, keys[u.o], ids[u.o])
-          FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o)
-         WHERE pg_column_size(u.p) + hsize <= maxbytes;
+        EXECUTE format('INSERT INTO pglogq.%I (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers,'
+                       '                       ev_priority, ev_key, ev_partition)'
+                       ' SELECT $1, $2, $3[u.o], $4, u.p, $5, $6, $7[u.o], pglogq._event_partition($8, $7[u.o], $3[u.o])'
+                       '   FROM jsonb_array_elements($9) WITH ORDINALITY AS u(p, o)'
+                       '  WHERE pg_column_size(u.p) + $10 <= $11', 'event_' || qid)
+          USING qid, slot, ids, type, headers, priority, keys, parts, payloads, hsize, maxbytes;
     ELSE
-        INSERT INTO pglogq.event (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)
-        SELECT qid, slot, ids[u.o], type, u.p, headers, priority
-          FROM jsonb_array_elements(payloads) WITH ORDINALITY AS u(p, o)
-         WHERE pg_column_size(u.p) + hsize <= maxbytes;
+        EXECUTE format('INSERT INTO pglogq.%I (ev_queue, ev_slot, ev_id, ev_type, ev_payload, ev_headers, ev_priority)'
+                       ' SELECT $1, $2, $3[u.o], $4, u.p, $5, $6'
+                       '   FROM jsonb_array_elements($7) WITH ORDINALITY AS u(p, o)'
+                       '  WHERE pg_column_size(u.p) + $8 <= $9', 'event_' || qid)
+          USING qid, slot, ids, type, headers, priority, payloads, hsize, maxbytes;
     END IF;
     GET DIAGNOSTICS done = ROW_COUNT;
     IF done < n THEN

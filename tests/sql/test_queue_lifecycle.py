@@ -329,3 +329,26 @@ def test_drop_and_create_while_the_ticker_runs(client: pglogq.Client, dsn: str) 
         for t in threads:
             t.join(60)
     assert not errors, errors
+
+
+def test_a_ticker_pass_never_waits_for_a_waiting_drop_queue(client: pglogq.Client, dsn: str) -> None:
+    """A tick names the queue's own tables, so it holds the queue name's lock (shared) against a
+    drop committing under it; a pass of the ticker only tries it: behind a drop_queue that waits
+    for the queue's open transactions, the pass skips the queue and ticks the others."""
+    _prepare(client)
+    client.send("q", {})
+    client.send("other", {})
+    with psycopg.connect(dsn) as producer:
+        producer.execute("SELECT pglogq.send('q', '{}')")  # open: holds q's name lock, shared
+        drop = Call(dsn, lambda c: c.execute("SELECT pglogq.drop_queue('q', true)").fetchall())
+        drop.start()
+        wait_blocked(dsn, drop.pid)
+        with psycopg.connect(dsn, autocommit=True) as ticker:
+            ticker.execute("SET lock_timeout = '1s'")  # a wait for any lock fails the pass
+            ticker.execute("SELECT pglogq.ticker()")
+            ticked = ticker.execute("SELECT q.queue_name, h.tick_id FROM pglogq.tick_head h"
+                                    "  JOIN pglogq.queue q USING (queue_id) ORDER BY 1").fetchall()
+        assert ticked == [("other", 2), ("q", 2)]  # other ticked; q left to the drop
+        producer.commit()
+    assert drop.outcome() == [(True,)]
+    assert client.queue_info("other")[0].pending_estimate == 0

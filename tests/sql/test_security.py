@@ -455,9 +455,12 @@ DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_co
                # copies of installed functions (their catalog definitions, names made of the
                # queue's id), run as src; no argument text reaches them
                "_queue_functions",
-               # the reads of the tick and event tables, constant statements EXECUTEd with the
-               # queue's id as a value (planned for it: its partitions only)
+               # the reads and the insert of the queue's own tick and event tables: names made of
+               # the queue's id, format('%I'); values through USING
                "_tick",
+               # the sends' inserts and cancel's re-check at COMMIT, into / from the queue's own
+               # event table: its name made of the queue's id, format('%I'); values through USING
+               "send", "_send_batch", "send_batch_keyed", "_cancel_recheck",
                # the queue's copy of _consumer_ticks: its name made of the queue's id, format('%I')
                "consumer_info"}
 
