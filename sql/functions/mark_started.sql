@@ -18,10 +18,11 @@
 -- return false, and a cancellation still uncommitted is refused at its COMMIT (PQ035).
 -- For a page received with start_first NULL every event counts as started already: the call
 -- then changes nothing and returns an empty array.
--- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
--- the queue's id and reads and locks that queue's partitions only (after five calls a generic
--- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
--- the number of queues).
+-- Plans: the queue's copy (_queue_functions) answers when it exists, as in nack (why: its
+-- header).  Without one: custom (plan_cache_mode), so that each read of the event and tick
+-- tables is planned with the queue's id and reads and locks that queue's partitions only (after
+-- five calls a generic plan was chosen, which covers and locks every queue's partitions: cost
+-- and locks grew with the number of queues).
 CREATE OR REPLACE FUNCTION pglogq.mark_started(
     batch_id bigint, msg_id bigint, msg_txid xid8 DEFAULT NULL, back boolean DEFAULT false)
 RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER
@@ -37,7 +38,19 @@ DECLARE
     lo xid8;
     hi xid8;
     gone bigint[];
+    copy_of integer;
 BEGIN
+    -- queue copy: from here
+    -- the queue's own copy of this function (_queue_functions), whose cached generic plans read
+    -- and lock its tables only; none (no batch, or no copy yet): the body below says what
+    SELECT s.queue_id INTO copy_of FROM pglogq.subscription s WHERE s.batch_id = mark_started.batch_id;
+    IF copy_of IS NOT NULL
+       AND to_regproc(format('pglogq.%I', '_q' || copy_of || '_@copies@_mark_started')) IS NOT NULL THEN
+        EXECUTE format('SELECT pglogq.%I($1, $2, $3, $4)', '_q' || copy_of || '_@copies@_mark_started')
+           INTO gone USING batch_id, msg_id, msg_txid, back;
+        RETURN gone;
+    END IF;
+    -- queue copy: to here
     h := pglogq._holder(batch_id, false);
     IF h.sub_id IS NULL THEN
         RETURN NULL;

@@ -446,9 +446,9 @@ DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_co
                # CREATE/DROP TRIGGER on the caller's table: the table as regclass (%s of a regclass
                # is its quoted name), trigger names %I, trigger arguments and only_if %L
                "capture_table", "uncapture_table",
-               # the queue's copy of receive, jobs, cancel and cancel's check: its name made of the
-               # queue's id, format('%I')
-               "receive", "jobs", "cancel", "_cancel_handed",
+               # the queue's copy of receive, jobs, cancel, cancel's check, nack and mark_started:
+               # its name made of the queue's id, format('%I')
+               "receive", "jobs", "cancel", "_cancel_handed", "nack", "mark_started",
                # a listing of every queue reads a queue's id sequence with SELECT (a lock its
                # subtransaction lets go): the sequence as regclass, %s
                "queue_info",
