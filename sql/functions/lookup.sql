@@ -37,7 +37,8 @@
 -- original event through the (ev_txid, ev_id) index from pglogq._event_txid_floor (1 to 5 ms on
 -- a queue of 1,000,000 events; when the kept ticks cannot bound the id, the scan starts at the
 -- oldest stored event: 84 ms for the last of 1,000,000), redeliveries through event_owned_id_idx.
--- Plans: custom (plan_cache_mode), and every read of the event and tick tables names the queue's
+-- Plans: the queue's copy (_queue_functions) answers when it exists, as in nack (why: its
+-- header).  Without one: custom (plan_cache_mode), and every read of the event and tick tables names the queue's
 -- id: the plans read and lock the queue's own partitions only, whatever the number of queues.
 CREATE OR REPLACE FUNCTION pglogq.lookup(queue_name text, msg_id bigint)
 RETURNS TABLE (consumer text, state text, detail text, type text, created_at timestamptz, worker text,
@@ -68,6 +69,13 @@ DECLARE
     crashes integer;
 BEGIN
     q := pglogq._queue(queue_name);
+    -- queue copy: from here
+    IF to_regproc(format('pglogq.%I', '_q' || q.queue_id || '_@copies@_lookup')) IS NOT NULL THEN
+        RETURN QUERY EXECUTE format('SELECT * FROM pglogq.%I($1, $2)', '_q' || q.queue_id || '_@copies@_lookup')
+            USING queue_name, wanted;
+        RETURN;
+    END IF;
+    -- queue copy: to here
     IF wanted IS NULL OR wanted < 1 OR wanted > coalesce(pg_sequence_last_value(q.event_seq), 0) THEN
         RAISE EXCEPTION 'unknown message % on queue "%"', coalesce(wanted::text, 'NULL'), q.queue_name
             USING ERRCODE = 'PQ021', HINT = 'this queue has never issued that id';

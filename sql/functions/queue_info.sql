@@ -13,7 +13,8 @@
 --             database "d" since T (xid age A)').
 -- Tables:     queue, tick_head, tick, subscriber, subscription, retry, dead_letter_count, delayed, event,
 --             the queue's id sequence (read).
--- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
+-- Plans: one queue's row comes from the queue's copy (_queue_functions) when it exists, as in
+-- nack (why: its header).  Else (and for a listing): custom (plan_cache_mode), so that each read of the event and tick tables is planned with
 -- the queue's id and reads and locks that queue's partitions only (after five calls a generic
 -- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
 -- the number of queues).
@@ -67,6 +68,13 @@ DECLARE
 BEGIN
     IF one THEN
         qid := (pglogq._queue(queue_info.for_queue)).queue_id;
+        -- queue copy: from here
+        IF to_regproc(format('pglogq.%I', '_q' || qid || '_@copies@_queue_info')) IS NOT NULL THEN
+            RETURN QUERY EXECUTE format('SELECT * FROM pglogq.%I($1)', '_q' || qid || '_@copies@_queue_info')
+                USING for_queue;
+            RETURN;
+        END IF;
+        -- queue copy: to here
     END IF;
     -- the counts and sizes of every queue (one queue: its rows only), each grouped once, kept in a
     -- map by queue id that each queue's row looks up: joined to the queue rows, they were nested

@@ -28,7 +28,8 @@
 -- Ticks older than the slowest consumer are thinned to about one a minute by maint_prune, so
 -- a timestamp or by_events target lands on the nearest tick that is still kept.
 -- Cost: index probes (tick_total_idx, tick_time_idx, tick_id_idx), whatever the number of kept ticks.
--- Plans: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
+-- Plans: the queue's copy (_queue_functions) answers when it exists, as in nack (why: its
+-- header).  Without one: custom (plan_cache_mode), so that each read of the event and tick tables is planned with
 -- the queue's id and reads and locks that queue's partitions only (after five calls a generic
 -- plan was chosen, which covers and locks every queue's partitions: cost and locks grew with
 -- the number of queues).
@@ -60,6 +61,13 @@ BEGIN
             USING ERRCODE = 'PQ019';
     END IF;
     q := pglogq._queue(queue_name);
+    -- queue copy: from here
+    IF to_regproc(format('pglogq.%I', '_q' || q.queue_id || '_@copies@_seek_plan')) IS NOT NULL THEN
+        RETURN QUERY EXECUTE format('SELECT * FROM pglogq.%I($1, $2, $3, $4)', '_q' || q.queue_id || '_@copies@_seek_plan')
+            USING queue_name, consumer_name, to_position, by_events;
+        RETURN;
+    END IF;
+    -- queue copy: to here
     c := pglogq._consumer(q.queue_id, q.queue_name, consumer_name);
     SELECT * INTO hi FROM pglogq.tick t WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
     SELECT * INTO lo FROM pglogq.tick t

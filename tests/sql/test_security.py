@@ -446,11 +446,14 @@ DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_co
                # CREATE/DROP TRIGGER on the caller's table: the table as regclass (%s of a regclass
                # is its quoted name), trigger names %I, trigger arguments and only_if %L
                "capture_table", "uncapture_table",
-               # the queue's copy of receive, jobs, cancel, cancel's check, nack and mark_started:
-               # its name made of the queue's id, format('%I')
-               "receive", "jobs", "cancel", "_cancel_handed", "nack", "mark_started",
+               # the queue's copy of receive, jobs, cancel, cancel's check, nack, mark_started,
+               # lookup and seek_plan: its name made of the queue's id, format('%I')
+               "receive", "jobs", "cancel", "_cancel_handed", "nack", "mark_started", "lookup", "seek_plan",
+               # the count of the queue's own event table: its name made of the queue's id, format('%I')
+               "stored_events",
                # a listing of every queue reads a queue's id sequence with SELECT (a lock its
-               # subtransaction lets go): the sequence as regclass, %s
+               # subtransaction lets go): the sequence as regclass, %s; one queue's row from its
+               # copy, whose name is made of the queue's id, format('%I')
                "queue_info",
                # copies of installed functions (their catalog definitions, names made of the
                # queue's id), run as src; no argument text reaches them

@@ -7,7 +7,7 @@ from psycopg.conninfo import make_conninfo
 
 # how many functions _queue_functions copies for each queue (its list of names): receive's path,
 # jobs', cancel's and consumer_info's tick figures
-QUEUE_COPIES = 14
+QUEUE_COPIES = 19
 
 SIDE_TABLES = (
     "event",
