@@ -107,7 +107,12 @@ BEGIN
         copy := '_q' || copy_of || '_@copies@_receive';
         IF to_regproc('pglogq.' || copy) IS NULL THEN
             -- the first receive since an install changed the functions (or since the copies
-            -- were dropped): the copies made now, once (racing receives wait for the first)
+            -- were dropped): the copies made now, once (racing receives wait for the first).
+            -- An older snapshot (not READ COMMITTED) may show a queue dropped since, and its
+            -- copies: _queue says so first (40001), as the body below would
+            IF current_setting('transaction_isolation') <> 'read committed' THEN
+                PERFORM pglogq._queue(queue_name);
+            END IF;
             PERFORM pg_advisory_xact_lock(hashtext('pglogq.queue_functions'), copy_of);
             IF to_regproc('pglogq.' || copy) IS NULL THEN
                 PERFORM pglogq._queue_functions(copy_of);

@@ -201,11 +201,18 @@ def test_send_batch_keyed_ids_follow_the_payload_order(client: pglogq.Client) ->
         "SELECT pglogq.send('q', '{}', delay => '1 hour')",
         "SELECT pglogq.cancel('q', 1)",
         "SELECT pglogq.subscribe('q', 'b')",
+        # its copies dropped with the queue, receive made them again from the older snapshot's
+        # catalog rows: a syntax error (42601) from a DROP of a function no longer there
+        "SELECT * FROM pglogq.receive('q', 'a')",
+        "SELECT * FROM pglogq.receive('q', 'a', 10, 'w1')",
+        "SELECT * FROM pglogq.lookup('q', 1)",
+        "SELECT * FROM pglogq.queue_info('q')",
     ],
 )
 def test_repeatable_read_producer_after_drop_queue(client: pglogq.Client, dsn: str, sql: str) -> None:
     """Regression: XX000 "could not open relation with OID" instead of PQ001 or 40001."""
     client.create_queue("q")
+    client.subscribe("q", "a")
     client.send("q", {})
     with psycopg.connect(dsn) as rr:
         rr.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
@@ -352,3 +359,26 @@ def test_a_ticker_pass_never_waits_for_a_waiting_drop_queue(client: pglogq.Clien
         producer.commit()
     assert drop.outcome() == [(True,)]
     assert client.queue_info("other")[0].pending_estimate == 0
+
+
+@pytest.mark.parametrize("then", ["nack", "mark_started", "send"])
+def test_a_holder_s_transaction_and_a_waiting_drop_queue_do_not_deadlock(
+    client: pglogq.Client, dsn: str, then: str,
+) -> None:
+    """A transaction that locked a batch's holder (a heartbeat) and then reads the queue's tables
+    (a nack, a mark_started, a send) deadlocked with a drop_queue(force) started in between,
+    which held those tables while it waited for the holder's row: the holder's lock now comes
+    after the queue name's, so the drop waits for the transaction, then goes on."""
+    _prepare(client)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        batch, msg = conn.execute("SELECT batch_id, msg_id FROM pglogq.receive('q', 'a', 10, NULL, 0)").fetchone()
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT pglogq.heartbeat(%s)", (batch,))
+        drop = Call(dsn, lambda c: c.execute("SELECT pglogq.drop_queue('q', true)").fetchall())
+        drop.start()
+        wait_blocked(dsn, drop.pid)
+        sql = {"nack": "SELECT pglogq.nack(%s, %s)", "mark_started": "SELECT pglogq.mark_started(%s, %s)",
+               "send": "SELECT pglogq.send('q', '{}') WHERE %s::bigint + %s::bigint > 0"}[then]
+        holder.execute(sql, (batch, msg))
+        holder.commit()
+    assert drop.outcome() == [(True,)]
