@@ -68,9 +68,9 @@ def test_metadata_does_not_grow_with_traffic_under_a_held_snapshot(
     the metadata rotated: the dead versions of the state rows and the old ticks went with
     TRUNCATE.  Before the metadata was rotated (migrations 0017 and 0018) each receive and ack
     left a dead version of the subscription row that no VACUUM could free while the snapshot was
-    held, and the second figure was hundreds of
-    kB larger.  On a partitioned queue each receive also inserts and deletes stream marks: the
-    rotation compacts them (without it the marks grew by about 100 kB here)."""
+    held, and the second figure was hundreds of kB larger.  On a partitioned queue each receive
+    also inserts and deletes stream marks: the rotation compacts them (without it the marks grew
+    by about 100 kB here)."""
     setup(client, partitions)
     with psycopg.connect(dsn) as held, psycopg.connect(dsn, autocommit=True) as conn:
         held.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
