@@ -50,6 +50,18 @@ BEGIN
     IF payloads IS NULL OR cardinality(payloads) = 0 THEN
         RETURN ARRAY[]::bigint[];
     END IF;
+    -- every array below is read by position from 1, and a caller's array may start elsewhere
+    -- ('[0:1]={...}'): such an array is renumbered, its order kept (read from subscript 1, the
+    -- keys of '[0:1]={a,b}' were NULL and b: a not-null violation, 23502)
+    IF array_lower(payloads, 1) <> 1 THEN
+        payloads := ARRAY(SELECT u.p FROM unnest(payloads) WITH ORDINALITY AS u(p, o) ORDER BY u.o);
+    END IF;
+    IF array_lower(idempotency_keys, 1) <> 1 THEN
+        idempotency_keys := ARRAY(SELECT u.k FROM unnest(idempotency_keys) WITH ORDINALITY AS u(k, o) ORDER BY u.o);
+    END IF;
+    IF array_lower(keys, 1) <> 1 THEN
+        keys := ARRAY(SELECT u.k FROM unnest(keys) WITH ORDINALITY AS u(k, o) ORDER BY u.o);
+    END IF;
     IF cardinality(payloads) > 100000 THEN
         RAISE EXCEPTION 'too many events in one batch: % (at most 100000)', cardinality(payloads)
             USING ERRCODE = 'PQ019';

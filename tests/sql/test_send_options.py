@@ -440,3 +440,24 @@ def test_the_short_path_of_send_at_its_boundaries_behaves_as_the_full_path(clien
             assert short[1] == full[1] and short[1].startswith("PQ"), (sql, short, full)
         seen.add(short[0])
     assert seen == {"ok", "error"}
+
+
+
+def test_arrays_starting_at_another_subscript_are_read_in_order(client: pglogq.Client, dsn: str) -> None:
+    """send_batch's arrays as SQL can write them, '[0:1]={...}': payloads and idempotency keys
+    are taken in their order (the keys of '[0:1]={a,b}' were read from subscript 1: NULL and b,
+    a not-null violation), on a queue of one partition and a partitioned one."""
+    payloads = r'[0:1]={"{\"n\": 1}","{\"n\": 2}"}'
+    for queue, partitions in (("q", 1), ("p", 4)):
+        client.create_queue(queue, partitions=partitions)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            ids = conn.execute("SELECT pglogq.send_batch(%s, %s::jsonb[], idempotency_keys => '[0:1]={a,b}')",
+                               (queue, payloads)).fetchone()
+            assert ids is not None and len(ids[0]) == 2
+            again = conn.execute("SELECT pglogq.send_batch(%s, ARRAY['{}'::jsonb, '{}'],"
+                                 " idempotency_keys => ARRAY['a', 'b'])", (queue,)).fetchone()
+            assert again == ids  # the same keys in the same order: the same ids
+            stored = conn.execute("SELECT ev_payload FROM pglogq.event WHERE ev_id = ANY (%s) AND ev_queue ="
+                                  " (SELECT queue_id FROM pglogq.queue WHERE queue_name = %s) ORDER BY ev_id",
+                                  (ids[0], queue)).fetchall()
+            assert [r[0] for r in stored] == [{"n": 1}, {"n": 2}]
