@@ -28,15 +28,9 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
 DECLARE
     h pglogq.subscription;
 BEGIN
-    -- the holder, as _holder finds and locks it (the queue name's lock first: why in _holder);
-    -- _holder itself when no row holds the batch (it says why: PQ008 or PQ009)
-    PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(x.queue_name))
-       FROM pglogq.subscription s JOIN pglogq.queue x ON x.queue_id = s.queue_id
-      WHERE s.batch_id = ack.batch_id;
-    SELECT * INTO h FROM pglogq.subscription s WHERE s.batch_id = ack.batch_id FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        h := pglogq._holder(batch_id);
-    END IF;
+    -- the holder, locked after the queue name's lock (_holder: the one owner of that order);
+    -- no row holds the batch: PQ008 or PQ009
+    h := pglogq._holder(batch_id);
     IF h.page_end_txid IS NULL THEN
         IF last_msg_id IS NULL AND last_txid IS NULL THEN
             RETURN false;
