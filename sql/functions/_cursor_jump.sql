@@ -8,9 +8,12 @@
 -- The run of receiving that ends here (from handed_from to the cursor tick, an open batch
 -- counted whole) is kept in handed_run; the next run starts at target_tick.  See
 -- pglogq._cancel_handed for what the runs are for.
+-- Plans: custom (plan_cache_mode): a generic plan of its reads of the partitioned tick and event
+-- tables locks every queue's partitions (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq._cursor_jump(sub_id integer, target_tick bigint)
 RETURNS void LANGUAGE plpgsql
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     c pglogq.subscription;
     cur_snap pg_snapshot;

@@ -32,6 +32,8 @@
 -- plan over a big queue's estimates passed jit_above_cost, and compiling cost far more than the
 -- query.  enable_seqscan off: the cancel markers are probed by their primary key whatever the
 -- statistics the session's plans were made with (see jobs).
+-- Plans: custom (plan_cache_mode): a generic plan of its reads of the partitioned tick and event
+-- tables locks every queue's partitions (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq._open_batch_events(
     queue_id integer, consumer_sub_id integer, want integer, after_txid xid8 DEFAULT NULL,
     after_id bigint DEFAULT NULL, lim integer DEFAULT NULL, msg_type text DEFAULT NULL,
@@ -40,6 +42,7 @@ RETURNS TABLE (holder integer, ev_id bigint, ev_type text, ev_time timestamptz, 
                ev_priority smallint, ev_txid xid8)
 LANGUAGE plpgsql STABLE
 SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 SET enable_sort = off
 SET enable_seqscan = off
 SET jit = off AS $$

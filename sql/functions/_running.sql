@@ -6,10 +6,15 @@
 --             rest): a page's range of keys holds the events of the other streams too.
 -- Raises:     nothing.
 -- Tables:     subscription, tick, event, queue (read).
+-- Plans: PL/pgSQL with custom plans (plan_cache_mode): a SQL-language function's query is planned
+-- without its parameters' values (before PostgreSQL 18), so it read and locked every queue's
+-- tick and event partitions on every call (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq._running(queue_id integer, msg_id bigint)
-RETURNS boolean LANGUAGE sql STABLE
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
-    SELECT EXISTS (
+RETURNS boolean LANGUAGE plpgsql STABLE
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
+BEGIN
+    RETURN EXISTS (
         SELECT 1 FROM pglogq.subscription h
           JOIN pglogq.tick tp ON tp.queue_id = h.queue_id AND tp.tick_id = h.batch_prev_tick
           JOIN pglogq.tick tc ON tc.queue_id = h.queue_id AND tc.tick_id = h.batch_cur_tick
@@ -29,4 +34,4 @@ SET search_path = pglogq, pg_catalog, pg_temp AS $$
                                                   OR NOT (SELECT q.urgent_lane FROM pglogq.queue q WHERE q.queue_id = h.queue_id))
                     ELSE x.ev_partition = coalesce(h.stream, h.lease_stream) END
            AND pglogq._page_position(h, x.ev_priority, x.ev_txid, x.ev_id, true) = 0);
-$$;
+END $$;

@@ -20,9 +20,12 @@
 -- event sent before it was handled before it, so the order of a key holds across it.  A seek back
 -- across the change is refused (PQ017): the change moves retain_tick to its tick, because the
 -- events before it are stored in the old layout.
+-- Plans: custom (plan_cache_mode): a generic plan of its reads of the partitioned tick and event
+-- tables locks every queue's partitions (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq._set_layout(q pglogq.queue, param text, value text)
 RETURNS text LANGUAGE plpgsql
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     n integer;
     lane boolean;

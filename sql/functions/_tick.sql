@@ -194,9 +194,10 @@ BEGIN
                        'tick_' || q.queue_id)
            INTO first_tick, first_time USING q.queue_id, last.tick_event_total;
     END IF;
-    -- prev_event_tick, prev_event_total: when this tick closes events, the head's event tick and
-    -- the total before this tick (every tick from that one up to this one has it; a head event
-    -- tick later than the real one, see above, keeps that true); unknown while the head has none
+    -- prev_event_tick, prev_event_total, prev_event_time: when this tick closes events, the head's
+    -- event tick, the total before this tick (every tick from that one up to this one has it; a
+    -- head event tick later than the real one, see above, keeps that true) and the head's event
+    -- time (that tick's); unknown while the head has none
     INSERT INTO pglogq.tick_head AS th (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time,
                                         tick_event_total)
     VALUES (q.queue_id, last.tick_id + 1, at, quiet, pg_snapshot_xmax(snap),
@@ -205,11 +206,13 @@ BEGIN
         ON CONFLICT ON CONSTRAINT tick_head_pkey DO UPDATE
        SET tick_id = excluded.tick_id, tick_time = excluded.tick_time, quiet_seq = excluded.quiet_seq,
            tick_xmax = excluded.tick_xmax, tick_event_total = excluded.tick_event_total,
-           (prev_event_tick, prev_event_total) = (
+           (prev_event_tick, prev_event_total, prev_event_time) = (
                CASE WHEN excluded.event_tick IS NULL THEN th.prev_event_tick WHEN th.event_tick IS NOT NULL
                     THEN th.event_tick END,
                CASE WHEN excluded.event_tick IS NULL THEN th.prev_event_total WHEN th.event_tick IS NOT NULL
-                    THEN last.tick_event_total END),
+                    THEN last.tick_event_total END,
+               CASE WHEN excluded.event_tick IS NULL THEN th.prev_event_time WHEN th.event_tick IS NOT NULL
+                    THEN th.event_time END),
            (event_tick, event_time) = (
                CASE WHEN excluded.event_tick IS NOT NULL THEN excluded.event_tick
                     WHEN th.event_tick IS NOT NULL AND th.event_time IS NOT NULL THEN th.event_tick

@@ -20,10 +20,13 @@
 -- start marks, nacks and progress reports are refused (page position 2).  So a runtime that
 -- takes a lease of many events and cedes what it has not started when one event runs long
 -- never holds events back behind a slow one, and no event runs twice.
+-- Plans: custom (plan_cache_mode): a generic plan of its reads of the partitioned tick and event
+-- tables locks every queue's partitions (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq.cede(batch_id bigint, keep_msg_id bigint DEFAULT NULL,
                                        keep_txid xid8 DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     h pglogq.subscription;
     q pglogq.queue;
@@ -104,6 +107,6 @@ BEGIN
          WHERE s.sub_id = h.sub_id;
     END IF;
     PERFORM pg_notify('pglogq.' || q.queue_name,
-                      (SELECT max(t.tick_id) FROM pglogq.tick t WHERE t.queue_id = q.queue_id)::text);
+                      (SELECT th.tick_id FROM pglogq.tick_head th WHERE th.queue_id = q.queue_id)::text);
     RETURN true;
 END $$;

@@ -15,9 +15,12 @@
 -- keys handled here is acknowledged before the consumer gets that key's new events there.
 -- A delayed send of a moved key due late keeps the answer false until it is delivered here and
 -- acknowledged: the price of that key's order.
+-- Plans: custom (plan_cache_mode): a generic plan of its reads of the partitioned tick and event
+-- tables locks every queue's partitions (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq.cluster_fence_passed(queue_name text, consumer_name text, fence_tick bigint)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     n pglogq.cluster_node := pglogq._cluster_node();
     q pglogq.queue;

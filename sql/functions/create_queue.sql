@@ -15,6 +15,8 @@ DECLARE
     q pglogq.queue;
     n integer;
     qtab text;
+    first_time timestamptz;
+    first_xmax xid8;
 BEGIN
     PERFORM pglogq._check_name(queue_name, 'queue', 48);
     -- the name's lock (as drop_queue), then one registration at a time: no deadlock between
@@ -58,12 +60,14 @@ BEGIN
     -- tick 1: the starting point of every consumer that subscribes before the first event; this
     -- transaction marked running in it, so that events it sends are in the first batch after it
     INSERT INTO pglogq.tick (queue_id, tick_id, tick_snapshot, tick_event_seq, tick_event_total)
-    VALUES (q.queue_id, 1, pglogq._tick_snapshot(), 0, 0);
-    -- no id drawn yet: nothing to tick until one is (see pglogq.ticker)
+    VALUES (q.queue_id, 1, pglogq._tick_snapshot(), 0, 0)
+    RETURNING tick_time, pg_snapshot_xmax(tick_snapshot) INTO first_time, first_xmax;
+    -- no id drawn yet: nothing to tick until one is (see pglogq.ticker).  From the values just
+    -- inserted, not a read of the tick table: a session making queues one after another gets a
+    -- generic plan for such a read after five, which locks every queue's tick tables
     INSERT INTO pglogq.tick_head (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time,
                                   tick_event_total)
-    SELECT q.queue_id, 1, t.tick_time, 0, pg_snapshot_xmax(t.tick_snapshot), 1, t.tick_time, 0
-      FROM pglogq.tick t WHERE t.queue_id = q.queue_id AND t.tick_id = 1;
+    VALUES (q.queue_id, 1, first_time, 0, first_xmax, 1, first_time, 0);
     UPDATE pglogq.queue SET retain_tick = 1 WHERE queue_id = q.queue_id;
     -- its copies of receive's functions, which read these tables only (see _queue_functions)
     PERFORM pglogq._queue_functions(q.queue_id);

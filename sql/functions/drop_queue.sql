@@ -18,9 +18,12 @@
 -- calls made meanwhile wait, then get PQ001), the registry advisory lock, then the event table
 -- ACCESS EXCLUSIVE (as the DROP does anyway) before any row of the queue is locked, so a ticker
 -- pass, which takes the event table first too, never deadlocks with it.
+-- Plans: custom (plan_cache_mode): a generic plan of its reads of the partitioned tick and event
+-- tables locks every queue's partitions (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq.drop_queue(queue_name text, force boolean DEFAULT false)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     q pglogq.queue;
     nsub integer;

@@ -28,7 +28,7 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN
         PERFORM pg_notify('pglogq.' || q.queue_name,
-                          (SELECT max(t.tick_id) FROM pglogq.tick t WHERE t.queue_id = q.queue_id)::text);
+                          (SELECT th.tick_id FROM pglogq.tick_head th WHERE th.queue_id = q.queue_id)::text);
     END IF;
     RETURN n;
 END $$;

@@ -16,9 +16,12 @@
 -- max_consumer_lag, so what it skipped can be checked against the tick times afterwards); both
 -- are shown by consumer_info, and a WARNING is raised.  A consumer whose rows another session
 -- holds (a receive, an ack, a seek in progress) is left for the next pass.
+-- Plans: custom (plan_cache_mode): a generic plan of its reads of the partitioned tick and event
+-- tables locks every queue's partitions (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq.maint_retention(queue_name text)
 RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     q pglogq.queue;
     target pglogq.tick;

@@ -15,9 +15,12 @@
 -- queue row; and in a transaction above READ COMMITTED (its snapshot could miss a cursor moved
 -- back, or a row written, since it began).  retain_tick becomes the oldest kept tick whose
 -- snapshot sees every row of the emptied table: every event after it is still stored.
+-- Plans: custom (plan_cache_mode): a generic plan of its reads of the partitioned tick and event
+-- tables locks every queue's partitions (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq.maint_rotate_step1(queue_name text, force boolean DEFAULT false)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     q pglogq.queue;
     slow bigint;

@@ -22,8 +22,9 @@
 -- query, and reads a queue's own tables only where they can change its row, every column keeping
 -- its meaning: its id sequence (ids drawn past tick_head.quiet_seq: then its event tables are
 -- probed for the events not yet ticked, else there are none), its ticks when events were ticked
--- in the last minute (tick_head.event_time; else its rate is 0) or rotation is overdue.  Each
--- queue's reads run in a subtransaction rolled back at its end (SQLSTATE PQ999, raised and
+-- in the last minute (tick_head.event_time; else its rate is 0) and tick_head cannot tell how
+-- many (more than one tick of events in the last minute: see migration 0048), or rotation is
+-- overdue.  Each queue's reads run in a subtransaction rolled back at its end (SQLSTATE PQ999, raised and
 -- caught here only), which lets go of their locks: a listing holds the locks of one queue at a
 -- time, whatever the number of queues (each queue's tables held to the end of the call ran
 -- out of the lock table at 1,000 queues).  The first read of a queue's partitions in a session
@@ -115,6 +116,7 @@ BEGIN
              GROUP BY 1) k;
     FOR r IN SELECT x.queue_id, x.queue_name, x.paused, x.rotation_period, x.switch_time, x.event_seq,
                     h.tick_id AS head_tick, h.tick_time AS head_time, h.quiet_seq, h.event_time,
+                    h.tick_event_total AS head_total, h.prev_event_total, h.prev_event_time,
                     coalesce((counts -> x.queue_id::text ->> 0)::integer, 0) AS n_consumers,
                     coalesce((counts -> x.queue_id::text ->> 1)::bigint, 0) AS n_retry,
                     coalesce((counts -> x.queue_id::text ->> 2)::bigint, 0) AS n_dead,
@@ -147,10 +149,11 @@ BEGIN
         BEGIN
             -- a queue being dropped: wait for the drop (see pglogq._queue), skip it once it is gone
             PERFORM pg_advisory_xact_lock_shared(hashtext('pglogq.queue'), hashtext(r.queue_name));
-            gone := to_regclass(format('pglogq.%I', 'event_' || r.queue_id || '_seq')) IS NULL;
+            gone := NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = r.event_seq);
             IF NOT gone THEN
                 -- ids drawn since the last tick (sends, pumps, replays): else no event waits for a
                 -- tick (see pglogq.ticker); read with SELECT, whose lock the subtransaction lets go
+                -- (pg_sequence_last_value locks the sequence to the end of the transaction)
                 IF r.head_tick IS NULL OR r.quiet_seq IS NULL THEN
                     waiting := true;
                 ELSE
@@ -158,9 +161,19 @@ BEGIN
                        INTO drawn;
                     waiting := drawn > r.quiet_seq;
                 END IF;
-                -- events ticked in the last minute (event_time NULL: not known yet)
-                moving := one OR r.head_tick IS NULL OR r.event_time IS NULL
-                          OR r.event_time > now_ts - interval '1 minute';
+                -- the events ticked in the last minute are those the last tick of events closed
+                -- when the tick of events before it is a minute old or more, or there were none
+                -- before it: the rate from tick_head (see migration 0048), no read of the ticks
+                IF r.head_tick IS NOT NULL AND r.event_time > now_ts - interval '1 minute'
+                   AND r.head_total IS NOT NULL AND r.prev_event_total IS NOT NULL
+                   AND (r.prev_event_total = 0 OR r.prev_event_time <= now_ts - interval '1 minute') THEN
+                    events_per_second := greatest(r.head_total - r.prev_event_total, 0) / 60.0;
+                    moving := false;
+                ELSE
+                    -- events ticked in the last minute (event_time NULL: not known yet)
+                    moving := one OR r.head_tick IS NULL OR r.event_time IS NULL
+                              OR r.event_time > now_ts - interval '1 minute';
+                END IF;
                 overdue := r.n_consumers > 0 AND now_ts - r.switch_time > r.rotation_period * 2;
                 IF waiting OR moving OR overdue THEN
                     SELECT * INTO lt FROM pglogq.tick t WHERE t.queue_id = r.queue_id ORDER BY t.tick_id DESC LIMIT 1;

@@ -16,11 +16,14 @@
 -- One row per running event; ack deletes the rows of its batch and a takeover those of the
 -- silent worker, so the table holds at most the events in flight.  Read it through the view
 -- pglogq.in_flight.
+-- Plans: custom (plan_cache_mode): a generic plan of its reads of the partitioned tick and event
+-- tables locks every queue's partitions (see pglogq.queue_info).
 CREATE OR REPLACE FUNCTION pglogq.report_progress(
     batch_id bigint, msg_id bigint, percent numeric DEFAULT NULL, stage text DEFAULT NULL,
     counters jsonb DEFAULT NULL, worker text DEFAULT NULL, started_at timestamptz DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pglogq, pg_catalog, pg_temp AS $$
+SET search_path = pglogq, pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     h pglogq.subscription;
     prev_snap pg_snapshot;

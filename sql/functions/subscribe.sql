@@ -65,8 +65,11 @@ BEGIN
         END IF;
         RETURN false;
     END IF;
-    SELECT t.tick_id, t.tick_snapshot INTO last, snap FROM pglogq.tick t
-     WHERE t.queue_id = q.queue_id ORDER BY t.tick_id DESC LIMIT 1;
+    -- the queue's own tick table: a read of the shared parent gets a generic plan after five
+    -- calls of a session, which locks every queue's tick tables (a service subscribing per tenant)
+    EXECUTE format('SELECT t.tick_id, t.tick_snapshot FROM pglogq.%I t ORDER BY t.tick_id DESC LIMIT 1',
+                   'tick_' || q.queue_id)
+       INTO last, snap;
     -- handed_from: the events already ticked were never handed to it (see pglogq.cancel)
     INSERT INTO pglogq.subscriber (queue_id, consumer_name, share, lanes)
     VALUES (q.queue_id, subscribe.consumer_name, coalesce(subscribe.share, false), coalesce(subscribe.lanes, false))

@@ -21,6 +21,12 @@
 -- from the queue after the last one looked at (the session setting pglogq.ticker_next: round
 -- robin, none waits behind queues that are probed without a tick).  The daemon calls again at
 -- once while ticks are written: 1,000 queues whose keep-alive falls due together are 50 calls.
+-- And a call reads the rows and id sequences of at most 1,000 queues (fewer when the session
+-- setting pglogq.ticker_look says so), the next call going on after them: reading a sequence's
+-- last value locks it to the end of the transaction, and a pass over 10,000 queues in one call
+-- held 10,000 locks (out of the lock table, which is shared by the server).  A database of
+-- 10,000 queues is looked at in 10 calls, which the daemon makes one after another as for a
+-- call cut short by per_call.
 -- Shortcut: a whole pass (not cut short) keeps in the session setting pglogq.ticker_seen its
 -- starting snapshot, the soonest time a keep-alive falls due, and the xid of its own transaction
 -- when the session says, with the setting pglogq.ticker_autocommit = 'on', that it runs each
@@ -46,6 +52,11 @@ DECLARE
     qid integer;
     n integer := 0;
     per_call constant integer := 20;  -- queues looked at per call (documented in the header)
+    -- queues whose rows and sequences a call reads (the header; a session may set fewer)
+    look integer := greatest(least(coalesce(nullif(current_setting('pglogq.ticker_look', true), '')::integer,
+                                            1000), 1000), 1);
+    window_ids integer[];
+    partial boolean;
     next_q integer := coalesce(nullif(current_setting('pglogq.ticker_next', true), '')::integer, 0);
     last_q integer;
     cur pg_snapshot := pg_current_snapshot();
@@ -89,22 +100,31 @@ BEGIN
     END IF;
     -- the event table before any queue's rows, as drop_queue takes them: no deadlock with it
     LOCK TABLE ONLY pglogq.event IN ACCESS SHARE MODE;
-    -- the queues with something to do, round robin from where the last call stopped (see the
-    -- header); of the others, the soonest time a keep-alive falls due, up to its grace later
-    SELECT coalesce(array_agg(s.queue_id ORDER BY s.queue_id < next_q, s.queue_id) FILTER (WHERE s.due), '{}'),
+    -- the queues this call looks at: at most `look`, round robin from where the last call stopped
+    -- (see the header: a sequence read locks it to the end of the transaction)
+    window_ids := ARRAY(SELECT x.queue_id FROM pglogq.queue x
+                         WHERE (ticker.queue_name IS NULL AND NOT x.paused) OR x.queue_id = qid
+                         ORDER BY x.queue_id < next_q, x.queue_id LIMIT look + 1);
+    partial := cardinality(window_ids) > look;
+    IF partial THEN
+        window_ids := window_ids[1:look];
+    END IF;
+    -- of those, the queues with something to do, in that order; of the others, the soonest time a
+    -- keep-alive falls due, up to its grace later
+    SELECT coalesce(array_agg(s.queue_id ORDER BY s.i) FILTER (WHERE s.due), '{}'),
            min(s.next_at) FILTER (WHERE NOT s.due),
            coalesce(bool_or(s.lagged) FILTER (WHERE s.due), false)
       INTO due, soonest, lagged
-      FROM (SELECT x.queue_id, x.ticker_max_lag > interval '0' AS lagged,
+      FROM (SELECT x.queue_id, w.i, x.ticker_max_lag > interval '0' AS lagged,
                    h.tick_time + x.ticker_idle_period + least(interval '1 second', x.ticker_idle_period / 10) AS next_at,
                    ticker.queue_name IS NOT NULL OR h.queue_id IS NULL
                    OR clock_timestamp() - h.tick_time >= x.ticker_idle_period
                    OR ((NOT still OR x.ticker_max_lag > interval '0')
                        AND (h.quiet_seq IS NULL
                             OR coalesce(pg_sequence_last_value(x.event_seq), 0) > h.quiet_seq)) AS due
-              FROM pglogq.queue x
-              LEFT JOIN pglogq.tick_head h ON h.queue_id = x.queue_id
-             WHERE (ticker.queue_name IS NULL AND NOT x.paused) OR x.queue_id = qid) s;
+              FROM unnest(window_ids) WITH ORDINALITY w(queue_id, i)
+              JOIN pglogq.queue x ON x.queue_id = w.queue_id
+              LEFT JOIN pglogq.tick_head h ON h.queue_id = x.queue_id) s;
     FOREACH qid IN ARRAY due[1:per_call] LOOP
         last_q := qid;
         ticked := pglogq._tick(qid, false);
@@ -125,7 +145,7 @@ BEGIN
     END LOOP;
     PERFORM set_config('pglogq.ticker_flow', flow::text, false);
     IF ticker.queue_name IS NULL THEN
-        IF cardinality(due) <= per_call THEN
+        IF cardinality(due) <= per_call AND NOT partial THEN
             -- a whole pass: the shortcut's state (a queue with a ticker_max_lag probed here without
             -- a tick may fall due by time alone: it is looked at again in the next pass)
             PERFORM set_config('pglogq.ticker_seen',
@@ -133,9 +153,11 @@ BEGIN
                 || '/' || coalesce(CASE WHEN NOT lagged THEN extract(epoch FROM soonest)::text END, ''), false);
             PERFORM set_config('pglogq.ticker_next', '0', false);
         ELSE
-            -- cut short by per_call: not every queue was looked at, no shortcut after it
+            -- cut short by per_call or by look: not every queue was looked at, no shortcut after it
             PERFORM set_config('pglogq.ticker_seen', '', false);
-            PERFORM set_config('pglogq.ticker_next', (last_q + 1)::text, false);
+            PERFORM set_config('pglogq.ticker_next',
+                               (CASE WHEN cardinality(due) > per_call THEN last_q
+                                     ELSE window_ids[cardinality(window_ids)] END + 1)::text, false);
         END IF;
     END IF;
     RETURN n;

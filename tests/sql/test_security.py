@@ -465,7 +465,10 @@ DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_co
                # event table: its name made of the queue's id, format('%I'); values through USING
                "send", "_send_batch", "send_batch_keyed", "_cancel_recheck",
                # the queue's copy of _consumer_ticks: its name made of the queue's id, format('%I')
-               "consumer_info"}
+               "consumer_info",
+               # the read of the queue's last tick from its own tick table: its name made of the
+               # queue's id, format('%I')
+               "subscribe"}
 
 
 def test_no_api_function_takes_sql_fragments(dsn: str) -> None:

@@ -105,5 +105,8 @@ TICK_HEAD_FOLLOWS = (
     "   SET tick_time = coalesce((SELECT t.tick_time FROM pglogq.tick t"
     "                              WHERE t.queue_id = h.queue_id AND t.tick_id = h.tick_id), h.tick_time),"
     "       event_time = coalesce((SELECT t.tick_time FROM pglogq.tick t"
-    "                               WHERE t.queue_id = h.queue_id AND t.tick_id = h.event_tick), h.event_time)"
+    "                               WHERE t.queue_id = h.queue_id AND t.tick_id = h.event_tick), h.event_time),"
+    "       prev_event_time = coalesce((SELECT t.tick_time FROM pglogq.tick t"
+    "                                    WHERE t.queue_id = h.queue_id AND t.tick_id = h.prev_event_tick),"
+    "                                  h.prev_event_time)"
 )

@@ -23,7 +23,8 @@ Measured per phase, after a warm-up:
 - consumed events/s over time, and in the measured window for the slowest consumer.
 
 The jobs-table baseline runs the same load with one claiming worker (a jobs table has no
-fan-out); PgQue runs beside pglogq when its system module is present.
+fan-out); PgQue runs beside pglogq when its system module is present, and PgQ 3.5 itself (the
+``pgq`` extension with its daemon ``pgqd``) when the server and the machine have them.
 
 ``python -m tests.harness.bench.held_xmin --minutes 30 --out docs/benchmarks/held-xmin-30min``
 is the long run: a JSON of every sample, a plot of each table's size over time and a summary.
@@ -248,6 +249,104 @@ def _pgque_worker(dsn: str, queue: str, name: str, sink: Sink, stop: threading.E
             conn.execute(pgque_system.FINISH_BATCH, (batch_id,))
 
 
+class PgQTarget(Target):
+    """PgQ 3.5 itself (the ``pgq`` extension, Debian's ``postgresql-15-pgq3``) with its own daemon,
+    ``pgqd`` (Debian's ``pgqd``): the ancestor whose metadata under a held snapshot pglogq is
+    measured against.  Run when the server has the extension and the machine has pgqd."""
+
+    name = "PgQ"
+    kind = "pgq"
+    schemas = ("pgq",)
+    event_re = "^event_"  # its event tables: pgq.event_<queue id>[_<n>] and their template
+    consumer_kind = ("three next_batch/get_batch_events/finish_batch loops polling every 100 ms (PgQ sends no "
+                     "NOTIFY; its cooperative consumers are the separate pgq_coop, not installed: the third "
+                     "consumer is a single one too); pgqd with its defaults but ticker_period 1 s")
+
+    def prepare(self, tag: str, rotation_seconds: int) -> None:
+        self.queue = f"held_{tag}"
+        self.ctx.sql("CREATE EXTENSION IF NOT EXISTS pgq")
+        self.ctx.sql("SELECT pgq.create_queue(%s)", (self.queue,))
+        for name in ("c1", "c2", "c3"):
+            self.ctx.sql("SELECT pgq.register_consumer(%s, %s)", (self.queue, name))
+        self.ctx.sql("SELECT pgq.set_queue_config(%s, 'queue_rotation_period', %s)",
+                     (self.queue, f"{rotation_seconds} seconds"))
+
+    def consumers(self) -> dict[str, list[Callable[[Sink, threading.Event, threading.Event], None]]]:
+        dsn, queue = self.ctx.dsn, self.queue
+
+        def worker(name: str) -> Callable[[Sink, threading.Event, threading.Event], None]:
+            return lambda sink, stop, ready: _pgq_worker(dsn, queue, name, sink, stop, ready)
+
+        return {name: [worker(name)] for name in ("c1", "c2", "c3")}
+
+    def ticker(self) -> contextlib.AbstractContextManager[str]:
+        return _pgqd_running(self.ctx.dsn)
+
+    def finish(self) -> None:
+        for name in ("c1", "c2", "c3"):
+            with contextlib.suppress(psycopg.Error):
+                self.ctx.sql("SELECT pgq.unregister_consumer(%s, %s)", (self.queue, name))
+        with contextlib.suppress(psycopg.Error):
+            self.ctx.sql("SELECT pgq.drop_queue(%s)", (self.queue,))
+
+
+def pgq_available(ctx: BenchContext) -> str | None:
+    """Why PgQ cannot run here, or None."""
+    import shutil
+
+    if shutil.which("pgqd") is None:
+        return "no pgqd on this machine (Debian package pgqd)"
+    with ctx.connect() as conn:
+        if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pgq'").fetchone() is None:
+            return "the server has no pgq extension (Debian package postgresql-NN-pgq3)"
+    return None
+
+
+@contextlib.contextmanager
+def _pgqd_running(dsn: str) -> Iterator[str]:
+    """pgqd on the bench database: ticks every second, maintenance (rotation steps, retries,
+    vacuum) at its default periods."""
+    import subprocess
+    import tempfile
+
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    parts = conninfo_to_dict(dsn)
+    db = str(parts.pop("dbname"))
+    with tempfile.TemporaryDirectory(prefix="pgqd_") as tmp:
+        ini = Path(tmp) / "pgqd.ini"
+        ini.write_text(f"[pgqd]\nbase_connstr = {make_conninfo('', **parts)}\ninitial_database = {db}\n"
+                       f"database_list = {db}\nlogfile = {tmp}/pgqd.log\npidfile = {tmp}/pgqd.pid\n"
+                       "ticker_period = 1\n", encoding="utf-8")
+        proc = subprocess.Popen(["pgqd", str(ini)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            yield "pgqd (PgQ's daemon): ticker_period 1 s, maint_period and retry_period at their defaults"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            if proc.returncode not in (0, -15):
+                log = (Path(tmp) / "pgqd.log").read_text(encoding="utf-8", errors="replace")[-2000:]
+                raise RuntimeError(f"pgqd exited with {proc.returncode}: {log}")
+
+
+def _pgq_worker(dsn: str, queue: str, name: str, sink: Sink, stop: threading.Event,
+                ready: threading.Event) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ready.set()
+        while not stop.is_set():
+            row = conn.execute("SELECT pgq.next_batch(%s, %s)", (queue, name)).fetchone()
+            batch_id = row[0] if row else None
+            if batch_id is None:
+                stop.wait(0.1)
+                continue
+            for (data,) in conn.execute("SELECT ev_data FROM pgq.get_batch_events(%s)", (batch_id,)).fetchall():
+                sink.record(int(json.loads(data)["seq"]), clock())
+            conn.execute("SELECT pgq.finish_batch(%s)", (batch_id,))
+
+
 def targets_for(ctx: BenchContext, systems: list[System]) -> tuple[list[Target], list[System]]:
     """The systems the scenario drives, and those it skips."""
     out: list[Target] = []
@@ -255,6 +354,8 @@ def targets_for(ctx: BenchContext, systems: list[System]) -> tuple[list[Target],
     for system in systems:
         if isinstance(system, Pglogq):
             out.append(PglogqTarget(ctx, system))
+            if pgq_available(ctx) is None:
+                out.append(PgQTarget(ctx, system))
         elif isinstance(system, PgQue):
             out.append(PgQueTarget(ctx, system))
         elif isinstance(system, JobsTable):
@@ -277,6 +378,10 @@ def _sender(kind: str, conf: dict[str, Any], conn: psycopg.Connection[Any]) -> C
         return lambda seq: conn.execute(pgque_system.SEND, (queue, Jsonb(payload.make(seq))))
     if kind == "jobs":
         return lambda seq: conn.execute(jobs.INSERT_ONE, (Jsonb(payload.make(seq)),))
+    if kind == "pgq":
+        queue = conf["queue"]
+        return lambda seq: conn.execute("SELECT pgq.insert_event(%s, 'bench', %s)",
+                                        (queue, json.dumps(payload.make(seq))))
     raise ValueError(kind)
 
 
@@ -832,8 +937,8 @@ def main(argv: list[str] | None = None) -> None:
     @click.option("--rotation-seconds", type=int, default=60, show_default=True)
     @click.option("--sample-seconds", type=float, default=10.0, show_default=True)
     @click.option("--warmup-seconds", type=float, default=30.0, show_default=True)
-    @click.option("--systems", default="pglogq,pgque", show_default=True,
-                  help="Of pglogq, pgque, jobs (the jobs table grows by GBs in 30 minutes).")
+    @click.option("--systems", default="pglogq,pgq,pgque", show_default=True,
+                  help="Of pglogq, pgq, pgque, jobs (the jobs table grows by GBs in 30 minutes).")
     @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
                   default=Path("docs/benchmarks/held-xmin-30min"), show_default=True)
     def command(dsn: str | None, minutes: float, unheld_minutes: float, rate: int, rotation_seconds: int,
@@ -903,6 +1008,13 @@ def _standalone_targets(ctx: BenchContext, wanted: list[str], made: list[System]
             system.setup()
             made.append(system)
             yield JobsTarget(ctx, system)
+        elif name == "pgq":
+            system = Pglogq(ctx)  # PgQ needs no system of the bench's: its target makes its queue
+            why = pgq_available(ctx)
+            if why is not None:
+                print(f"PgQ skipped: {why}")
+                continue
+            yield PgQTarget(ctx, system)
         elif name == "pgque":
             system = PgQue(ctx)
             why = system.unavailable()
@@ -913,7 +1025,7 @@ def _standalone_targets(ctx: BenchContext, wanted: list[str], made: list[System]
             made.append(system)
             yield PgQueTarget(ctx, system)
         else:
-            raise SystemExit(f"unknown system {name!r} (pglogq, pgque, jobs)")
+            raise SystemExit(f"unknown system {name!r} (pglogq, pgq, pgque, jobs)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,14 @@ Besides: the ticker's idle pass (``pglogq.ticker()`` and ``maint_operations()``,
 a process of its own) and the dashboard's overview (server time), which are listings and may grow
 linearly with the queues.
 
+PgQ beside it, where the server has the ``pgq`` extension (PgQ 3.5 from Debian's
+``postgresql-15-pgq3``): the same database grows as many PgQ queues (each with a consumer and
+one ticked event) and PgQ's calls that have a pglogq counterpart are timed the same way
+(``insert_event`` for send, ``force_tick`` with ``ticker(q)`` for force_tick, ``next_batch`` with
+``get_batch_events`` for receive, ``finish_batch`` for ack, ``event_retry`` for nack,
+``get_queue_info``/``get_consumer_info`` of one queue and of all, ``ticker()`` and
+``maint_operations()`` idle): system ``PgQ``.
+
 Measures: case ``<call>: steady, <N> queues`` (ms), ``<call>: first call of a session, <N>
 queues`` (ms), ``<call>: locks, <N> queues`` (locks); targets.py compares each with its 1-queue
 figure.  A call that took longer than ``SLOW_S`` once is not repeated at that size, and not
@@ -121,6 +129,97 @@ LISTINGS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _pgq_send(conn: Conn) -> int:
+    row = conn.execute("SELECT pgq.insert_event(%s, 'n', %s)", (TARGET, PAYLOAD)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# a tick now: PgQ's ticker(q) ticks only past its lag or count thresholds, which force_tick's
+# jump of the queue's event sequence passes
+PGQ_TICK = "SELECT pgq.force_tick(%s), pgq.ticker(%s)"
+
+
+def _pgq_tick(conn: Conn, name: str = TARGET) -> None:
+    conn.execute(PGQ_TICK, (name, name))
+
+
+def _pgq_batch(conn: Conn) -> tuple[int, int]:
+    """A PgQ batch of the target's consumer holding one new event: (batch_id, ev_id)."""
+    _pgq_send(conn)
+    _pgq_tick(conn)
+    while True:  # batches of earlier ticks first (each call's own leftovers)
+        row = conn.execute("SELECT pgq.next_batch(%s, %s)", (TARGET, CONSUMER)).fetchone()
+        assert row is not None and row[0] is not None, "the target PgQ queue's consumer got no batch"
+        events = conn.execute("SELECT ev_id FROM pgq.get_batch_events(%s)", (row[0],)).fetchall()
+        if events:
+            return int(row[0]), int(events[-1][0])
+        conn.execute("SELECT pgq.finish_batch(%s)", (row[0],))
+
+
+def _pgq_finish(conn: Conn, args: tuple[Any, ...]) -> None:
+    conn.execute("SELECT pgq.finish_batch(%s)", (args[0],))
+
+
+def _pgq_drain(conn: Conn, _args: tuple[Any, ...] = ()) -> None:
+    while True:
+        row = conn.execute("SELECT pgq.next_batch(%s, %s)", (TARGET, CONSUMER)).fetchone()
+        if row is None or row[0] is None:
+            return
+        conn.execute("SELECT pgq.finish_batch(%s)", (row[0],))
+
+
+def _pgq_ticked(conn: Conn) -> tuple[Any, ...]:
+    _pgq_drain(conn)
+    _pgq_send(conn)
+    _pgq_tick(conn)
+    return (TARGET, CONSUMER)
+
+
+# PgQ's calls named after their pglogq counterparts (the cases pair up in the report)
+PGQ_CALLS: tuple[Call, ...] = (
+    Call("send", "SELECT pgq.insert_event(%s, 'n', %s)", lambda c: (TARGET, PAYLOAD), hot=True),
+    Call("force_tick", PGQ_TICK, lambda c: (_pgq_send(c), (TARGET, TARGET))[1]),
+    Call("receive", "SELECT * FROM pgq.get_batch_events(pgq.next_batch(%s, %s))", _pgq_ticked,
+         after=_pgq_drain, hot=True),
+    Call("ack", "SELECT pgq.finish_batch(%s)", lambda c: _pgq_batch(c)[:1], hot=True),
+    Call("nack", "SELECT pgq.event_retry(%s, %s, 3600)", _pgq_batch, after=_pgq_finish),
+    Call("consumer_info(q)", "SELECT * FROM pgq.get_consumer_info(%s)", lambda c: (TARGET,)),
+    Call("queue_info(q)", "SELECT * FROM pgq.get_queue_info(%s)", lambda c: (TARGET,)),
+)
+PGQ_LISTINGS: tuple[tuple[str, str], ...] = (
+    ("ticker() idle pass", "SELECT pgq.ticker()"),
+    ("maint_operations() idle pass", "SELECT count(*) FROM pgq.maint_operations()"),
+    ("queue_info() of every queue", "SELECT count(*) FROM pgq.get_queue_info()"),
+    ("consumer_info() of every queue", "SELECT count(*) FROM pgq.get_consumer_info()"),
+)
+
+
+def has_pgq(conn: Conn) -> bool:
+    """Whether PgQ can be installed in this database (made here when it can)."""
+    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pgq'").fetchone() is None:
+        return False
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pgq")
+    return True
+
+
+def grow_pgq(conn: Conn, have: int, want: int) -> int:
+    """PgQ's side of ``grow``: queues with a consumer and one ticked event each."""
+    if have == 0:
+        conn.execute("SELECT pgq.create_queue(%s)", (TARGET,))
+        conn.execute("SELECT pgq.register_consumer(%s, %s)", (TARGET, CONSUMER))
+        have = 1
+    for i in range(have, want):
+        name = f"other_{i:05d}"
+        with conn.transaction():
+            conn.execute("SELECT pgq.create_queue(%s)", (name,))
+            conn.execute("SELECT pgq.register_consumer(%s, %s)", (name, CONSUMER))
+        conn.execute("SELECT pgq.insert_event(%s, 'n', %s)", (name, PAYLOAD))
+        _pgq_tick(conn, name)
+    conn.execute("ANALYZE pgq.queue")
+    return want
+
+
 def grow(conn: Conn, have: int, want: int) -> int:
     """Add queues until the database holds ``want`` (the target included): each with a consumer
     and one ticked event.  One transaction per queue (a create takes a dozen relation locks)."""
@@ -202,12 +301,14 @@ def _measure_call(dsn: str, n: int, repeat: int, sessions: int, call: Call,
     return out
 
 
-def measure_listings(dsn: str, n: int, repeat: int) -> list[tuple[str, float, str, dict[str, Any]]]:
+def measure_listings(dsn: str, n: int, repeat: int,
+                     listings: tuple[tuple[str, str], ...] = LISTINGS,
+                     pglogq_only: bool = True) -> list[tuple[str, float, str, dict[str, Any]]]:
     out: list[tuple[str, float, str, dict[str, Any]]] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         with contextlib.suppress(psycopg.Error):
-            conn.execute("SELECT pglogq.ticker()")  # the keep-alive ticks due now, then idle passes
-        for name, sql in LISTINGS:
+            conn.execute(listings[0][1])  # the keep-alive ticks due now, then idle passes
+        for name, sql in listings:
             times = []
             try:
                 for _ in range(max(3, repeat // 3)):
@@ -219,6 +320,8 @@ def measure_listings(dsn: str, n: int, repeat: int) -> list[tuple[str, float, st
                             {"queues": n, "error": str(exc).splitlines()[0]}))
                 continue
             out.append((f"{name}, {n:,} queues", statistics.median(times), "ms", {"queues": n}))
+    if not pglogq_only:
+        return out
     t0 = time.perf_counter()
     command = [sys.executable, "-c", "from pglogq.cli import main; main()", "status", "--json", "--dsn", dsn]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
@@ -264,22 +367,41 @@ def _overview(dsn: str, n: int) -> list[tuple[str, float, str, dict[str, Any]]]:
 
 
 def measure(dsn: str, counts: tuple[int, ...], hot_counts: tuple[int, ...], repeat: int, sessions: int,
-            emit: Callable[[str, float, str, dict[str, Any]], object], note: Callable[[str], None]) -> None:
-    have = 0
+            emit: Callable[[str, str, float, str, dict[str, Any]], object], note: Callable[[str], None],
+            pgq: bool = True) -> None:
+    """Grow the database to each size, then time pglogq's calls (system ``pglogq``) and, when
+    ``pgq`` and the server has PgQ, PgQ's (system ``PgQ``)."""
+    have = have_pgq = 0
     skip: dict[str, str] = {}
+    skip_pgq: dict[str, str] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pgq = pgq and has_pgq(conn)
     for n in sorted({*counts, *hot_counts}):
         with psycopg.connect(dsn, autocommit=True) as conn:
             t0 = time.perf_counter()
             have = grow(conn, have, n)
             note(f"grew to {n:,} queues in {time.perf_counter() - t0:.0f} s")
+            if pgq:
+                t0 = time.perf_counter()
+                have_pgq = grow_pgq(conn, have_pgq, n)
+                note(f"grew to {n:,} PgQ queues in {time.perf_counter() - t0:.0f} s")
         calls = CALLS if n in counts else tuple(c for c in CALLS if c.hot)
         for row in measure_calls(dsn, n, repeat, sessions, calls, skip):
-            emit(*row)
+            emit("pglogq", *row)
         if n in counts:
             for row in measure_listings(dsn, n, repeat):
-                emit(*row)
+                emit("pglogq", *row)
+        if pgq:
+            calls = PGQ_CALLS if n in counts else tuple(c for c in PGQ_CALLS if c.hot)
+            for row in measure_calls(dsn, n, repeat, sessions, calls, skip_pgq):
+                emit("PgQ", *row)
+            if n in counts:
+                for row in measure_listings(dsn, n, repeat, PGQ_LISTINGS, pglogq_only=False):
+                    emit("PgQ", *row)
     for name, why in skip.items():
         note(f"{name}: not repeated, nor measured at larger sizes: {why}")
+    for name, why in skip_pgq.items():
+        note(f"PgQ {name}: not repeated, nor measured at larger sizes: {why}")
 
 
 def run(ctx: BenchContext, systems: list[System]) -> None:
@@ -299,8 +421,8 @@ def run(ctx: BenchContext, systems: list[System]) -> None:
         with pglogq.Client(dsn) as client:
             client.install_schema()
         measure(dsn, s.queue_counts, s.queue_hot_counts, s.queue_repeat, s.queue_sessions,
-                lambda case, v, unit, extra: ctx.results.add(
-                    Measure(SCENARIO, case, "pglogq", v, unit, higher_is_better=False, extra=extra)),
+                lambda system, case, v, unit, extra: ctx.results.add(
+                    Measure(SCENARIO, case, system, v, unit, higher_is_better=False, extra=extra)),
                 lambda text: ctx.results.note(SCENARIO, text))
         ctx.results.note(SCENARIO, "every queue has one consumer and one ticked event; calls on one queue; "
                                    "steady: median of repeated calls on one connection, each its own "
@@ -328,23 +450,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated call names")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--no-pgq", action="store_true", help="pglogq only, even where the server has PgQ")
     args = ap.parse_args(argv)
     server = resolve_dsn(args.dsn)
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)'.encode())
         conn.execute(f'CREATE DATABASE "{args.db}"'.encode())
     dsn = make_conninfo(server, dbname=args.db)
-    global CALLS
+    global CALLS, PGQ_CALLS
     if args.only:
         wanted = {x.strip() for x in args.only.split(",")}
         CALLS = tuple(c for c in CALLS if c.name in wanted)
+        PGQ_CALLS = tuple(c for c in PGQ_CALLS if c.name in wanted)
     try:
         with pglogq.Client(dsn) as client:
             client.install_schema()
         measure(dsn, tuple(int(x) for x in args.counts.split(",") if x),
                 tuple(int(x) for x in args.hot.split(",") if x), args.repeat, args.sessions,
-                lambda case, v, unit, extra: print(f"{case:60} {v:12.2f} {unit}", flush=True),
-                lambda text: print(f"note: {text}", flush=True))
+                lambda system, case, v, unit, extra: print(f"{system:7} {case:60} {v:12.2f} {unit}", flush=True),
+                lambda text: print(f"note: {text}", flush=True), pgq=not args.no_pgq)
     finally:
         if not args.keep:
             with psycopg.connect(server, autocommit=True) as conn:

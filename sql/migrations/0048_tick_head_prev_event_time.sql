@@ -1,0 +1,13 @@
+-- 0048_tick_head_prev_event_time: the time of each queue's event tick before its last one.
+--
+-- pglogq.tick_head   prev_event_time: the tick_time of prev_event_tick (written with it by
+--                    pglogq._tick, from the head's event_time).  The events a queue ticked in
+--                    the last minute are those its last tick of events closed whenever the
+--                    tick of events before it is a minute old or more (or the queue had no
+--                    events before: prev_event_total 0), so that queue_info() of every queue
+--                    has the rate of a queue ticked at most once a minute from this row, and
+--                    reads none of its ticks: the first read of a queue's tick partitions in a
+--                    session costs about a millisecond (their relation cache entries).
+-- NULL in the rows of earlier queues (see 0047): queue_info reads that queue's ticks as before,
+-- and its next tick of events fills it.
+ALTER TABLE pglogq.tick_head ADD COLUMN IF NOT EXISTS prev_event_time timestamptz;
