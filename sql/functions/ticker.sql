@@ -25,8 +25,10 @@
 -- setting pglogq.ticker_look says so), the next call going on after them: reading a sequence's
 -- last value locks it to the end of the transaction, and a pass over 10,000 queues in one call
 -- held 10,000 locks (out of the lock table, which is shared by the server).  A database of
--- 10,000 queues is looked at in 10 calls, which the daemon makes one after another as for a
--- call cut short by per_call.
+-- 10,000 queues is looked at in a round of 10 calls, in id order, which the daemon makes one
+-- after another as for a call cut short by per_call; the round's last call counts as a whole
+-- pass (its shortcut state starts from the snapshot of the round's first call, kept with the
+-- soonest keep-alive of the round in the session setting pglogq.ticker_round).
 -- Shortcut: a whole pass (not cut short) keeps in the session setting pglogq.ticker_seen its
 -- starting snapshot, the soonest time a keep-alive falls due, and the xid of its own transaction
 -- when the session says, with the setting pglogq.ticker_autocommit = 'on', that it runs each
@@ -53,10 +55,12 @@ DECLARE
     n integer := 0;
     per_call constant integer := 20;  -- queues looked at per call (documented in the header)
     -- queues whose rows and sequences a call reads (the header; a session may set fewer)
-    look integer := greatest(least(coalesce(nullif(current_setting('pglogq.ticker_look', true), '')::integer,
-                                            1000), 1000), 1);
+    look integer := greatest(least(coalesce(substring(current_setting('pglogq.ticker_look', true)
+                                                      FROM '^\d{1,6}$')::integer, 1000), 1000), 1);
     window_ids integer[];
     partial boolean;
+    last_window boolean := false;
+    rnd text[];
     next_q integer := coalesce(nullif(current_setting('pglogq.ticker_next', true), '')::integer, 0);
     last_q integer;
     cur pg_snapshot := pg_current_snapshot();
@@ -100,14 +104,24 @@ BEGIN
     END IF;
     -- the event table before any queue's rows, as drop_queue takes them: no deadlock with it
     LOCK TABLE ONLY pglogq.event IN ACCESS SHARE MODE;
-    -- the queues this call looks at: at most `look`, round robin from where the last call stopped
-    -- (see the header: a sequence read locks it to the end of the transaction)
+    -- the queues this call looks at (see the header): all of them, round robin from where the last
+    -- call stopped, when they are at most `look`; else the next `look` in id order from there, a
+    -- round of calls (a sequence read locks the sequence to the end of the transaction)
     window_ids := ARRAY(SELECT x.queue_id FROM pglogq.queue x
                          WHERE (ticker.queue_name IS NULL AND NOT x.paused) OR x.queue_id = qid
                          ORDER BY x.queue_id < next_q, x.queue_id LIMIT look + 1);
     partial := cardinality(window_ids) > look;
     IF partial THEN
+        window_ids := ARRAY(SELECT x.queue_id FROM pglogq.queue x WHERE NOT x.paused AND x.queue_id >= next_q
+                             ORDER BY x.queue_id LIMIT look + 1);
+        last_window := cardinality(window_ids) <= look;
         window_ids := window_ids[1:look];
+        -- the round so far: the snapshot its first call started from ('' when not known: no
+        -- shortcut after it), the soonest keep-alive, whether a queue with a ticker_max_lag was due
+        rnd := string_to_array(nullif(current_setting('pglogq.ticker_round', true), ''), '/');
+        IF next_q = 0 OR cardinality(rnd) IS DISTINCT FROM 3 THEN
+            rnd := ARRAY[CASE WHEN next_q = 0 THEN cur::text ELSE '' END, '', 'f'];
+        END IF;
     END IF;
     -- of those, the queues with something to do, in that order; of the others, the soonest time a
     -- keep-alive falls due, up to its grace later
@@ -145,19 +159,35 @@ BEGIN
     END LOOP;
     PERFORM set_config('pglogq.ticker_flow', flow::text, false);
     IF ticker.queue_name IS NULL THEN
-        IF cardinality(due) <= per_call AND NOT partial THEN
-            -- a whole pass: the shortcut's state (a queue with a ticker_max_lag probed here without
-            -- a tick may fall due by time alone: it is looked at again in the next pass)
+        IF partial THEN
+            rnd[2] := coalesce(least(nullif(rnd[2], '')::float8, extract(epoch FROM soonest)::float8)::text, '');
+            rnd[3] := CASE WHEN rnd[3] = 't' OR lagged THEN 't' ELSE 'f' END;
+        END IF;
+        IF cardinality(due) <= per_call AND (NOT partial OR last_window) THEN
+            -- a whole pass, or the last call of a round: the shortcut's state, from the start of
+            -- the pass (a queue with a ticker_max_lag probed here without a tick may fall due by
+            -- time alone: it is looked at again in the next pass)
             PERFORM set_config('pglogq.ticker_seen',
-                cur::text || '/' || coalesce(CASE WHEN alone THEN pg_current_xact_id_if_assigned()::text END, '')
-                || '/' || coalesce(CASE WHEN NOT lagged THEN extract(epoch FROM soonest)::text END, ''), false);
+                CASE WHEN NOT partial
+                     THEN cur::text || '/'
+                          || coalesce(CASE WHEN alone THEN pg_current_xact_id_if_assigned()::text END, '')
+                          || '/' || coalesce(CASE WHEN NOT lagged THEN extract(epoch FROM soonest)::text END, '')
+                     WHEN rnd[1] <> ''
+                     THEN rnd[1] || '/'
+                          || coalesce(CASE WHEN alone THEN pg_current_xact_id_if_assigned()::text END, '')
+                          || '/' || CASE WHEN rnd[3] = 'f' THEN rnd[2] ELSE '' END
+                     ELSE '' END, false);
             PERFORM set_config('pglogq.ticker_next', '0', false);
+            PERFORM set_config('pglogq.ticker_round', '', false);
         ELSE
-            -- cut short by per_call or by look: not every queue was looked at, no shortcut after it
+            -- cut short by per_call, or a round of calls goes on: not every queue was looked at,
+            -- no shortcut after this call
             PERFORM set_config('pglogq.ticker_seen', '', false);
             PERFORM set_config('pglogq.ticker_next',
                                (CASE WHEN cardinality(due) > per_call THEN last_q
                                      ELSE window_ids[cardinality(window_ids)] END + 1)::text, false);
+            PERFORM set_config('pglogq.ticker_round', CASE WHEN partial THEN array_to_string(rnd, '/') ELSE '' END,
+                               false);
         END IF;
     END IF;
     RETURN n;

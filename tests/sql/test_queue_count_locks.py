@@ -331,3 +331,33 @@ def test_a_ticker_call_reads_a_bounded_number_of_queues(dsn: str) -> None:
         for _ in range(6):  # 30 queues, 5 a call
             conn.execute("SELECT pglogq.ticker()")
         assert conn.execute(head).fetchone() != before
+
+
+def test_a_round_of_ticker_calls_is_a_whole_pass(dsn: str) -> None:
+    """With more queues than a call reads, the round's last call counts as a whole pass: the
+    daemon's next call is not cut short ('0'), and an idle call after it reads nothing (the
+    shortcut state is kept); a send in between is still ticked by the next round."""
+    _grow(dsn, 0, 20)
+    poll = ("SELECT n, current_setting('pglogq.ticker_next', true), current_setting('pglogq.ticker_seen', true)"
+            "  FROM (SELECT pglogq.ticker() AS n OFFSET 0) t")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT set_config('pglogq.ticker_look', '3', false)")
+        conn.execute("SELECT set_config('pglogq.ticker_autocommit', 'on', false)")
+        nexts = []
+        for _ in range(8):  # 20 queues, 3 a call: a round is 7 calls
+            row = conn.execute(poll).fetchone()
+            assert row is not None
+            nexts.append(row[1])
+            if row[1] == "0":
+                break
+        assert nexts[-1] == "0" and len(nexts) == 7, nexts
+        assert row[2], "the round's last call keeps the shortcut state"
+        row = conn.execute(poll).fetchone()
+        assert row is not None and row[0] == 0 and row[1] == "0" and row[2], row  # read nothing
+        conn.execute("SELECT pglogq.send('other_19', '{}')")
+        head = ("SELECT h.tick_id FROM pglogq.tick_head h JOIN pglogq.queue q USING (queue_id)"
+                " WHERE q.queue_name = 'other_19'")
+        before = conn.execute(head).fetchone()
+        for _ in range(8):
+            conn.execute(poll)
+        assert conn.execute(head).fetchone() != before
