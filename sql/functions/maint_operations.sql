@@ -1,7 +1,8 @@
 -- pglogq.maint_operations(): the maintenance steps due now, for a ticker daemon to run.
 -- Parameters: none.
--- Returns:    rows (op, queue_name): op is one of pump, meta (queue_name NULL), retention,
---             rotate_step1, rotate_step2, prune, release, history (queue_name NULL);
+-- Returns:    rows (op, queue_name): op is one of pump, meta and head (queue_name NULL: head,
+--             the compaction of tick_head, right after meta, in a transaction of its own),
+--             retention, rotate_step1, rotate_step2, prune, release, history (queue_name NULL);
 --             run each with pglogq.maint_run(op, queue_name), each in its own transaction.
 -- Tables:     queue, retry, delayed, subscription, cancelled, idempotency_key, stop_request,
 --             progress (read).
@@ -24,7 +25,7 @@ BEGIN
      WHERE (SELECT min(r.due_at) FROM pglogq.retry r) <= clock_timestamp()
         OR (SELECT min(d.deliver_at) FROM pglogq.delayed d) <= clock_timestamp()
     UNION ALL
-    SELECT 'meta', NULL::text WHERE pglogq._meta_due()
+    SELECT m.op, NULL::text FROM (VALUES (1, 'meta'), (2, 'head')) m (i, op) WHERE pglogq._meta_due()
     UNION ALL
     SELECT 'history', NULL::text WHERE pglogq._history_due()
     UNION ALL

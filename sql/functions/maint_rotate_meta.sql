@@ -11,7 +11,7 @@
 --             retain_tick stored there is copied to the current slot first; the empty tick
 --             partitions of dropped queues dropped), subscription (read), stream_mark (compacted:
 --             TRUNCATEd and its live rows written back as they were), tick_head (read: each
---             queue's newest tick; compacted as stream_mark is).
+--             queue's newest tick; compacted by maint_compact_head, in a transaction of its own).
 -- The metadata epoch is the sequence pglogq.meta_epoch (meta_epoch_time: the unix time of the last
 -- switch); a new tick goes to slot epoch % 3 of its queue.  A switch from epoch e to e + 1 first
 -- empties slot (e + 1) % 3 of each queue, the oldest (written two to three epochs ago), so that
@@ -52,7 +52,6 @@ DECLARE
     new_part smallint;
     deadline timestamptz;
     marks pglogq.stream_mark[];
-    heads pglogq.tick_head[];
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE WARNING 'metadata rotation skipped: it must run in a READ COMMITTED transaction, not %',
@@ -158,21 +157,6 @@ BEGIN
             EXIT;
         END;
     END LOOP;
-    -- each queue's tick_head row: every tick updates it, and a held snapshot keeps every version
-    -- (a hundred a second under load, none of which VACUUM may free): compacted as the marks
-    -- are, at every switch (a row a queue: a millisecond at 1,000 queues; the statistics of dead
-    -- versions lag the ticks by up to a second), and last, so that its lock is held for the
-    -- shortest time (every tick reads the row first).  A reader whose snapshot predates this
-    -- commit finds no row: every reader takes a missing row for "not known" and reads the
-    -- queue's ticks instead (as for a row of before a column)
-    BEGIN
-        LOCK TABLE pglogq.tick_head IN ACCESS EXCLUSIVE MODE;
-        heads := ARRAY(SELECT h FROM pglogq.tick_head h);
-        TRUNCATE pglogq.tick_head;
-        INSERT INTO pglogq.tick_head SELECT * FROM unnest(heads);
-    EXCEPTION WHEN lock_not_available THEN
-        NULL;  -- the next switch
-    END;
     PERFORM set_config('lock_timeout', old_timeout, true);
     PERFORM setval('pglogq.meta_epoch', e + 1, true);
     PERFORM setval('pglogq.meta_epoch_time', extract(epoch FROM clock_timestamp())::bigint, true);

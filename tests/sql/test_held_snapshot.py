@@ -23,7 +23,7 @@ SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
 """
 # tick_head: one row per queue, updated by every tick: under a held snapshot each tick leaves a
 # version no VACUUM can free, about 100 bytes of row (and index entries when an update cannot stay
-# on its page), until the metadata rotation compacts it; measured on its own
+# on its page), until maint_compact_head compacts it; measured on its own
 TICK_HEAD_BYTES = "SELECT pg_total_relation_size('pglogq.tick_head')"
 
 
@@ -47,11 +47,13 @@ def traffic(client: pglogq.Client, batches: int) -> int:
 
 
 def rotate_metadata(client: pglogq.Client, conn: psycopg.Connection[Any]) -> None:
-    """Three switches of the metadata epoch, each after a tick everyone passed: every tick slot
-    and both state partitions are emptied once."""
+    """Three switches of the metadata epoch, each after a tick everyone passed, each followed by
+    the compaction of tick_head (as maint_operations lists them): every tick slot and both state
+    partitions are emptied once."""
     for _ in range(3):
         traffic(client, 1)
         assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        assert conn.execute("SELECT pglogq.maint_compact_head()").fetchone() == (True,)
 
 
 def metadata_bytes(conn: psycopg.Connection[Any]) -> int:
@@ -95,7 +97,7 @@ def test_metadata_does_not_grow_with_traffic_under_a_held_snapshot(
     assert ticks is not None and ticks[0] <= 4  # two epochs' ticks and the copy of retain_tick
     assert large - small <= 8 * 8192, (small, large)
     # tick_head: a version a tick (203 ticks: 49,152 bytes more quiet, 81,920 beside two CPU
-    # burners) until the rotation compacted it
+    # burners) until maint_compact_head compacted it
     assert head_before is not None and head_after is not None
     assert head_after[0] <= head_before[0], (head_before, head_after)
 
@@ -330,7 +332,7 @@ def test_the_metadata_switches_every_10_s_only_while_the_horizon_is_held(client:
 
 def test_listings_in_a_snapshot_older_than_the_tick_head_compaction_read_the_ticks(
         client: pglogq.Client, dsn: str) -> None:
-    """The rotation compacts tick_head with TRUNCATE, which is not MVCC-safe: a REPEATABLE READ
+    """maint_compact_head compacts tick_head with TRUNCATE, which is not MVCC-safe: a REPEATABLE READ
     transaction whose snapshot predates it finds no tick_head rows, and its listings then read the
     queues' ticks: the same figures as a new transaction's (a rate, unread and pending events)."""
     client.create_queue("q")
@@ -343,9 +345,36 @@ def test_listings_in_a_snapshot_older_than_the_tick_head_compaction_read_the_tic
         fresh = conn.execute(listing).fetchall()
         old.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         old.execute("SELECT 1")  # the snapshot, no lock on tick_head
-        assert conn.execute("SELECT pglogq.maint_rotate_meta(true)").fetchone() == (True,)
+        assert conn.execute("SELECT pglogq.maint_compact_head()").fetchone() == (True,)
         assert conn.execute("SELECT count(*) FROM pglogq.tick_head").fetchone() == (1,)
         assert old.execute("SELECT count(*) FROM pglogq.tick_head").fetchone() == (0,)  # compacted
         assert old.execute(listing).fetchall() == fresh
         old.rollback()
     assert fresh == [(3 / 60, 3, 3, 1)]
+
+
+def test_the_compaction_of_tick_head_waits_for_no_tick_and_keeps_every_row(dsn: str) -> None:
+    """maint_compact_head in a transaction of its own: listed right after the metadata switch,
+    it writes every row back as it was; refused (false) when a transaction holds tick_head past
+    its 100 ms, and outside READ COMMITTED (an older snapshot would write old rows back)."""
+    with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as other:
+        for name in ("a", "b"):
+            conn.execute("SELECT pglogq.create_queue(%s)", (name,))
+            conn.execute("SELECT pglogq.send(%s, '{}')", (name,))
+            conn.execute("SELECT pglogq.force_tick(%s)", (name,))
+        heads = "SELECT * FROM pglogq.tick_head ORDER BY queue_id"
+        before = conn.execute(heads).fetchall()
+        ops = [r[0] for r in conn.execute("SELECT op FROM pglogq.maint_operations()")
+               if r[0] in ("meta", "head")]
+        assert ops in ([], ["meta", "head"])  # together, meta first
+        other.execute("SELECT count(*) FROM pglogq.tick_head")  # its lock held to the end
+        assert conn.execute("SELECT pglogq.maint_run('head')").fetchone() == (0,)
+        other.rollback()
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            assert conn.execute("SELECT pglogq.maint_compact_head()").fetchone() == (False,)
+        assert conn.execute("SELECT pglogq.maint_run('head')").fetchone() == (1,)
+        assert conn.execute(heads).fetchall() == before
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT pglogq.maint_run('head', 'a')")
+        assert info.value.sqlstate == "PQ019"
