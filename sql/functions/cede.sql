@@ -11,7 +11,7 @@
 --             started (receive without start_first counts the whole page as started at once).
 -- Tables:     subscription (lock of the holder), subscriber and sub_state (a released holder row
 --             for the ceded events: insert; the holder's lease end: update), event (read),
---             NOTIFY "pglogq.<queue>".
+--             tick_head (read: the last tick, which the NOTIFY "pglogq.<queue>" carries).
 -- The lease is cut after the kept event; the rest of it (in the page or after it) goes to a new
 -- holder row that is released at once, so the next worker that asks takes it over (_take_batch:
 -- the same path as a silent worker's lease, before any new event; nothing of it was started,

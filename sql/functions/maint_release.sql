@@ -2,7 +2,8 @@
 -- Parameters: queue_name
 -- Returns:    the number of batches released.
 -- Raises:     PQ001 unknown queue.
--- Tables:     sub_state (released_at of the silent worker's row), NOTIFY "pglogq.<queue>".
+-- Tables:     sub_state (released_at of the silent worker's row), tick_head (read: the last tick,
+--             which the NOTIFY "pglogq.<queue>" carries).
 -- A cooperating worker silent for longer than the queue's dead_interval (no heartbeat, progress
 -- or receive) while it holds a batch is taken for dead: its batch is marked released and the
 -- queue's channel is notified, so that idle workers ask at once and the first receive of any

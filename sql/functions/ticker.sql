@@ -23,8 +23,8 @@
 -- once while ticks are written: 1,000 queues whose keep-alive falls due together are 50 calls.
 -- And a call reads the rows and id sequences of at most 1,000 queues (fewer when the session
 -- setting pglogq.ticker_look says so), the next call going on after them: reading a sequence's
--- last value locks it to the end of the transaction, and a pass over 10,000 queues in one call
--- held 10,000 locks (out of the lock table, which is shared by the server).  A database of
+-- last value locks it to the end of the transaction, so a pass in one call held a lock a queue
+-- (2,385 at 5,400 queues; the lock table, shared by the server, ran out before 10,000).  A database of
 -- 10,000 queues is looked at in a round of 10 calls, in id order, which the daemon makes one
 -- after another as for a call cut short by per_call; the round's last call counts as a whole
 -- pass (its shortcut state starts from the snapshot of the round's first call, kept with the
