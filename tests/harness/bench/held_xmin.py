@@ -47,7 +47,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 import pglogq
-from tests.harness.bench import payload
+from tests.harness.bench import payload, pgq_extension
 from tests.harness.bench.context import BenchContext
 from tests.harness.bench.pacing import clock, wait_until
 from tests.harness.bench.results import Measure, Series
@@ -264,7 +264,6 @@ class PgQTarget(Target):
 
     def prepare(self, tag: str, rotation_seconds: int) -> None:
         self.queue = f"held_{tag}"
-        self.ctx.sql("CREATE EXTENSION IF NOT EXISTS pgq")
         self.ctx.sql("SELECT pgq.create_queue(%s)", (self.queue,))
         for name in ("c1", "c2", "c3"):
             self.ctx.sql("SELECT pgq.register_consumer(%s, %s)", (self.queue, name))
@@ -297,7 +296,7 @@ def pgq_available(ctx: BenchContext) -> str | None:
     if shutil.which("pgqd") is None:
         return "no pgqd on this machine (Debian package pgqd)"
     with ctx.connect() as conn:
-        if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pgq'").fetchone() is None:
+        if not pgq_extension.install(conn):
             return "the server has no pgq extension (Debian package postgresql-NN-pgq3)"
     return None
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import psycopg
 
+from tests.harness.bench import pgq_extension
 from tests.harness.bench.context import BenchContext
 from tests.harness.bench.results import Measure
 from tests.harness.bench.systems import Pglogq, System
@@ -195,46 +196,41 @@ PGQ_LISTINGS: tuple[tuple[str, str], ...] = (
 )
 
 
-def has_pgq(conn: Conn) -> bool:
-    """Whether PgQ can be installed in this database (made here when it can)."""
-    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pgq'").fetchone() is None:
-        return False
-    conn.execute("CREATE EXTENSION IF NOT EXISTS pgq")
-    return True
+@dataclass(frozen=True)
+class Making:
+    """How a system makes a queue like the others of the database: a consumer and one ticked
+    event.  Each statement takes the named parameters q (the queue), c (the consumer) and p (the
+    payload)."""
+
+    schema: str
+    create: str
+    subscribe: str
+    send: str
+    tick: str
 
 
-def grow_pgq(conn: Conn, have: int, want: int) -> int:
-    """PgQ's side of ``grow``: queues with a consumer and one ticked event each."""
-    if have == 0:
-        conn.execute("SELECT pgq.create_queue(%s)", (TARGET,))
-        conn.execute("SELECT pgq.register_consumer(%s, %s)", (TARGET, CONSUMER))
-        have = 1
-    for i in range(have, want):
-        name = f"other_{i:05d}"
-        with conn.transaction():
-            conn.execute("SELECT pgq.create_queue(%s)", (name,))
-            conn.execute("SELECT pgq.register_consumer(%s, %s)", (name, CONSUMER))
-        conn.execute("SELECT pgq.insert_event(%s, 'n', %s)", (name, PAYLOAD))
-        _pgq_tick(conn, name)
-    conn.execute("ANALYZE pgq.queue")
-    return want
+PGLOGQ_MAKING = Making("pglogq", "SELECT pglogq.create_queue(%(q)s)", "SELECT pglogq.subscribe(%(q)s, %(c)s)",
+                       "SELECT pglogq.send(%(q)s, %(p)s::jsonb)", "SELECT pglogq.force_tick(%(q)s)")
+PGQ_MAKING = Making("pgq", "SELECT pgq.create_queue(%(q)s)", "SELECT pgq.register_consumer(%(q)s, %(c)s)",
+                    "SELECT pgq.insert_event(%(q)s, 'n', %(p)s)", "SELECT pgq.force_tick(%(q)s), pgq.ticker(%(q)s)")
 
 
-def grow(conn: Conn, have: int, want: int) -> int:
+def grow(conn: Conn, have: int, want: int, making: Making = PGLOGQ_MAKING) -> int:
     """Add queues until the database holds ``want`` (the target included): each with a consumer
     and one ticked event.  One transaction per queue (a create takes a dozen relation locks)."""
     if have == 0:
-        conn.execute("SELECT pglogq.create_queue(%s)", (TARGET,))
-        conn.execute("SELECT pglogq.subscribe(%s, %s)", (TARGET, CONSUMER))
+        args = {"q": TARGET, "c": CONSUMER, "p": PAYLOAD}
+        conn.execute(making.create, args)
+        conn.execute(making.subscribe, args)
         have = 1
     for i in range(have, want):
-        name = f"other_{i:05d}"
+        args = {"q": f"other_{i:05d}", "c": CONSUMER, "p": PAYLOAD}
         with conn.transaction():
-            conn.execute("SELECT pglogq.create_queue(%s)", (name,))
-            conn.execute("SELECT pglogq.subscribe(%s, %s)", (name, CONSUMER))
-        conn.execute("SELECT pglogq.send(%s, %s::jsonb)", (name, PAYLOAD))
-        conn.execute("SELECT pglogq.force_tick(%s)", (name,))
-    conn.execute("ANALYZE pglogq.queue")
+            conn.execute(making.create, args)
+            conn.execute(making.subscribe, args)
+        conn.execute(making.send, args)
+        conn.execute(making.tick, args)
+    conn.execute(f"ANALYZE {making.schema}.queue".encode())
     return want
 
 
@@ -375,7 +371,7 @@ def measure(dsn: str, counts: tuple[int, ...], hot_counts: tuple[int, ...], repe
     skip: dict[str, str] = {}
     skip_pgq: dict[str, str] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
-        pgq = pgq and has_pgq(conn)
+        pgq = pgq and pgq_extension.install(conn)
     for n in sorted({*counts, *hot_counts}):
         with psycopg.connect(dsn, autocommit=True) as conn:
             t0 = time.perf_counter()
@@ -383,7 +379,7 @@ def measure(dsn: str, counts: tuple[int, ...], hot_counts: tuple[int, ...], repe
             note(f"grew to {n:,} queues in {time.perf_counter() - t0:.0f} s")
             if pgq:
                 t0 = time.perf_counter()
-                have_pgq = grow_pgq(conn, have_pgq, n)
+                have_pgq = grow(conn, have_pgq, n, PGQ_MAKING)
                 note(f"grew to {n:,} PgQ queues in {time.perf_counter() - t0:.0f} s")
         calls = CALLS if n in counts else tuple(c for c in CALLS if c.hot)
         for row in measure_calls(dsn, n, repeat, sessions, calls, skip):

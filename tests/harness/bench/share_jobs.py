@@ -50,7 +50,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 import pglogq
-from tests.harness.bench import payload
+from tests.harness.bench import payload, pgq_extension
 from tests.harness.bench.context import BenchContext
 from tests.harness.bench.held_xmin import HeldSnapshot
 from tests.harness.bench.pacing import wait_until
@@ -209,7 +209,8 @@ class Sides:
             c.subscribe(self.queue, CONSUMER, share=True, lanes=True)
         ddl = DDL.replace("bench_claim_jobs", CLAIM_FN).replace("bench_jobs", JOBS)
         self.ctx.sql(ddl)
-        self.pgq = _pgq_ready(self.ctx)
+        with self.ctx.connect() as conn:
+            self.pgq = pgq_extension.install(conn)
         if self.pgq:
             self.ctx.sql("SELECT pgq.create_queue(%s)", (self.pgq_queue,))
             self.ctx.sql("SELECT pgq.register_consumer(%s, %s)", (self.pgq_queue, CONSUMER))
@@ -279,15 +280,6 @@ class Sides:
 def _sum(futs: list[Future[tuple[int, float]]], start_at: float) -> tuple[int, float]:
     parts = [f.result() for f in futs]
     return sum(p[0] for p in parts), max(p[1] for p in parts) - start_at
-
-
-def _pgq_ready(ctx: BenchContext) -> bool:
-    """Whether PgQ is installed in the bench database (installed here when the server has it)."""
-    try:
-        ctx.sql("CREATE EXTENSION IF NOT EXISTS pgq")
-    except psycopg.Error:
-        return False
-    return True
 
 
 # -- parts 1 and 2 -------------------------------------------------------------------------------------
