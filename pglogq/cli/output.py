@@ -27,14 +27,18 @@ from pglogq.cli import jsontext
 from pglogq.durations import format_duration
 
 _AS_IS = frozenset({str, int, float, bool})  # exactly these types (a subclass may need more: RawJson)
+_FIELDS: dict[type, tuple[str, ...]] = {}  # a dataclass's field names, looked up once per class
 
 
 def jsonable(value: Any) -> Any:
     """A value as the JSON conventions above want it."""
     if value is None or type(value) in _AS_IS:
         return value  # most values of a listing: no further test
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    names = _FIELDS.get(type(value))
+    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _FIELDS[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+    if names is not None:
+        return {n: jsonable(getattr(value, n)) for n in names}
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
