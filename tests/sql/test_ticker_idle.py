@@ -202,6 +202,26 @@ def test_a_send_in_flight_at_the_tick_is_ticked_after_its_commit(dsn: str) -> No
         assert {"late": 1} in _drain(conn, "q_1")
 
 
+def test_a_poll_while_only_an_uncommitted_send_waits_writes_no_tick_and_draws_no_xid(dsn: str) -> None:
+    # the queue stays due poll after poll while a producer's transaction holds a drawn id: such
+    # a poll counts what it could close (nothing committed), writes nothing and, in a
+    # transaction that had no xid, draws none (it would burn one per poll)
+    with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as sender:
+        _queues(conn, 2)
+        _catch_up(conn)
+        sender.execute("SELECT pglogq.send('q_0', '{\"open\": 1}')")
+        ticks = int(_one(conn, TICKS))
+        for _ in range(3):
+            _one(conn, "SELECT pg_current_xact_id()")  # a commit: the pass looks at the queues again
+            with conn.transaction():
+                assert _one(conn, "SELECT pglogq.ticker()") == 0
+                assert _one(conn, "SELECT pg_current_xact_id_if_assigned()") is None
+        assert int(_one(conn, TICKS)) == ticks
+        sender.commit()
+        assert _one(conn, "SELECT pglogq.ticker()") == 1
+        assert {"open": 1} in _drain(conn, "q_0")
+
+
 def test_pumped_events_are_ticked(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         _queues(conn, 3)

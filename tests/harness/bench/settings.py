@@ -16,7 +16,8 @@ class Settings:
     backlog: int  # events preloaded for the drain scenario
     backlog_tick_every: int  # events between two ticks while preloading
     page_size: int  # max_messages of the SQL-level drain
-    latency_seconds: float  # offered-load duration per rate
+    latency_seconds: float  # offered-load duration per rate, measured
+    latency_warmup_seconds: float  # offered load before it on the same sessions, reported apart
     latency_rates: tuple[int, ...]
     baseline_latency_rates: tuple[int, ...]
     peer_latency_rates: tuple[int, ...]  # PgQue, the closest peer (its targets row needs 1,000/s)
@@ -79,6 +80,7 @@ FULL = Settings(
     backlog_tick_every=5_000,
     page_size=10_000,
     latency_seconds=15.0,
+    latency_warmup_seconds=1.0,
     latency_rates=(100, 1_000, 10_000),
     baseline_latency_rates=(100, 1_000, 10_000),
     peer_latency_rates=(100, 1_000, 10_000),
@@ -138,6 +140,7 @@ QUICK = Settings(
     backlog_tick_every=1_000,
     page_size=10_000,
     latency_seconds=1.0,
+    latency_warmup_seconds=0.5,
     latency_rates=(100, 1_000, 10_000),
     baseline_latency_rates=(100,),
     peer_latency_rates=(1_000,),

@@ -159,6 +159,8 @@ def evaluate(results: Results, quick: bool) -> list[Verdict]:
                             r.find("latency", "1,000 events/s offered: p50", system), 10, "ms"))
         out.append(_at_most(f"end to end at 1,000 events/s ({label}): p99 <= 50 ms",
                             r.find("latency", "1,000 events/s offered: p99", system), 50, "ms"))
+    out.append(_at_most("end to end at 1,000 events/s (defaults): max <= 25 ms",
+                        r.find("latency", "1,000 events/s offered: max", "pglogq"), 25, "ms"))
     if not stored:
         out.append(_not_measured("end to end at 1,000 events/s with 1,000,000 events stored beside it: "
                                  "p50 <= 10 ms, p99 <= 50 ms"))
