@@ -40,7 +40,9 @@
 -- them builds (about 9 ms each at 1,000 queues); every other statement keeps its cached plan (they were all planned afresh on every
 -- call, 1-2 ms a tick, which at 1,000 idle queues was most of the ticker's cost).  A keep-alive
 -- of an idle queue (its tick_head quiet at the sequence's value, the value unmoved) reads none
--- of the queue's partitions: the last tick's id, time, xmax and event total are in tick_head.
+-- of the queue's partitions: the last tick's id, time, xmax and event total are in tick_head;
+-- and with the transactions running at it (tick_xip, migration 0049) a tick under load reads
+-- the event table only, once (the events it closes), not the tick table.
 CREATE OR REPLACE FUNCTION pglogq._tick(queue_id integer, force boolean)
 RETURNS bigint LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
@@ -61,6 +63,7 @@ DECLARE
     idle boolean;
     own boolean;
     last_xmax xid8;
+    last_xip xid8[];  -- the transactions running at the last tick
     early boolean;
     at timestamptz;
     first_tick bigint;
@@ -97,14 +100,17 @@ BEGIN
     -- that ended before that tick, see the header) and no id was drawn since, by anyone: no event
     -- waits, none of this transaction's own either
     idle := coalesce(h.quiet_seq = cur_seq AND h.tick_event_total IS NOT NULL AND h.tick_xmax IS NOT NULL, false);
-    IF idle THEN
+    IF idle OR (h.tick_xip IS NOT NULL AND h.tick_xmax IS NOT NULL AND h.tick_event_total IS NOT NULL) THEN
+        -- the last tick as tick_head holds it (migration 0049: its xip since then)
         last.tick_id := h.tick_id;
         last.tick_time := h.tick_time;
         last.tick_event_total := h.tick_event_total;
         last_xmax := h.tick_xmax;
+        last_xip := h.tick_xip;
     ELSE
         EXECUTE format(last_tick, 'tick_' || q.queue_id) INTO last USING q.queue_id;
         last_xmax := pg_snapshot_xmax(last.tick_snapshot);
+        last_xip := ARRAY(SELECT pg_snapshot_xip(last.tick_snapshot));
     END IF;
     -- not forced and no keep-alive due: a tick only when committed events wait (at least
     -- ticker_max_count of them, or one once ticker_max_lag has passed), which the count of the
@@ -162,18 +168,19 @@ BEGIN
     IF idle AND coalesce(pg_sequence_last_value(q.event_seq), 0) = cur_seq THEN
         closed := 0;
     ELSE
-        IF idle THEN
+        IF idle AND last_xip IS NULL THEN
             -- an id was drawn meanwhile: this tick may close its event (read the last tick now)
             EXECUTE format(last_tick, 'tick_' || q.queue_id) INTO last USING q.queue_id;
+            last_xip := ARRAY(SELECT pg_snapshot_xip(last.tick_snapshot));
         END IF;
-        xip_arr := ARRAY(SELECT x FROM pg_snapshot_xip(last.tick_snapshot) x WHERE pg_visible_in_snapshot(x, snap));
+        xip_arr := ARRAY(SELECT x FROM unnest(last_xip) x WHERE pg_visible_in_snapshot(x, snap));
         EXECUTE format('SELECT (SELECT count(*) FROM pglogq.%1$I e'
                        '         WHERE e.ev_queue = $1 AND e.ev_txid >= $2 AND e.ev_txid < $3'
                        '           AND pg_visible_in_snapshot(e.ev_txid, $4))'
                        '     + (SELECT count(*) FROM pglogq.%1$I e'
                        '         WHERE cardinality($5) > 0 AND e.ev_queue = $1 AND e.ev_txid = ANY ($5))',
                        'event_' || q.queue_id)
-           INTO closed USING q.queue_id, pg_snapshot_xmax(last.tick_snapshot), pg_snapshot_xmax(snap), snap, xip_arr;
+           INTO closed USING q.queue_id, last_xmax, pg_snapshot_xmax(snap), snap, xip_arr;
     END IF;
     IF closed < want THEN
         RETURN NULL;
@@ -197,13 +204,13 @@ BEGIN
     -- head event tick later than the real one, see above, keeps that true) and the head's event
     -- time (that tick's); unknown while the head has none
     INSERT INTO pglogq.tick_head AS th (queue_id, tick_id, tick_time, quiet_seq, tick_xmax, event_tick, event_time,
-                                        tick_event_total)
+                                        tick_event_total, tick_xip)
     VALUES (q.queue_id, last.tick_id + 1, at, quiet, pg_snapshot_xmax(snap),
             CASE WHEN closed > 0 THEN last.tick_id + 1 END, CASE WHEN closed > 0 THEN at END,
-            last.tick_event_total + closed)
+            last.tick_event_total + closed, ARRAY(SELECT pg_snapshot_xip(snap)))
         ON CONFLICT ON CONSTRAINT tick_head_pkey DO UPDATE
        SET tick_id = excluded.tick_id, tick_time = excluded.tick_time, quiet_seq = excluded.quiet_seq,
-           tick_xmax = excluded.tick_xmax, tick_event_total = excluded.tick_event_total,
+           tick_xmax = excluded.tick_xmax, tick_event_total = excluded.tick_event_total, tick_xip = excluded.tick_xip,
            (prev_event_tick, prev_event_total, prev_event_time) = (
                CASE WHEN excluded.event_tick IS NULL THEN th.prev_event_tick WHEN th.event_tick IS NOT NULL
                     THEN th.event_tick END,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 Conn = psycopg.Connection[Any]
 
@@ -132,6 +133,44 @@ def test_a_keep_alive_of_an_idle_queue_reads_no_partition(dsn: str) -> None:
         assert _one(conn, "SELECT h.tick_event_total FROM pglogq.tick_head h JOIN pglogq.queue q USING (queue_id)"
                           " WHERE q.queue_name = 'q_3'") == 2
         assert {"after": 1} in _drain(conn, "q_3")
+
+
+def test_a_tick_of_events_reads_the_event_table_only_and_tick_head_holds_its_snapshot(dsn: str) -> None:
+    """A tick that closes events takes the last tick from tick_head (its xip too): it reads no
+    tick partition, and the event table once (the events it closes), where it read the tick
+    table and the event table twice (each read an EXECUTE planned afresh).  Then tick_head holds
+    what the tick table holds, the transactions running at the tick included."""
+    tick_reads = ("SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0) FROM pg_stat_xact_user_tables"
+                  " WHERE schemaname = 'pglogq' AND relname ~ '^tick_[0-9]'")
+    event_reads = ("SELECT coalesce(sum(coalesce(idx_scan, 0)), 0) FROM pg_stat_xact_user_tables"
+                   " WHERE schemaname = 'pglogq' AND relname ~ '^event_[0-9]+_[0-9]+$'")
+    with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as open_tx:
+        _queues(conn, 2)
+        _catch_up(conn)
+        open_tx.execute("SELECT pg_current_xact_id()")  # running at the next tick: in its xip
+        conn.execute("SELECT pglogq.send('q_1', '{\"first\": 1}')")
+        assert _one(conn, "SELECT pglogq.ticker()") == 1
+        open_tx.commit()
+        for n in range(3):
+            conn.execute("SELECT pglogq.send('q_1', %s)", (Jsonb({"n": n}),))
+            with conn.transaction():
+                ticks, events = _one(conn, tick_reads), _one(conn, event_reads)
+                assert _one(conn, "SELECT pglogq.ticker()") == 1
+                assert _one(conn, tick_reads) - ticks == 0
+                # the count of the events it closes: one probe of each of the queue's event
+                # partitions for each of its two parts, not a count before the snapshot too
+                assert 0 < _one(conn, event_reads) - events <= 2 * _one(
+                    conn, "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhparent"
+                          " WHERE c.relname = 'event_' || (SELECT queue_id FROM pglogq.queue"
+                          "                                WHERE queue_name = 'q_1')")
+        rows = conn.execute(
+            "SELECT h.tick_id = t.tick_id AND h.tick_xmax = pg_snapshot_xmax(t.tick_snapshot)"
+            "       AND h.tick_xip = ARRAY(SELECT pg_snapshot_xip(t.tick_snapshot))"
+            "  FROM pglogq.tick_head h"
+            "  JOIN LATERAL (SELECT * FROM pglogq.tick x WHERE x.queue_id = h.queue_id"
+            "                 ORDER BY x.tick_id DESC LIMIT 1) t ON true").fetchall()
+        assert rows == [(True,)] * 2
+        assert [p for p in _drain(conn, "q_1") if p != {}] == [{"first": 1}, {"n": 0}, {"n": 1}, {"n": 2}]
 
 
 def test_a_send_committed_after_the_ticking_transaction_read_tick_head_is_ticked(dsn: str) -> None:
