@@ -123,8 +123,8 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
 
 def _encoded(ready: Any, indent: int | None) -> str:
     """``ready`` (what _prepare made) as JSON text.  orjson where it can write it: Python's
-    encoder with an indent is its pure-Python one, most of the time of ``status --json`` at
-    1,000 queues (0.3 s for 1.2 MB).  Python's where orjson refuses (an integer beyond 64
+    encoder with an indent is its pure-Python one (``status --json`` at 1,000 queues, 1 MB:
+    95 ms).  Python's where orjson refuses (an integer beyond 64
     bits, a lone surrogate, nesting deeper than it goes) or where its layout differs (an indent
     other than 2)."""
     if indent in (None, 2):
