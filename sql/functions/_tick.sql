@@ -20,8 +20,9 @@
 -- batch before it commits; without one the snapshot is taken as it is, and the xid its insert
 -- draws is past the snapshot's xmax.  Whether a tick is due before a keep-alive is the count of
 -- the events it would close (at least ticker_max_count, or one after ticker_max_lag), taken
--- after the snapshot: one read of the event table a tick, where a count of the waiting events
--- before it and of the closed ones after it took two (each EXECUTE is planned afresh: 0.3 ms).
+-- after the snapshot: one read of the event table a tick (two when the ticking transaction has
+-- an xid: the look for its own events), where a count of the waiting events before it and of
+-- the closed ones after it took two (each EXECUTE is planned afresh: 0.3 ms).
 -- tick_head gets the tick with quiet_seq, the sequence's value read before the snapshot, when no
 -- send of the queue is in flight between that read and the snapshot: a send holds the queue's
 -- shared advisory lock from before it draws its id until it ends (pumps and replays too), so a
@@ -42,7 +43,9 @@
 -- of an idle queue (its tick_head quiet at the sequence's value, the value unmoved) reads none
 -- of the queue's partitions: the last tick's id, time, xmax and event total are in tick_head;
 -- and with the transactions running at it (tick_xip, migration 0049) a tick under load reads
--- the event table only, once (the events it closes), not the tick table.
+-- the event table only, not the tick table.  A keep-alive of an idle queue leaves tick_xip NULL
+-- (a list as long as the transactions running, in every idle queue's row each idle period; the
+-- next tick of events reads the last tick from the tick table, once).
 CREATE OR REPLACE FUNCTION pglogq._tick(queue_id integer, force boolean)
 RETURNS bigint LANGUAGE plpgsql
 SET search_path = pglogq, pg_catalog, pg_temp
@@ -207,7 +210,7 @@ BEGIN
                                         tick_event_total, tick_xip)
     VALUES (q.queue_id, last.tick_id + 1, at, quiet, pg_snapshot_xmax(snap),
             CASE WHEN closed > 0 THEN last.tick_id + 1 END, CASE WHEN closed > 0 THEN at END,
-            last.tick_event_total + closed, ARRAY(SELECT pg_snapshot_xip(snap)))
+            last.tick_event_total + closed, CASE WHEN NOT idle THEN ARRAY(SELECT pg_snapshot_xip(snap)) END)
         ON CONFLICT ON CONSTRAINT tick_head_pkey DO UPDATE
        SET tick_id = excluded.tick_id, tick_time = excluded.tick_time, quiet_seq = excluded.quiet_seq,
            tick_xmax = excluded.tick_xmax, tick_event_total = excluded.tick_event_total, tick_xip = excluded.tick_xip,

@@ -10,7 +10,7 @@
 -- ticker_max_count are waiting or ticker_max_lag has passed since the last tick, or when
 -- ticker_idle_period has passed (keep-alive).  A queue another ticker is ticking is skipped.
 -- A pass over all queues reads one row of tick_head per queue and the last value of its id
--- sequence, and calls _tick (which reads the queue's ticks and probes its event table) only for
+-- sequence, and calls _tick (which counts the events of its event table a tick closes) only for
 -- a queue with something to do: ids drawn since its last tick (sends, or a pump or replay into
 -- it; ids of rolled-back sends too, until the next tick), a tick written while a send was in
 -- flight (quiet_seq NULL), or its keep-alive due.  An idle pass touches no partition: at 1,000

@@ -5,8 +5,9 @@
 --                    closes), written by _tick with each tick.  With it a tick under load reads
 --                    the queue's tick table no more: that read was an EXECUTE over the queue's
 --                    tick partitions, planned afresh each time (0.2 ms of the tick's 1.2 ms of
---                    backend time, some 170 ticks a second at 1,000 events/s).  Usually an empty
---                    array: the row grows by a few bytes a version.
--- NULL in the rows written before (and in a new queue's first row): _tick reads the last tick
--- from the tick table then, as before, and its tick fills the column.
+--                    backend time, some 170 ticks a second at 1,000 events/s).  As long as the
+--                    list of transactions running at the tick (usually empty or short).
+-- NULL in the rows written before, in a new queue's first row and after a keep-alive of an idle
+-- queue (which needs only tick_xmax): _tick reads the last tick from the tick table then, as
+-- before, and its tick of events fills the column.
 ALTER TABLE pglogq.tick_head ADD COLUMN IF NOT EXISTS tick_xip xid8[];
