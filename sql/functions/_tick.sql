@@ -59,7 +59,6 @@ DECLARE
     cur_seq bigint;
     mine xid8;
     want bigint;
-    waiting bigint;
     closed bigint;
     xip_arr xid8[];
     quiet bigint;
