@@ -938,8 +938,9 @@ def main(argv: list[str] | None = None) -> None:
     @click.option("--warmup-seconds", type=float, default=30.0, show_default=True)
     @click.option("--systems", default="pglogq,pgq,pgque", show_default=True,
                   help="Of pglogq, pgq, pgque, jobs (the jobs table grows by GBs in 30 minutes).")
-    @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-                  default=Path("docs/benchmarks/held-xmin-30min"), show_default=True)
+    # no default: a short run left with the default once wrote over the committed 30-minute reading
+    @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+                  help="Where the summary, samples and plot go (e.g. docs/benchmarks/held-xmin-30min).")
     def command(dsn: str | None, minutes: float, unheld_minutes: float, rate: int, rotation_seconds: int,
                 sample_seconds: float, warmup_seconds: float, systems: str, out: Path) -> None:
         """The long held-snapshot run (the no-bloat target): JSON of every sample, plot, summary."""
