@@ -52,8 +52,8 @@ def register_raw_loaders(conn: psycopg.Connection[Any]) -> None:
 
 
 _TOKENS = re.compile(r'("(?:[^"\\]|\\.)*")|[ \t\r\n]+')
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
-_ESCAPED_BY_PYTHON = re.compile(r"[^\x00-\x7e]")  # json.dumps escapes DEL too, orjson does not
+# what json.dumps escapes beyond the control characters: every non-ASCII character, and DEL
+_NON_ASCII = re.compile(r"[^\x00-\x7e]")
 
 
 def compact(text: str) -> str:
@@ -62,7 +62,8 @@ def compact(text: str) -> str:
 
 
 def ascii_only(text: str) -> str:
-    """JSON text with every non-ASCII character written as a ``\\uXXXX`` escape (same value)."""
+    """JSON text with every non-ASCII character (and DEL) written as a ``\\uXXXX`` escape, as
+    ``json.dumps`` writes them (same value)."""
     return _NON_ASCII.sub(lambda m: json.dumps(m.group())[1:-1], text)
 
 
@@ -133,5 +134,5 @@ def _encoded(ready: Any, indent: int | None) -> str:
         except (orjson.JSONEncodeError, TypeError):
             pass
         else:
-            return _ESCAPED_BY_PYTHON.sub(lambda m: json.dumps(m.group())[1:-1], out.decode("utf-8"))
+            return ascii_only(out.decode("utf-8"))
     return json.dumps(ready, indent=indent, separators=None if indent else (",", ":"))
