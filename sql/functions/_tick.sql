@@ -128,8 +128,9 @@ BEGIN
     -- stop every send of the queue until this session ends).  Idle: every id up to cur_seq was
     -- of a transaction that had ended at the last tick already, so quiet stays cur_seq
     quiet := cur_seq;
+    -- this transaction's xid, if it has one: none is drawn from here to the snapshot
+    mine := pg_current_xact_id_if_assigned();
     IF NOT idle THEN
-        mine := pg_current_xact_id_if_assigned();
         IF mine IS NOT NULL THEN
             EXECUTE format('SELECT EXISTS (SELECT 1 FROM pglogq.%I e WHERE e.ev_queue = $1 AND e.ev_txid = $2)',
                            'event_' || q.queue_id)
@@ -155,7 +156,6 @@ BEGIN
     -- without one, the snapshot as it is: the xid the tick's insert draws is past its xmax, and
     -- a poll that writes no tick draws none (a producer's open transaction, ids drawn and not
     -- committed, keeps the queue due poll after poll)
-    mine := pg_current_xact_id_if_assigned();
     snap := CASE WHEN mine IS NULL THEN pg_current_snapshot() ELSE pglogq._tick_snapshot() END;
     IF pg_snapshot_xmax(snap) < last_xmax THEN
         RAISE EXCEPTION 'transaction ids went backwards on queue "%" (last tick xmax %, now %)',
