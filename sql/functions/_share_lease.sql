@@ -8,9 +8,10 @@
 --             the urgent lane (else NULL), lease_seq its place in the consumer's hand-out count;
 --             h unchanged when nothing is left up to the last tick, or the window is full.
 -- Tables:     subscription (lock of the consumer row, and of its urgent lane's stream on a queue
---             with one), sub_state (update of the row the lease is cut from: the batch it hands
---             out and the frontier; of the consumer row: the hand-out count), tick (read), event
---             and cancelled (read, through _batch_page), batch_seq (the lease's batch id).
+--             with one; a lane's state row locked through _share_lane), sub_state (update of the
+--             row the lease is cut from: the batch it hands out, and the frontier through
+--             _share_advance; of the consumer row: the hand-out count), tick (read), event and
+--             cancelled (read, through _batch_page), batch_seq (the lease's batch id).
 -- The row a lease is cut from holds the batch being handed out, as a holder holds an open batch
 -- (so rotation, retention, seek and lag treat it as one), and its page key is the hand-out
 -- frontier: every event of the batch up to it is in some lease.  That row is the consumer's own
@@ -19,7 +20,8 @@
 -- which is tried first: an urgent event is leased before any ordinary one, as the lane is read
 -- first by every receive.  The batch is closed as soon as its last event is leased; each lease
 -- then holds its own place until acknowledged.  The events are read once more by the worker's
--- receive, bounded by its lease end.
+-- receive, bounded by its lease end.  receive cuts the usual lease (a lane's batch being handed
+-- out) on a short way of its own, reading the events once; this is the general way.
 -- The window: the consumer counts the events it hands out (share_handed) and each lease keeps
 -- the count at its first event (lease_seq), so count - the oldest open lease's lease_seq is the
 -- number of events handed out from that lease's first event on: leased, or done but behind it.
@@ -49,7 +51,7 @@ DECLARE
     lanes boolean;
     serial boolean;
     start integer;
-    head bigint;
+    lane integer;
     tried smallint[] := '{}';
     sources smallint[];
     moved boolean := false;
@@ -77,7 +79,6 @@ BEGIN
     IF NOT lanes THEN
         sources := sources || NULL::smallint;
     ELSE
-        head := (SELECT th.tick_id FROM pglogq.tick_head th WHERE th.queue_id = q.queue_id);
         start := h.sub_id % 8;
     END IF;
     FOR i IN 1 .. cardinality(sources) + CASE WHEN lanes THEN 8 ELSE 0 END LOOP
@@ -85,12 +86,9 @@ BEGIN
             -- the next lane that may have something (a batch out, or a tick it has not read),
             -- starting at one that depends on the worker (workers asking together start apart);
             -- a lane another worker is cutting on is passed over, never waited for
-            SELECT * INTO src FROM pglogq.subscription s
-             WHERE s.parent_id = consumer_id AND s.stream <= -2 AND s.stream <> ALL (tried)
-               AND (s.batch_id IS NOT NULL OR s.last_tick < coalesce(head, s.last_tick + 1))
-             ORDER BY (-2 - s.stream - start + 8) % 8
-             LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED;
-            EXIT WHEN NOT FOUND;
+            lane := pglogq._share_lane(consumer_id, start, tried);
+            EXIT WHEN lane IS NULL;
+            SELECT * INTO src FROM pglogq.subscription s WHERE s.sub_id = lane;
             part := src.stream;
             tried := tried || part;
         ELSE
@@ -188,18 +186,9 @@ BEGIN
     h.lease_end_id := last_row.msg_id;
     h.lease_stream := part;
     h.lease_seq := coalesce(c.share_handed, 0);
-    IF n > lease_size THEN
-        -- the frontier moves (and, on the consumer's own row, the count with it: one update)
-        UPDATE pglogq.sub_state s
-           SET page_prio = last_row.priority, page_txid = last_row.txid, page_id = last_row.msg_id,
-               last_seen = clock_timestamp(),
-               share_handed = CASE WHEN s.sub_id = consumer_id THEN coalesce(s.share_handed, 0) + k
-                                   ELSE s.share_handed END
-         WHERE s.sub_id = src.sub_id;
-    ELSE
-        -- the lease takes the rest of the batch
-        PERFORM pglogq._close_batch(src.sub_id);
-    END IF;
+    -- the frontier moves, or the lease takes the rest of the batch
+    PERFORM pglogq._share_advance(src.sub_id, consumer_id, k, n > lease_size,
+                                  last_row.priority, last_row.txid, last_row.msg_id);
     IF serial AND (n <= lease_size OR src.sub_id <> consumer_id) THEN
         UPDATE pglogq.sub_state s SET share_handed = coalesce(s.share_handed, 0) + k WHERE s.sub_id = consumer_id;
     END IF;

@@ -616,6 +616,9 @@ def test_every_reset_clears_what_close_batch_clears(dsn: str) -> None:
     new = take[take.rindex("h.batch_id := nextval"):]
     lease_end = {"lease_end_prio", "lease_end_txid", "lease_end_id", "lease_stream", "lease_seq"}
     assert batch - _WRITTEN_BY_RECEIVE - lease_end - _fields_assigned(new) == set(), "_take_batch's new batch"
+    # receive's short way to a lease (cut from a lane's batch): the same, with its end to come
+    short = _segment(receive, "h.batch_id := nextval('pglogq.batch_seq');", "END IF;")
+    assert batch - _WRITTEN_BY_RECEIVE - _fields_assigned(short) == set(), "receive's short way to a lease"
     # _share_lease: a lease
     lease = _source("_share_lease")
     cut = lease[lease.rindex("h.batch_id := nextval"):]

@@ -153,6 +153,51 @@ def test_a_silent_workers_lease_alone_comes_back(lanes: pglogq.Client, dsn: str)
     assert sorted([*_ids(a), *_ids(b), *(m.msg_id for m in rest)]) == ids
 
 
+def test_a_silent_workers_lease_is_taken_over_before_a_lane_is_cut(lanes: pglogq.Client, dsn: str) -> None:
+    """Lanes with events left to hand out (five events a lane) do not hide a silent worker's
+    lease: the next receive takes it over rather than cutting a new lease from a lane."""
+    ids = [lanes.send(Q, {"n": i}) for i in range(40)]
+    lanes.tick(Q, force=True)
+    a = lanes.receive(Q, "mailer", worker="a", max_messages=1, start_first=1)
+    b = lanes.receive(Q, "mailer", worker="b", max_messages=1)
+    assert b.ack()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '1 hour'"
+                     " WHERE worker_name = 'a'")
+    # b's round starts at the lane it cut from, whose batch is still being handed out
+    c = lanes.receive(Q, "mailer", worker="b", max_messages=5)
+    assert _ids(c) == _ids(a)
+    assert [m.retry_count for m in c] == [1]
+    assert c.ack()
+    rest = drain(lanes, Q, "mailer", worker="b", page=3)
+    assert sorted([*_ids(a), *_ids(b), *(m.msg_id for m in rest)]) == ids
+
+
+def test_a_lease_cut_from_a_lane_ends_with_its_page(lanes: pglogq.Client, dsn: str) -> None:
+    """A lease of one event from a lane with more: the worker's page is the whole lease (its
+    ack ends it: nothing of it is read again), and the lane's frontier is its event."""
+    for i in range(40):
+        lanes.send(Q, {"n": i})
+    lanes.tick(Q, force=True)
+    # the first lease opens the batch of a lane, the second is cut from that batch
+    assert lanes.receive(Q, "mailer", worker="a", max_messages=1).ack()
+    first = lanes.receive(Q, "mailer", worker="a", max_messages=1)
+    (event,) = _ids(first)
+    state = """SELECT st.page_more, st.lease_end_id, st.batch_id
+                 FROM pglogq.subscriber s JOIN pglogq.sub_state st ON st.sub_id = s.sub_id
+                WHERE s.worker_name = 'a'"""
+    lane = """SELECT st.page_id, st.batch_id IS NOT NULL
+                FROM pglogq.subscriber s JOIN pglogq.sub_state st ON st.sub_id = s.sub_id
+               WHERE s.stream = -2 - %s %% 8 AND s.parent_id IS NOT NULL"""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute(state).fetchone() == (False, event, first.id)
+        assert conn.execute(lane, (event,)).fetchone() == (event, True)
+        assert first.ack()
+        assert conn.execute(state).fetchone() == (None, None, None)
+    second = lanes.receive(Q, "mailer", worker="a", max_messages=1)
+    assert len(second.messages) == 1 and _ids(second) != [event]
+
+
 def test_lookup_and_jobs_see_leases_of_lanes(lanes: pglogq.Client) -> None:
     ids = [lanes.send(Q, {"n": i}, type="mail") for i in range(12)]
     lanes.tick(Q, force=True)
