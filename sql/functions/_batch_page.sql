@@ -33,8 +33,9 @@
 -- every event of the batch); the txid index cannot serve that probe (its predicate, migration
 -- 0042), which a plan made so took at the same cost (every marker of the queue read per event).
 -- receive reads the transaction-order case of its usual page itself, with the same query (one
--- copy of each row fewer): a change of that query here is made there too
--- (tests/sql/test_rule_owners.py checks that both return the same rows).
+-- copy of each row fewer), and so does _share_step for a lease cut from a lane: a change of that
+-- query here is made there too (tests/sql/test_rule_owners.py checks that receive and this
+-- return the same rows, tests/sql/test_share_step.py that _share_step and receive do).
 CREATE OR REPLACE FUNCTION pglogq._batch_page(
     queue_id integer, owner integer, prev_snap pg_snapshot, cur_snap pg_snapshot, big boolean,
     after_prio integer, after_txid xid8, after_id bigint, lim integer, part smallint DEFAULT NULL,

@@ -1,6 +1,6 @@
 -- pglogq._queue_functions(queue_id, make): make (or drop) one queue's copies of the functions of
 -- receive's path (and of jobs', cancel's, consumer_info's, nack's, mark_started's, lookup's,
--- seek_plan's and queue_info's), whose statements read that queue's own tick and event tables.
+-- seek_plan's, queue_info's and ack_receive's), whose statements read that queue's own tick and event tables.
 -- Parameters: queue_id  the queue's id; make  true (default): drop the queue's copies and make
 --             them afresh from the installed functions; false: only drop them
 -- Returns:    the number of copies made.
@@ -50,7 +50,7 @@ DECLARE
     names text[] := ARRAY['receive', '_take_batch', '_batch_page', '_crashed_page', '_stream_pick',
                           '_stream_skip', '_share_lease', 'jobs', '_open_batch_events', 'cancel',
                           '_cancel_handed', '_consumer_ticks', 'nack', 'mark_started', 'lookup',
-                          '_event_txid_floor', '_retries', 'seek_plan', 'queue_info'];
+                          '_event_txid_floor', '_retries', 'seek_plan', 'queue_info', '_share_step'];
     -- the copies' names: the queue's id, then the generation of the installed functions (the
     -- install writes it here and in receive's dispatch)
     mine text := '_q' || _queue_functions.queue_id || '_';

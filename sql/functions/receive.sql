@@ -246,17 +246,13 @@ BEGIN
         IF h.batch_id IS NULL AND lean THEN
             -- the short way to a share worker's lease (tried once a call): from a lane whose
             -- batch is being handed out, when no silent worker's lease waits to be taken over
-            -- (the test of _take_batch, which takes it).  The lease's end is where this call's
+            -- (_lease_waits: _take_batch takes it).  The lease's end is where this call's
             -- read stops (its page is the lease, written with its end below), so its events
             -- are read once; _share_lease reads them to find the end, and receive again.
             -- Anything else (a lane to give a new batch, none free, a window, an urgent lane,
             -- a takeover) goes the general way, through _take_batch
             lean := false;
-            IF NOT EXISTS (SELECT 1 FROM pglogq.subscriber s JOIN pglogq.sub_state st ON st.sub_id = s.sub_id
-                            WHERE s.parent_id = c.sub_id AND s.stream IS NULL AND st.batch_id IS NOT NULL
-                              AND s.sub_id <> h.sub_id
-                              AND (st.heartbeat_at < clock_timestamp() - q.dead_interval
-                                   OR st.released_at IS NOT NULL)) THEN
+            IF NOT pglogq._lease_waits(c.sub_id, h.sub_id, q.dead_interval) THEN
                 cut := pglogq._share_lane(c.sub_id, h.sub_id % 8, '{}');
                 IF cut IS NOT NULL THEN
                     SELECT s.stream, st.batch_id, st.batch_prev_tick, st.batch_cur_tick, st.batch_big,

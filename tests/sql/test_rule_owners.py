@@ -619,6 +619,11 @@ def test_every_reset_clears_what_close_batch_clears(dsn: str) -> None:
     # receive's short way to a lease (cut from a lane's batch): the same, with its end to come
     short = _segment(receive, "h.batch_id := nextval('pglogq.batch_seq');", "END IF;")
     assert batch - _WRITTEN_BY_RECEIVE - _fields_assigned(short) == set(), "receive's short way to a lease"
+    # ack_receive's short way (_share_step): one update acknowledges the lease and writes the
+    # next, so it sets every column of the batch
+    step = _source("_share_step")
+    write = _segment(step, "UPDATE pglogq.sub_state", "WHERE")
+    assert batch - set(re.findall(r"\b(\w+)\s*=", write)) == set(), "_share_step's write"
     # _share_lease: a lease
     lease = _source("_share_lease")
     cut = lease[lease.rindex("h.batch_id := nextval"):]

@@ -447,8 +447,10 @@ DYNAMIC_SQL = {"create_queue", "drop_queue", "maint_rotate_step1", "set_queue_co
                # is its quoted name), trigger names %I, trigger arguments and only_if %L
                "capture_table", "uncapture_table",
                # the queue's copy of receive, jobs, cancel, cancel's check, nack, mark_started,
-               # lookup and seek_plan: its name made of the queue's id, format('%I')
+               # lookup, seek_plan and ack_receive's short way (_share_step): its name made of
+               # the queue's id, format('%I')
                "receive", "jobs", "cancel", "_cancel_handed", "nack", "mark_started", "lookup", "seek_plan",
+               "ack_receive",
                # the count of the queue's own event table: its name made of the queue's id, format('%I')
                "stored_events",
                # a listing of every queue reads a queue's id sequence with SELECT (a lock its

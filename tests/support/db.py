@@ -6,8 +6,8 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 # how many functions _queue_functions copies for each queue (its list of names): receive's path,
-# jobs', cancel's and consumer_info's tick figures
-QUEUE_COPIES = 19
+# jobs', cancel's, consumer_info's tick figures and ack_receive's short way
+QUEUE_COPIES = 20
 
 SIDE_TABLES = (
     "event",
