@@ -1,6 +1,4 @@
--- pglogq._share_step(h, batch_id, last_msg_id, last_txid, queue_name, consumer_name,
--- max_messages, worker_name, start_first): ack_receive of a share worker's lease cut from a
--- lane: the lease acknowledged and the worker's next lease cut, in one write of its row.
+-- pglogq._share_step(h, batch_id, last_msg_id, last_txid, queue_name, consumer_name, max_messages, worker_name, start_first): ack_receive of a share worker's lease cut from a lane: the lease acknowledged and the worker's next lease cut, in one write of its row.
 -- Parameters: h  the worker's row, locked and checked by ack_receive (its page is the lease it
 --             acknowledges); the others as ack_receive's
 -- Returns:    setof pglogq.message: the next lease, as receive returns it (batch_id its new id).

@@ -7,6 +7,9 @@ same state (the first rolled back to a savepoint), and checks which way served t
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -153,3 +156,47 @@ def test_the_general_way_serves_what_the_short_way_does_not(lanes: pglogq.Client
         # a lease of three acknowledged in pages: its first page has more to come
         page = lanes.receive(Q, "c", worker="a", max_messages=1)
     assert not _both_ways(dsn, page, 1, None)
+
+
+def test_racing_workers_with_fused_acks_get_every_event_exactly_once(lanes: pglogq.Client, dsn: str) -> None:
+    """Six workers, each acknowledging its lease with its next receive (leases of one to three
+    events), while a producer sends and ticks more: every event handed out once, none lost."""
+    with psycopg.connect(dsn) as conn:
+        ids = [int(r[0]) for r in conn.execute("SELECT e.ev_id FROM pglogq.event e JOIN pglogq.queue q"
+                                               " ON q.queue_id = e.ev_queue WHERE q.queue_name = %s", (Q,))]
+    assert len(ids) == EVENTS
+    seen: list[int] = []
+    lock = threading.Lock()
+    sending = threading.Event()
+    sending.set()
+
+    def produce() -> None:
+        with pglogq.Client(dsn) as c:
+            for _ in range(4):
+                got = c.send_batch(Q, [{"n": i} for i in range(50)])
+                with lock:
+                    ids.extend(got)
+                c.tick(Q, force=True)
+        sending.clear()
+
+    def work(name: str, size: int) -> None:
+        with pglogq.Client(dsn) as c:
+            page: pglogq.Batch | None = None
+            idle = 0
+            while idle < 3 or sending.is_set():
+                page = c.receive(Q, "c", worker=name, max_messages=size, ack=page)
+                if not page.messages:
+                    page = None
+                    idle += 1
+                    time.sleep(0.01)
+                    continue
+                idle = 0
+                with lock:
+                    seen.extend(m.msg_id for m in page)
+            assert page is None
+
+    with ThreadPoolExecutor(7) as pool:
+        futures = [pool.submit(work, f"w{i}", 1 + i % 3) for i in range(6)] + [pool.submit(produce)]
+        for f in futures:
+            f.result(timeout=300)
+    assert sorted(seen) == sorted(ids)

@@ -3,14 +3,15 @@
 Four parts, side by side in one run (the ticker of pglogq running throughout):
 
 1. **No-op job throughput.** A backlog of ``share_drain_jobs`` jobs is drained by 2 and by 8
-   worker processes that do nothing with a job: pglogq's share consumer, subscribed with lanes
-   (each worker ``Client.receive(queue, consumer, worker=..., max_messages=k, ack=page)``: the
-   page before acknowledged in the same statement and commit; the workers cut their leases
-   side by side on the consumer's eight lanes) against a jobs
-   table of the seeds' design (claim ``k`` rows with ``FOR UPDATE SKIP LOCKED`` and an UPDATE,
-   then DELETE them on completion), for k = 1 and k = 100.  The table is vacuumed before each
-   of its drains (autovacuum's work, done ahead: the table at its best).
-   The backlog is ``share_drain_jobs`` jobs for k = 1, ten times that for k = 100.
+   worker processes (each system twice, in the order table, share, share, table) that do
+   nothing with a job: pglogq's share consumer, subscribed with lanes (each worker
+   ``Client.receive(queue, consumer, worker=..., max_messages=k, ack=page)``: the page before
+   acknowledged in the same statement and commit; the workers cut their leases side by side on
+   the consumer's eight lanes) against a jobs table of the seeds' design (claim ``k`` rows with
+   ``FOR UPDATE SKIP LOCKED`` and an UPDATE, then DELETE them on completion), for k = 1 and
+   k = 100.  The table is vacuumed before each of its drains (autovacuum's work, done ahead:
+   the table at its best).  The backlog is ``share_drain_jobs`` jobs for k = 1, ten times that
+   for k = 100.
 2. **The same after ``share_held_seconds`` under a held snapshot.**  A session holds a
    REPEATABLE READ snapshot (the xmin horizon stays put); meanwhile both systems handle
    ``share_held_rate`` jobs/s (each second: that many jobs sent, then drained by 2 workers), so
@@ -291,22 +292,30 @@ def backlog(ctx: BenchContext, claim: int) -> int:
 
 
 def drains(ctx: BenchContext, sides: Sides, held: bool, extra: dict[str, Any]) -> None:
-    """Part 1's drains (part 2's when ``held``): every worker count and claim size, the two
-    systems one after the other."""
+    """Part 1's drains (part 2's when ``held``): every worker count and claim size, each system
+    drained twice, in the order table, share, share, table (neither always runs first on a
+    machine whose pace drifts); a system's figure is its jobs over its seconds of both drains."""
     case = held_case if held else drain_case
     for workers in WORKERS:
         for claim in CLAIMS:
             n = backlog(ctx, claim)
-            sides.fill_table(n)
-            if not held:
-                ctx.sql(f"VACUUM {JOBS}")
-            count, secs = sides.drain_table(workers, claim)
-            ctx.results.add(Measure(SCENARIO, case(workers, claim), TABLE, count / secs, "events/s",
-                                    extra={"jobs": count, "seconds": round(secs, 3), **extra}))
-            sides.fill_share(n)
-            count, secs = sides.drain_share(workers, claim)
-            ctx.results.add(Measure(SCENARIO, case(workers, claim), SHARE, count / secs, "events/s",
-                                    extra={"jobs": count, "seconds": round(secs, 3), **extra}))
+            jobs = {TABLE: 0, SHARE: 0}
+            seconds = {TABLE: 0.0, SHARE: 0.0}
+            for system in (TABLE, SHARE, SHARE, TABLE):
+                if system == TABLE:
+                    sides.fill_table(n)
+                    if not held:
+                        ctx.sql(f"VACUUM {JOBS}")
+                    count, secs = sides.drain_table(workers, claim)
+                else:
+                    sides.fill_share(n)
+                    count, secs = sides.drain_share(workers, claim)
+                jobs[system] += count
+                seconds[system] += secs
+            for system in (TABLE, SHARE):
+                ctx.results.add(Measure(SCENARIO, case(workers, claim), system, jobs[system] / seconds[system],
+                                        "events/s", extra={"jobs": jobs[system], "seconds": round(seconds[system], 3),
+                                                           "drains": 2, **extra}))
 
 
 @dataclass
