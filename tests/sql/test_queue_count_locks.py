@@ -76,6 +76,24 @@ def _new_queue(conn: Conn) -> tuple[Any, ...]:
     return (name,)
 
 
+def _lane_lease(conn: Conn) -> tuple[int, int, str]:
+    """(batch_id, msg_id, txid) of a lease of one event that worker w of the share consumer sl
+    (lanes) holds, cut from its lane's batch: what ack_receive's short way acknowledges."""
+    conn.execute("SELECT pglogq.send_batch('q', array_fill('{}'::jsonb, ARRAY[40]))")
+    conn.execute("SELECT pglogq.force_tick('q')")
+    row = conn.execute("SELECT batch_id FROM pglogq.receive('q', 'sl', 1, 'w')").fetchone()
+    assert row is not None
+    conn.execute("SELECT pglogq.ack(%s)", (row[0],))
+    rows = conn.execute("SELECT batch_id, msg_id, txid::text FROM pglogq.receive('q', 'sl', 1, 'w')").fetchall()
+    assert rows
+    return int(rows[0][0]), int(rows[0][1]), str(rows[0][2])
+
+
+def _drain_lanes(conn: Conn) -> None:
+    while rows := conn.execute("SELECT batch_id FROM pglogq.receive('q', 'sl', 1000, 'w')").fetchall():
+        conn.execute("SELECT pglogq.ack(%s)", (rows[0][0],))
+
+
 # name, statement, its arguments (made before the call's transaction), clean-up after it
 CALLS: list[tuple[str, str, Callable[[Conn], tuple[Any, ...]], Callable[[Conn], None]]] = [
     ("send", "SELECT pglogq.send('q', '{}')", lambda c: (), lambda c: None),
@@ -96,9 +114,11 @@ CALLS: list[tuple[str, str, Callable[[Conn], tuple[Any, ...]], Callable[[Conn], 
     ("drop_queue", "SELECT pglogq.drop_queue(%s)", _new_queue, lambda c: None),
     ("queue_info()", "SELECT * FROM pglogq.queue_info(NULL)", lambda c: (), lambda c: None),
     ("consumer_info()", "SELECT * FROM pglogq.consumer_info(NULL, NULL)", lambda c: (), lambda c: None),
+    ("ack_receive (share, lanes)", "SELECT * FROM pglogq.ack_receive(%s, %s, %s::xid8, 'q', 'sl', 1, 'w')",
+     _lane_lease, _drain_lanes),
 ]
 # measured by a test of their own (each is called only where its test asks)
-ALONE = {"receive", "queue_info()", "consumer_info()"}
+ALONE = {"receive", "queue_info()", "consumer_info()", "ack_receive (share, lanes)"}
 
 
 def _counts(dsn: str, only: set[str] | None = None) -> dict[str, int]:
@@ -144,6 +164,8 @@ def _grown(dsn: str, partitions: int, only: set[str] | None = None) -> dict[str,
         if partitions > 1:
             conn.execute("SELECT pglogq.set_queue_config('q', 'partitions', %s)", (str(partitions),))
         conn.execute("SELECT pglogq.subscribe('q', 'c')")
+        if only is not None and "ack_receive (share, lanes)" in only:
+            conn.execute("SELECT pglogq.subscribe('q', 'sl', share => true, lanes => true)")
     _grow(dsn, 1, 2)
     few = _counts(dsn, only)
     _grow(dsn, 2, 50)
@@ -162,6 +184,13 @@ def test_locks_of_receive_do_not_grow_with_the_queues(dsn: str, partitions: int)
     grew = _grown(dsn, partitions, {"receive"})
     assert not grew, f"locks at 2 queues -> at 50 queues: {grew}"
 
+
+
+def test_locks_of_a_share_workers_fused_ack_do_not_grow_with_the_queues(dsn: str) -> None:
+    """ack_receive's short way (_share_step) runs in the queue's copy: its plans lock that queue's
+    tables only."""
+    grew = _grown(dsn, 1, {"ack_receive (share, lanes)"})
+    assert not grew, f"locks at 2 queues -> at 50 queues: {grew}"
 
 
 def test_locks_of_the_listings_do_not_grow_with_the_queues(dsn: str) -> None:
