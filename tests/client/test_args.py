@@ -14,11 +14,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
 
 import pglogq
-from tests.support.waiting import wait_for
+from tests.support.db import closed_everything
 
 BIG = [2**31, 2**40, 2**63, 2**70, -(2**63) - 1]
 
@@ -174,18 +173,7 @@ def test_one_client_shared_by_threads_opens_one_pool(dsn: str) -> None:
         t.join()
     client.close()
     assert errors == [] and len(client_pools) == 1
-
-    def others() -> int:
-        with psycopg.connect(dsn) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchone()
-        assert row is not None
-        return int(row[0])
-
-    # a closed connection's backend leaves pg_stat_activity when it has exited, which on a busy
-    # machine may be a moment after close() returned
-    wait_for(lambda: others() == 0, "the pool's sessions to end")
+    closed_everything(dsn)
 
 
 def test_retry_after_timedelta_is_still_accepted(ready: Any) -> None:

@@ -12,7 +12,7 @@ import pytest
 from psycopg.rows import dict_row, namedtuple_row
 
 import pglogq
-from tests.support.waiting import wait_for
+from tests.support.db import closed_everything
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "dict_row": {"row_factory": dict_row},
@@ -170,21 +170,6 @@ def test_a_call_in_the_callers_failed_transaction_raises_and_changes_nothing(dsn
         row = conn.execute("SELECT count(*) FROM pglogq.event").fetchone()
     assert row is not None and row[0] == 0
     client.close()
-
-
-def closed_everything(dsn: str) -> None:
-    """Every connection of the client is gone (a closed one's backend ends a moment after the
-    close: waited for; one left open never ends and fails the test)."""
-    wait_for(lambda: _backends(dsn) == 0, "the client's backends to end")
-
-
-def _backends(dsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 @pytest.mark.parametrize("close_in", ["third_loop", "second_loop"])

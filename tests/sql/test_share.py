@@ -25,6 +25,7 @@ from pglogq.errors import (
     UnknownBatch,
 )
 from tests.support.draining import drain
+from tests.support.inflight import silence
 from tests.support.maintenance import pump_and_tick
 from tests.support.waiting import wait_for
 
@@ -33,13 +34,6 @@ Q = "jobs"
 
 def _ids(batch: pglogq.Batch) -> list[int]:
     return [m.msg_id for m in batch]
-
-
-def _silence(dsn: str, worker: str) -> None:
-    """Make a worker look silent for an hour (as if it died holding its lease)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '1 hour'"
-                     " WHERE worker_name = %s", (worker,))
 
 
 @pytest.fixture
@@ -107,7 +101,7 @@ def test_a_silent_workers_lease_alone_is_taken_over(share: pglogq.Client, dsn: s
     assert _ids(dead) == ids[:2]
     live = share.receive(Q, "mailer", worker="live", max_messages=1)
     assert _ids(live) == ids[2:3]
-    _silence(dsn, "dead")
+    silence(dsn, "dead")
     assert live.ack()
     # the next free worker takes the dead worker's lease over before new events
     taken = share.receive(Q, "mailer", worker="live", max_messages=5)
@@ -142,7 +136,7 @@ def test_a_crashing_event_ends_dead_and_its_neighbours_run_once(share: pglogq.Cl
     for attempt in range(2):
         b = share.receive(Q, "mailer", worker=f"w{attempt}", max_messages=1, start_first=1)
         assert _ids(b) == [poison]
-        _silence(dsn, f"w{attempt}")  # its handler started, then the worker died
+        silence(dsn, f"w{attempt}")  # its handler started, then the worker died
     rest = drain(share, Q, "mailer", worker="w9")
     handled += [m.msg_id for m in rest]
     assert handled == [fine]

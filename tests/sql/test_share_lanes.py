@@ -19,6 +19,7 @@ import pytest
 import pglogq
 from pglogq.errors import AlreadyExists, LanesRefused
 from tests.support.draining import drain
+from tests.support.inflight import silence
 
 Q = "jobs"
 
@@ -142,9 +143,7 @@ def test_a_silent_workers_lease_alone_comes_back(lanes: pglogq.Client, dsn: str)
     a = lanes.receive(Q, "mailer", worker="a", max_messages=1, start_first=1)
     b = lanes.receive(Q, "mailer", worker="b", max_messages=2)
     assert b.ack()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '1 hour'"
-                     " WHERE worker_name = 'a'")
+    silence(dsn, "a")
     c = lanes.receive(Q, "mailer", worker="c", max_messages=5)
     assert _ids(c) == _ids(a)  # a's lease, taken over, counted as an attempt
     assert [m.retry_count for m in c] == [1]
@@ -161,9 +160,7 @@ def test_a_silent_workers_lease_is_taken_over_before_a_lane_is_cut(lanes: pglogq
     a = lanes.receive(Q, "mailer", worker="a", max_messages=1, start_first=1)
     b = lanes.receive(Q, "mailer", worker="b", max_messages=1)
     assert b.ack()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '1 hour'"
-                     " WHERE worker_name = 'a'")
+    silence(dsn, "a")
     # b's round starts at the lane it cut from, whose batch is still being handed out
     c = lanes.receive(Q, "mailer", worker="b", max_messages=5)
     assert _ids(c) == _ids(a)

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 import pglogq
+from tests.support.inflight import silence
 from tests.support.maintenance import pump_and_tick
 
 Q = "jobs"
@@ -147,9 +148,7 @@ def test_the_general_way_serves_what_the_short_way_does_not(lanes: pglogq.Client
     page = _warm(lanes, 3 if case == "page of a longer lease" else 1)
     if case == "silent worker":
         lanes.receive(Q, "c", worker="z", max_messages=1)
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '1 hour'"
-                         " WHERE worker_name = 'z'")
+        silence(dsn, "z")
     elif case == "window":
         lanes.set_share_window(Q, "c", 1000)
     else:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from tests.support.waiting import wait_for
+
 # how many functions _queue_functions copies for each queue (its list of names): receive's path,
 # jobs', cancel's, consumer_info's tick figures and ack_receive's short way
 QUEUE_COPIES = 20
@@ -110,3 +112,18 @@ TICK_HEAD_FOLLOWS = (
     "                                    WHERE t.queue_id = h.queue_id AND t.tick_id = h.prev_event_tick),"
     "                                  h.prev_event_time)"
 )
+
+
+def closed_everything(dsn: str) -> None:
+    """Every other session of the database is gone (a closed connection's backend ends a moment
+    after the close: waited for; one left open never ends and fails the test)."""
+    wait_for(lambda: _backends(dsn) == 0, "the client's backends to end")
+
+
+def _backends(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])

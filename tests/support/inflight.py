@@ -33,3 +33,9 @@ def in_flight_job(dsn: str, worker_label: str, silent: str | None) -> None:
                          " started_at = started_at - %s::interval", (silent, silent))
             conn.execute("UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - %s::interval"
                          " WHERE batch_id IS NOT NULL", (silent,))
+
+
+def silence(dsn: str, worker: str) -> None:
+    """Make a worker look silent for an hour (as if it died holding its lease or batch)."""
+    _sql(dsn, "UPDATE pglogq.subscription SET heartbeat_at = heartbeat_at - interval '1 hour'"
+              " WHERE worker_name = %s", (worker,))
